@@ -1,0 +1,3 @@
+from tankbench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,26 @@
+"""Helpers shared by subcommands: output to a path or '-', colour and terminal detection."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+
+def use_color(stream: TextIO = sys.stdout) -> bool:
+    """Colour only on a terminal and only when NO_COLOR is unset (https://no-color.org)."""
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def print_json(value: Any, stream: TextIO = sys.stdout) -> None:
+    json.dump(value, stream, indent=2, sort_keys=False, default=str)
+    stream.write("\n")
+
+
+def open_out(path: str) -> TextIO:
+    """`-` is stdout; anything else is a file opened for writing (parent created)."""
+    if path == "-":
+        return sys.stdout
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return open(path, "w", encoding="utf-8", newline="")

@@ -1,0 +1,33 @@
+"""The one error type users see: a message, a hint, exit status 2."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input or a refused action; printed as `Error: …` plus a hint, exit status 2."""
+
+    exit_status = 2
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SpecError(UserError):
+    """A campaign file is malformed; the message names the file, key and value."""
+
+    def __init__(self, path: str, key: str, value: object, problem: str, hint: str = "") -> None:
+        where = f"{path}: " if path else ""
+        shown = f" = {value!r}" if value is not None else ""
+        super().__init__(f"{where}{key}{shown}: {problem}", hint)
+        self.path = path
+        self.key = key
+        self.value = value
+
+
+class HostError(Exception):
+    """A host could not run a command (ssh down, agent missing): a failure of the environment."""

@@ -1,0 +1,1 @@
+"""fio: job files for tests, and parsing of fio's JSON output."""

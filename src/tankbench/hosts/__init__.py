@@ -1,0 +1,1 @@
+"""Where commands run: local, ssh, lab — one interface (see base.Host)."""

@@ -1,0 +1,169 @@
+"""The Host interface: run a command, start the agent, read and write files — the same for every host."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import subprocess
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Callable, Iterator, Sequence
+
+from tankbench.errors import HostError
+
+
+@dataclass(frozen=True)
+class Result:
+    """A finished command: argv, exit status and its decoded output."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def check(self) -> "Result":
+        """Raise HostError unless the command exited 0."""
+        if self.returncode != 0:
+            cmd = " ".join(shlex.quote(a) for a in self.argv)
+            raise HostError(f"`{cmd}` exited {self.returncode}: {self.stderr.strip()[-500:]}")
+        return self
+
+
+def agent_source() -> bytes:
+    """The agent program (stdlib only) that each host runs next to fio."""
+    return resources.files("tankbench").joinpath("agent.py").read_bytes()
+
+
+def agent_digest() -> str:
+    return hashlib.sha256(agent_source()).hexdigest()[:16]
+
+
+class AgentSession:
+    """A running agent: one JSON request in, JSON event lines out; closing stdin tells it to stop."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], request: dict[str, Any]) -> None:
+        self.proc = proc
+        self._stderr: list[bytes] = []
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._t = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._t.start()
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        proc.stdin.flush()
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line)
+            del self._stderr[:-200]
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Yield each event the agent prints, until it exits."""
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+    def stderr_text(self) -> str:
+        return b"".join(self._stderr).decode(errors="replace")
+
+    def close(self, timeout: float = 10.0) -> int:
+        """Close stdin (the agent stops its children on EOF) and wait for it."""
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+class Host(ABC):
+    """Where commands run. Subclasses: LocalHost, SshHost (and the lab, an SshHost to its VM)."""
+
+    name: str = "host"
+    #: how runs on this host should be labelled (e.g. "tcg" for an emulated lab VM)
+    accelerator: str = ""
+    #: the Python that runs the agent on this host
+    python: str = "python3"
+
+    @abstractmethod
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """The local argv that runs `argv` on this host (identity for local, ssh … for remote)."""
+
+    def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = None,
+            check: bool = False) -> Result:
+        """Run a command to completion and return its Result (raise HostError on timeout)."""
+        try:
+            cp = subprocess.run(self.command(argv), input=input, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            raise HostError(f"{self.name}: `{' '.join(argv)}` did not finish in {timeout} s") from e
+        except FileNotFoundError as e:
+            raise HostError(f"{self.name}: cannot run {argv[0]!r}: {e}") from e
+        res = Result(tuple(argv), cp.returncode, cp.stdout.decode(errors="replace"),
+                     cp.stderr.decode(errors="replace"))
+        return res.check() if check else res
+
+    def read_file(self, path: str) -> str:
+        """Contents of a text file on the host."""
+        return self.run(["cat", "--", path], check=True, timeout=60).stdout
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write a file on the host (atomically: temp file + rename)."""
+        tmp = f"{path}.tmp-tankbench"
+        script = f"umask 022; cat > {shlex.quote(tmp)} && chmod {mode:o} {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}"
+        self.run(["sh", "-c", script], input=data, check=True, timeout=120)
+
+    def agent_path(self) -> str:
+        """Install the agent on the host (once per version) and return its path there."""
+        path = f"/var/tmp/tankbench-agent-{agent_digest()}.py"
+        probe = self.run(["test", "-s", path], timeout=60)
+        if probe.returncode != 0:
+            self.write_file(path, agent_source(), 0o755)
+        return path
+
+    def start_agent(self, request: dict[str, Any]) -> AgentSession:
+        """Start the agent with one request; read its events from the returned session."""
+        argv = self.command([self.python, self.agent_path()])
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        return AgentSession(proc, request)
+
+    def call_agent(self, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None] | None = None,
+                   timeout: float | None = None) -> dict[str, Any]:
+        """Run one agent request to its final `result` event and return that event's payload."""
+        session = self.start_agent(request)
+        result: dict[str, Any] | None = None
+        timer = None
+        if timeout:
+            timer = threading.Timer(timeout, session.proc.kill)
+            timer.start()
+        try:
+            for ev in session.events():
+                if ev.get("event") == "result":
+                    result = ev
+                elif ev.get("event") == "error":
+                    raise HostError(f"{self.name}: agent {request.get('op')}: {ev.get('message')}")
+                elif on_event:
+                    on_event(ev)
+        finally:
+            if timer:
+                timer.cancel()
+            rc = session.close()
+        if result is None:
+            raise HostError(f"{self.name}: agent {request.get('op')} ended without a result (exit {rc}): "
+                            f"{session.stderr_text()[-800:]}")
+        return result
+
+    def close(self) -> None:
+        """Release connections (ssh control masters, …)."""

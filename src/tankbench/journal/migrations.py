@@ -1,0 +1,44 @@
+"""Versioned schema. Each migration takes the database from version i to i+1; never edit a landed one."""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: list[str] = [
+    # 1: campaigns, tests, fingerprints, runs
+    """
+    CREATE TABLE campaigns (
+        id TEXT PRIMARY KEY, name TEXT NOT NULL, spec_path TEXT, spec_text TEXT, created REAL NOT NULL
+    );
+    CREATE TABLE tests (
+        id TEXT PRIMARY KEY, campaign_id TEXT NOT NULL, number INTEGER NOT NULL, name TEXT NOT NULL,
+        target TEXT NOT NULL, target_kind TEXT NOT NULL, test_case TEXT NOT NULL,
+        canonical TEXT NOT NULL, fio_job TEXT NOT NULL, skip_note TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE fingerprints (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        test_id TEXT NOT NULL REFERENCES tests(id),
+        run_no INTEGER NOT NULL, warmup INTEGER NOT NULL, attempt INTEGER NOT NULL,
+        status TEXT NOT NULL, started REAL NOT NULL, ended REAL, host TEXT NOT NULL DEFAULT '',
+        pid INTEGER, fingerprint_id TEXT NOT NULL DEFAULT '',
+        expected_s REAL NOT NULL, wall_s REAL, drain_s REAL,
+        metrics TEXT NOT NULL DEFAULT '{}', checks TEXT NOT NULL DEFAULT '{}',
+        samples TEXT NOT NULL DEFAULT '{}', fio_json TEXT NOT NULL DEFAULT '',
+        exit_status INTEGER, stderr_tail TEXT NOT NULL DEFAULT '', note TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX runs_test ON runs(test_id, run_no, warmup);
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database to SCHEMA_VERSION; return the version it had before."""
+    before = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if before > SCHEMA_VERSION:
+        raise RuntimeError(f"journal schema version {before} is newer than this tankbench ({SCHEMA_VERSION})")
+    for version in range(before, SCHEMA_VERSION):
+        conn.executescript("BEGIN;" + MIGRATIONS[version] + f"; PRAGMA user_version = {version + 1}; COMMIT;")
+    return before

@@ -1,0 +1,172 @@
+"""Frozen values that cross module boundaries: Target, Test, Run, Fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+RUN_STATUSES = ("running", "done", "failed", "timeout", "crashed")
+TARGET_KINDS = ("raw", "file", "dataset", "zvol")
+IO_MODES = ("buffered", "direct")
+SYNC_MODES = ("async", "sync", "fsync", "fdatasync")
+
+
+def canonical_json(value: Any) -> str:
+    """Stable JSON text: sorted keys, no whitespace; the input of every id hash."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def short_hash(value: Any, length: int = 12) -> str:
+    """Hex digest prefix of the canonical JSON of value."""
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:length]
+
+
+def frozen_map(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    """A read-only mapping, so frozen dataclasses stay frozen all the way down."""
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True)
+class Target:
+    """What fio hits. `path` is a device (raw, zvol: assigned at provision) or a directory (file)."""
+
+    name: str
+    kind: str
+    path: str = ""
+    size: int = 0
+    confirm: str = ""
+    props: Mapping[str, str] = field(default_factory=frozen_map)
+    pool: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in TARGET_KINDS:
+            raise ValueError(f"unknown target kind {self.kind!r}")
+        if self.size < 0:
+            raise ValueError("negative size")
+        object.__setattr__(self, "props", frozen_map(self.props))
+
+    def canonical(self) -> dict[str, Any]:
+        """What identifies the target in a test id (not `confirm`: it is a permission, not a setting)."""
+        d: dict[str, Any] = {"name": self.name, "kind": self.kind, "path": self.path, "size": self.size}
+        if self.props:
+            d["props"] = dict(self.props)
+        if self.pool:
+            d["pool"] = self.pool
+        return d
+
+
+@dataclass(frozen=True)
+class Test:
+    """One point of the matrix. `params` holds the axes (rw, bs, iodepth, numjobs, io, sync_mode, …)."""
+
+    number: int
+    name: str
+    target: Target
+    params: Mapping[str, Any]
+    fio_options: Mapping[str, Any]
+    runtime: float
+    ramp: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", frozen_map(self.params))
+        object.__setattr__(self, "fio_options", frozen_map(self.fio_options))
+
+    def canonical(self) -> dict[str, Any]:
+        """Everything that changes what is measured; its hash is the test id."""
+        return {
+            "target": self.target.canonical(),
+            "params": dict(self.params),
+            "fio": dict(self.fio_options),
+            "runtime": self.runtime,
+            "ramp": self.ramp,
+        }
+
+    @property
+    def id(self) -> str:
+        return short_hash(self.canonical())
+
+    @property
+    def expected_s(self) -> float:
+        """How long fio should take: ramp + runtime."""
+        return self.ramp + self.runtime
+
+    @property
+    def test_case(self) -> str:
+        """The leaderboard group, e.g. "write seq 4k", "read random 1M"."""
+        return test_case_of(str(self.params.get("rw", "")), str(self.params.get("bs", "")))
+
+
+def test_case_of(rw: str, bs: str) -> str:
+    """Name a test case the way seed 000's sheet does: "<direction> <seq|random|mixed> <bs>"."""
+    direction = {"read": "read", "write": "write", "randread": "read", "randwrite": "write",
+                 "rw": "readwrite", "readwrite": "readwrite", "randrw": "readwrite",
+                 "trim": "trim", "randtrim": "trim"}.get(rw, rw)
+    pattern = "random" if rw.startswith("rand") else "seq"
+    return f"{direction} {pattern} {bs}"
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What the numbers depend on besides the test: kernel, fio, CPU, RAM, devices, later ZFS."""
+
+    data: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data", frozen_map(self.data))
+
+    @property
+    def id(self) -> str:
+        return short_hash(dict(self.data), 16)
+
+    def comparable_keys(self) -> dict[str, Any]:
+        """The fields that make two runs incomparable when they differ (not hostname or uptime)."""
+        keep = ("kernel", "fio_version", "cpu_model", "cpu_count", "mem_bytes", "accelerator",
+                "zfs_version", "zfs_tunables", "device_models")
+        return {k: self.data[k] for k in keep if k in self.data}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One execution of a test: fio's numbers, what fio misses, and how it ended. Immutable."""
+
+    test_id: str
+    run_no: int
+    warmup: bool
+    attempt: int
+    status: str
+    started: float
+    ended: float | None = None
+    host: str = ""
+    fingerprint_id: str = ""
+    expected_s: float = 0.0
+    wall_s: float | None = None
+    drain_s: float | None = None
+    metrics: Mapping[str, float] = field(default_factory=frozen_map)
+    checks: Mapping[str, Any] = field(default_factory=frozen_map)
+    samples: Mapping[str, Any] = field(default_factory=frozen_map)
+    fio_json: str = ""
+    exit_status: int | None = None
+    stderr_tail: str = ""
+    note: str = ""
+    row_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {self.status!r}")
+        if self.run_no < 0 or self.attempt < 1:
+            raise ValueError("run_no must be >= 0 and attempt >= 1")
+        if self.wall_s is not None and self.wall_s < 0:
+            raise ValueError("negative wall time")
+        object.__setattr__(self, "metrics", frozen_map(self.metrics))
+        object.__setattr__(self, "checks", frozen_map(self.checks))
+        object.__setattr__(self, "samples", frozen_map(self.samples))
+
+    @property
+    def timing_excess_s(self) -> float | None:
+        """Wall time beyond ramp + runtime (seed 000's "timing issue" KPI)."""
+        if self.wall_s is None:
+            return None
+        return self.wall_s - self.expected_s

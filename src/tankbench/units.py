@@ -1,0 +1,79 @@
+"""Sizes and durations as fio and users write them ("4k", "1M", "2s", "1m30s")."""
+
+from __future__ import annotations
+
+import re
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE_MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_DUR_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", re.IGNORECASE)
+_DUR_MULT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "": 1.0}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from "4k", "1M", "64MiB" or an int; k/M/G are powers of 1024 as in fio."""
+    if isinstance(text, bool):
+        raise ValueError("not a size")
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError("negative size")
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r}")
+    number, unit = float(m.group(1)), m.group(2).lower()
+    value = number * _SIZE_MULT[unit]
+    if value != int(value):
+        raise ValueError(f"not a whole number of bytes: {text!r}")
+    return int(value)
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Seconds from "2s", "500ms", "1m30s", "1h" or a number of seconds."""
+    if isinstance(text, bool):
+        raise ValueError("not a duration")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise ValueError("negative duration")
+        return float(text)
+    s = str(text).strip()
+    if s.startswith("-"):
+        raise ValueError("negative duration")
+    pos, total = 0, 0.0
+    if not s:
+        raise ValueError("empty duration")
+    for m in _DUR_RE.finditer(s):
+        if m.start() != pos:
+            raise ValueError(f"not a duration: {text!r}")
+        total += float(m.group(1)) * _DUR_MULT[(m.group(2) or "").lower()]
+        pos = m.end()
+    if pos != len(s):
+        raise ValueError(f"not a duration: {text!r}")
+    return total
+
+
+def fmt_size(n: float) -> str:
+    """Short binary size label the way fio writes block sizes: 4096 -> "4k", 1048576 -> "1M"."""
+    for unit, mult in (("P", 1 << 50), ("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
+        if n >= mult and n % mult == 0:
+            return f"{int(n // mult)}{unit}"
+    return str(int(n))
+
+
+def fmt_duration(seconds: float) -> str:
+    """Human duration: 75 -> "1m15s", 3.5 -> "3.5s"."""
+    if seconds < 60:
+        return f"{seconds:.1f}s" if seconds != int(seconds) else f"{int(seconds)}s"
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    if h:
+        return f"{h}h{m:02d}m"
+    return f"{m}m{sec:02d}s"
+
+
+def fmt_seconds_fio(seconds: float) -> str:
+    """Duration for a fio job file (fio takes plain seconds or "Nms")."""
+    if seconds == int(seconds):
+        return str(int(seconds))
+    return f"{int(round(seconds * 1000))}ms"
