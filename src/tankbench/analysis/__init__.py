@@ -1,0 +1,1 @@
+"""Pure functions from journal data to conclusions: cases, leaderboards, statistics, warnings, advice."""

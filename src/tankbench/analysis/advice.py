@@ -1,0 +1,184 @@
+"""Recommendations derived from the leaderboards, workload-mix advice and goals (nothing canned)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tankbench.analysis.cases import METRICS, Dataset, TestSummary
+from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, ratio
+from tankbench.analysis.settings import GOAL_METRICS, Goal
+
+COST_RATIO = 2.0
+COST_CLOSE = 0.10
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """A conclusion, the sentence to paste, and the tests (tests.id) it rests on."""
+
+    kind: str
+    text: str
+    basis: tuple[str, ...]
+
+
+def _who(t: TestSummary) -> str:
+    return f"#{t.number} {t.name} ({t.config})"
+
+
+def case_recommendation(lb: Leaderboard) -> Recommendation | None:
+    """Name the winner of a test case, but only call it better when the runner-up test says so."""
+    rows = [r for r in lb.rows if r.value is not None]
+    if not rows:
+        return None
+    win = rows[0].test
+    label = METRICS[lb.metric].label
+    if len(rows) == 1:
+        return Recommendation("case", f"{lb.case}: only {_who(win)} was measured; nothing to compare.", (win.id,))
+    second = rows[1].test
+    r = ratio(win, second, lb.metric, f"the runner-up {_who(second)}")
+    assert r is not None
+    base = rows[0].vs_baseline
+    tail = f" Against the fastest baseline: {base.text}." if base else ""
+    if r.test.significant():
+        text = f"{lb.case}: use {_who(win)} — by {label}, {r.text}.{tail}"
+    else:
+        text = (f"{lb.case}: no clear winner by {label} — {_who(win)} is {r.text}; choose on cost or "
+                f"add repeats.{tail}")
+    return Recommendation("case", text, (win.id, second.id))
+
+
+def cost_recommendation(lb: Leaderboard) -> Recommendation | None:
+    """Seed 000: the winner may cost many times the load for a few percent of throughput."""
+    rows = [r for r in lb.rows if r.value is not None and r.test.load1 and r.test.mean("mibs")]
+    if len(rows) < 2:
+        return None
+    win = rows[0].test
+    assert win.load1 is not None
+    for r in rows[1:]:
+        t = r.test
+        assert t.load1 is not None
+        tp_win, tp = win.mean("mibs") or 0.0, t.mean("mibs") or 0.0
+        if t.load1.mean > 0 and win.load1.mean / t.load1.mean >= COST_RATIO and tp >= (1 - COST_CLOSE) * tp_win:
+            lr = win.load1.mean / t.load1.mean
+            return Recommendation("cost", f"{lb.case}: {_who(t)} costs {lr:.1f}× less load1 than the winner "
+                                  f"{_who(win)} for {(1 - tp / tp_win) * 100:.1f} % less throughput; "
+                                  "prefer it on a shared host.", (win.id, t.id))
+    return None
+
+
+def axis_recommendations(comps: Sequence[AxisComparison]) -> list[Recommendation]:
+    """Summarise each axis over test cases: which value won, and in how many cases significantly."""
+    by_axis: dict[str, list[AxisComparison]] = {}
+    for c in comps:
+        by_axis.setdefault(c.axis, []).append(c)
+    out = []
+    for axis, cs in by_axis.items():
+        wins: dict[str, list[str]] = {}
+        ids: list[str] = []
+        for c in cs:
+            sig = all(r is not None and r.test.significant() for r in c.ratios)
+            wins.setdefault(c.entries[0][0], []).append(c.case + ("" if sig else " (not significant)"))
+            ids += [t.id for _, t in c.entries]
+        parts = [f"{v} won in {len(cases)} of {len(cs)} comparisons ({', '.join(cases)})" for v, cases in
+                 sorted(wins.items(), key=lambda kv: -len(kv[1]))]
+        out.append(Recommendation("axis", f"{axis}: " + "; ".join(parts) + ".", tuple(dict.fromkeys(ids))))
+    return out
+
+
+def recommendations(ds: Dataset, boards: Sequence[Leaderboard], comps: Sequence[AxisComparison],
+                    timing_issues: bool) -> tuple[Recommendation, ...]:
+    """Everything the data supports, per case first, then cost, axes and method."""
+    out: list[Recommendation] = []
+    for lb in boards:
+        for rec in (case_recommendation(lb), cost_recommendation(lb)):
+            if rec:
+                out.append(rec)
+    out += axis_recommendations(comps)
+    if timing_issues and boards and boards[0].metric != "corrected":
+        out.append(Recommendation("method", "Some runs finished late (timing issue): rerun the report with "
+                                  "`--rank-by corrected` to rank by the throughput users actually get.", ()))
+    return tuple(out)
+
+
+# -- workload mix ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MixEntry:
+    """One configuration's expected performance for the declared mix."""
+
+    config: str
+    expected: float | None
+    parts: tuple[tuple[str, float, float | None, str], ...]  # case, weight, value, test id
+    missing: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MixAdvice:
+    metric: str
+    weights: tuple[tuple[str, float], ...]
+    entries: tuple[MixEntry, ...]
+    unknown_cases: tuple[str, ...]
+    formula: str
+
+
+def _expected(parts: Sequence[tuple[float, float]], higher: bool) -> float | None:
+    if not parts or any(v <= 0 for _, v in parts):
+        return None
+    if higher:  # time to move w_i of the bytes at T_i each: a weighted harmonic mean
+        return 1.0 / sum(w / v for w, v in parts)
+    return sum(w * v for w, v in parts)
+
+
+def mix_advice(ds: Dataset, weights: Sequence[tuple[str, float]], key: str = "mibs") -> MixAdvice:
+    """Rank configurations by their expected performance under the weighted mix of test cases."""
+    cases = ds.cases()
+    unknown = tuple(c for c, _ in weights if c not in cases)
+    configs: dict[str, dict[str, TestSummary]] = {}
+    for case, _ in weights:
+        for t in cases.get(case, []):
+            if t.mean(key) is not None:
+                prev = configs.setdefault(t.config, {}).get(case)
+                if prev is None or (prev.mean(key) or 0) < (t.mean(key) or 0):
+                    configs[t.config][case] = t
+    higher = METRICS[key].higher_is_better
+    entries = []
+    for config, found in configs.items():
+        parts = tuple((c, w, found[c].mean(key) if c in found else None, found[c].id if c in found else "")
+                      for c, w in weights)
+        missing = tuple(c for c, _ in weights if c not in found)
+        exp = None if missing else _expected([(w, v) for _, w, v, _ in parts if v is not None], higher)
+        entries.append(MixEntry(config, exp, parts, missing))
+    sign = -1.0 if higher else 1.0
+    entries.sort(key=lambda e: (e.expected is None, sign * (e.expected or 0.0), len(e.missing), e.config))
+    formula = ("expected = 1 / Σ(wᵢ / Tᵢ): the weighted harmonic mean, because a share wᵢ of the data moved at "
+               "Tᵢ takes wᵢ/Tᵢ of the time" if higher else "expected = Σ wᵢ·Lᵢ: the weighted mean latency")
+    return MixAdvice(key, tuple(weights), tuple(entries), unknown, formula)
+
+
+# -- goals ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GoalResult:
+    goal: Goal
+    passing: tuple[tuple[TestSummary, float, bool], ...]  # test, mean, whole 95 % CI on the passing side
+    failing: tuple[tuple[TestSummary, float], ...]
+    not_measured: bool
+
+
+def evaluate_goal(ds: Dataset, goal: Goal) -> GoalResult:
+    """Which tests of the goal's case meet it (by mean), and whether their CI does too."""
+    key = GOAL_METRICS[goal.metric]
+    tests = ds.cases().get(goal.case, [])
+    passing, failing = [], []
+    for t in tests:
+        s = t.stats.get(key)
+        if s is None:
+            continue
+        if goal.met_by(s.mean):
+            passing.append((t, s.mean, s.n >= 2 and goal.met_by(s.ci_low) and goal.met_by(s.ci_high)))
+        else:
+            failing.append((t, s.mean))
+    sign = -1.0 if METRICS[key].higher_is_better else 1.0
+    passing.sort(key=lambda p: sign * p[1])
+    return GoalResult(goal, tuple(passing), tuple(failing), not (passing or failing))

@@ -1,0 +1,223 @@
+"""Validity warnings: one per honesty rule of DESIGN.md the journal lets us check, each with its fix."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tankbench.analysis.cases import Dataset, TestSummary
+from tankbench.analysis.stats import monotonic_increase
+
+CV_LIMIT = 0.10
+DIRTY_LIMIT = 64 * 1024 * 1024
+DEFAULT_TXG_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Warning:
+    """A reason to distrust some numbers, the rows it concerns (tests.id, runs.id) and how to fix it."""
+
+    code: str
+    severity: str  # "error" (numbers wrong), "warning" (numbers doubtful), "info" (cannot check)
+    message: str
+    fix: str
+    test_ids: tuple[str, ...] = ()
+    run_rows: tuple[int, ...] = ()
+
+
+def _size_bytes(text: Any) -> int | None:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*", str(text).lower())
+    if not m:
+        return None
+    return int(float(m.group(1)) * 1024 ** " kmgtp".index(m.group(2) or " "))
+
+
+def _tests(ds: Dataset, pred: Any) -> list[TestSummary]:
+    return [t for t in ds.tests if pred(t)]
+
+
+def _mk(code: str, sev: str, tests: list[TestSummary], msg: str, fix: str,
+        rows: Iterable[int] = ()) -> Iterator[Warning]:
+    if tests:
+        names = ", ".join(f"#{t.number}" for t in tests[:12]) + (" …" if len(tests) > 12 else "")
+        yield Warning(code, sev, f"{msg} (tests {names})", fix, tuple(t.id for t in tests), tuple(rows))
+
+
+def check_emulated(ds: Dataset) -> Iterator[Warning]:
+    tcg = [fid for fid, fp in ds.fingerprints.items() if fp.data.get("accelerator") == "tcg"]
+    if tcg:
+        yield Warning("emulated", "error", "These runs ran in an emulated machine (qemu TCG): the numbers measure "
+                      "the emulator, not your disks. Use them to check that the tool works, not to choose a "
+                      "configuration.", "run the campaign on the real host, or in a VM with KVM")
+
+
+def check_fingerprints(ds: Dataset) -> Iterator[Warning]:
+    comparable = {repr(sorted(fp.comparable_keys().items())) for fp in ds.fingerprints.values()}
+    if len(comparable) > 1:
+        yield Warning("fingerprints-differ", "warning", f"The journal mixes {len(comparable)} different "
+                      "fingerprints (kernel, fio, CPU, RAM, ZFS version or tunables): rankings compare unlike "
+                      "systems.", "rerun the campaign on one system, or split it with `tankbench compare --force`")
+
+
+def check_failures(ds: Dataset) -> Iterator[Warning]:
+    bad = [(t, r) for t in ds.tests for r in t.runs if r.status in ("failed", "timeout", "crashed")]
+    tests = list({t.id: t for t, _ in bad}.values())
+    yield from _mk("failed-runs", "warning", tests, f"{len(bad)} runs failed, timed out or crashed; they are not "
+                   "ranked", "look at stderr in `tankbench show`, fix the cause and rerun (resume keeps good runs)",
+                   (r.row_id for _, r in bad))
+    never = _tests(ds, lambda t: not t.measured)
+    yield from _mk("not-measured", "info", never, "Tests with no finished measured run", "run the campaign "
+                   "(again); skipped tests say why in their skip note")
+
+
+def check_repeats(ds: Dataset) -> Iterator[Warning]:
+    single = _tests(ds, lambda t: len(t.measured) == 1)
+    yield from _mk("single-run", "warning", single, "Tests with one measured run: no standard deviation, "
+                   "confidence interval or significance test, so no \"faster\" claim is made for them",
+                   "set repeats = 3 or more in the campaign")
+    noisy = _tests(ds, lambda t: any(s and s.n >= 2 and s.cv > CV_LIMIT for k, s in t.stats.items()
+                                     if k in ("mibs", "iops")))
+    yield from _mk("high-variation", "warning", noisy, f"Run-to-run standard deviation above "
+                   f"{CV_LIMIT:.0%} of the mean", "find the noise (other load, scrub, thermal limits, a cache "
+                   "filling up); lengthen runtime; add repeats")
+    warming = _tests(ds, lambda t: monotonic_increase([r.values["mibs"] or 0.0 for r in t.measured]))
+    yield from _mk("cache-warming", "warning", warming, "Throughput grows run after run (seed 002): the "
+                   "cache is warming and later runs measure RAM, not disks", "use a working set larger than "
+                   "the ARC, add a warm-up run, or drop caches / export-import the pool between runs")
+
+
+def check_timing(ds: Dataset) -> Iterator[Warning]:
+    late = [(t, r) for t in ds.tests for r in t.runs
+            if r.excess_s is not None and r.status == "done" and r.excess_s > ds.settings.timing_limit(r.expected_s)]
+    yield from _mk("timing-issue", "warning", list({t.id: t for t, _ in late}.values()),
+                   f"{len(late)} runs took longer than ramp + runtime by more than the threshold (seed 000: "
+                   "a buffered zvol test finished 3.8 h late); fio's MiB/s overstates them",
+                   "rank by corrected throughput (`--rank-by corrected`); look at load and dirty data of those runs",
+                   (r.row_id for _, r in late))
+    unknown = _tests(ds, lambda t: t.measured and all(r.wall_s is None for r in t.measured))
+    yield from _mk("wall-unknown", "info", unknown, "No wall-clock time recorded (e.g. imported fio JSON): "
+                   "timing issues and corrected throughput cannot be checked", "run the tests with `tankbench run`")
+
+
+def check_runs_detail(ds: Dataset) -> Iterator[Warning]:
+    """Checks on Run.checks (layout, dirty data) and fio's runtime, run by run."""
+    sparse: list[tuple[TestSummary, int]] = []
+    compressible: list[tuple[TestSummary, int]] = []
+    unverified: list[tuple[TestSummary, int]] = []
+    dirty: list[tuple[TestSummary, int]] = []
+    short: list[tuple[TestSummary, int]] = []
+    for t, r in ((x, r) for x in ds.tests for r in x.runs if r.status == "done"):
+        c = r.extra
+        if c.get("layout.sparse") or (c.get("layout.allocated_bytes", 1) or 0) < 0.9 * (c.get(
+                "layout.apparent_bytes", 0) or 0):
+            sparse.append((t, r.row_id))
+        if (c.get("layout.sample_compress_ratio") or 1.0) > 1.1:
+            compressible.append((t, r.row_id))
+        if t.target_kind in ("file", "dataset") and not c.get("layout.verified"):
+            unverified.append((t, r.row_id))
+        if max(c.get("preflight.dirty_bytes") or 0, c.get("drain.dirty_end_bytes") or 0) > DIRTY_LIMIT:
+            dirty.append((t, r.row_id))
+        rt = c.get("fio.runtime_s")
+        if rt is not None and t.runtime and abs(rt - t.runtime) > 0.1 * t.runtime + 0.5:
+            short.append((t, r.row_id))
+    for code, sev, items, msg, fix in (
+        ("sparse-file", "error", sparse, "Test file sparse or not fully allocated: reads of holes measure nothing",
+         "let tankbench lay out the file (it writes incompressible data and verifies allocated size)"),
+        ("compressible-data", "error", compressible, "The test file's data compresses: with compression on, "
+         "ZFS moves less than fio reports (seed 002)", "lay out with incompressible data; set "
+         "refill_buffers and do not set buffer_compress_percentage"),
+        ("layout-unverified", "info", unverified, "Allocated size of the test file was not verified",
+         "use a file target laid out by tankbench"),
+        ("dirty-carried", "warning", dirty, f"More than {DIRTY_LIMIT >> 20} MiB of dirty data before a run or "
+         "after its drain: one test's writes land in the next test's numbers", "raise the drain timeout or "
+         "add a pause between tests"),
+        ("fio-runtime-mismatch", "warning", short, "fio's runtime differs from the configured runtime",
+         "check fio's stderr; a short runtime means fio stopped early (size reached or error)"),
+    ):
+        tl = list({t.id: t for t, _ in items}.values())
+        yield from _mk(code, sev, tl, msg, fix, (row for _, row in items))
+
+
+def check_options(ds: Dataset) -> Iterator[Warning]:
+    comp = _tests(ds, lambda t: any(k in t.fio_options for k in ("buffer_compress_percentage", "zero_buffers"))
+                  or str(t.fio_options.get("refill_buffers", "1")) == "0")
+    yield from _mk("compressible-buffers", "error", comp, "fio writes compressible or zero-filled buffers: "
+                   "with compression on, throughput is inflated", "remove buffer_compress_percentage / "
+                   "zero_buffers; tankbench's default is incompressible refill_buffers")
+    unaligned = _tests(ds, _direct_unaligned)
+    yield from _mk("direct-unaligned", "warning", unaligned, "O_DIRECT with a block size that is not a multiple "
+                   "of recordsize/volblocksize: each I/O becomes a read-modify-write of a whole record",
+                   "match bs to recordsize (or volblocksize), or test buffered I/O")
+    return
+
+
+def _direct_unaligned(t: TestSummary) -> bool:
+    rs, bs = _size_bytes(t.props.get("recordsize", t.props.get("volblocksize", ""))), _size_bytes(t.params.get("bs"))
+    return t.params.get("io") == "direct" and bool(rs and bs) and bs % rs != 0  # type: ignore[operator]
+
+
+def check_zfs(ds: Dataset) -> Iterator[Warning]:
+    """ARC, txg, direct-ignored and ashift checks need ZFS metrics; say so when the journal has none."""
+    zfs = [t for t in ds.tests if t.target_kind in ("dataset", "zvol")]
+    if not zfs:
+        return
+    have = _zfs_checks(ds)
+    if not have:
+        yield from _mk("zfs-not-measured", "info", zfs, "The journal has no ZFS metrics (arcstats, recordsize, "
+                       "ashift, txg_timeout): not checked whether the working set exceeds the ARC, whether the "
+                       "runtime covers several txgs, whether O_DIRECT was ignored, or whether recordsize aligns "
+                       "with ashift", "run with a tankbench that records ZFS metrics (ZFS host or lab VM)")
+        return
+    yield from _zfs_warnings(ds, have)
+
+
+def _zfs_checks(ds: Dataset) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for t in ds.tests:
+        for r in t.measured:
+            z = {k: v for k, v in r.extra.items() if k.startswith(("zfs.", "arc."))}
+            if z:
+                out.setdefault(t.id, {}).update(z)
+    return out
+
+
+def _zfs_warnings(ds: Dataset, have: dict[str, dict[str, Any]]) -> Iterator[Warning]:
+    tests = [t for t in ds.tests if t.id in have]
+    arc = [t for t in tests if "read" in t.case and (have[t.id].get("arc.c_max") or have[t.id].get(
+        "zfs.arc_c_max") or 0) >= t.size > 0]
+    yield from _mk("working-set-in-arc", "warning", arc, "Working set not larger than the ARC: reads come "
+                   "from RAM", "use a test file larger than zfs_arc_max (or lower zfs_arc_max for the campaign)")
+    hits = [t for t in tests if "read" in t.case and (have[t.id].get("arc.hit_ratio") or 0) > 0.9]
+    yield from _mk("arc-hits", "warning", hits, "ARC hit ratio above 90 %: the reads measure the cache",
+                   "make the working set larger than the ARC, or set primarycache=metadata for the test")
+    txg = [t for t in tests if "write" in t.case and t.runtime < 5 * float(have[t.id].get(
+        "zfs.txg_timeout") or DEFAULT_TXG_TIMEOUT)]
+    yield from _mk("runtime-vs-txg", "warning", txg, "Write runtime shorter than 5 txg intervals: a few txg "
+                   "commits decide the result", "set runtime to at least 5 × zfs_txg_timeout (default 25 s)")
+    ign = [t for t in tests if have[t.id].get("zfs.direct_ignored")]
+    yield from _mk("direct-ignored", "error", ign, "O_DIRECT was requested but ZFS ignored it (zvols, OpenZFS "
+                   "<= 2.2): the test was buffered", "label these tests buffered, or use OpenZFS >= 2.3 with direct=always")
+    ash = [t for t in tests if _misaligned_ashift(have[t.id])]
+    yield from _mk("ashift-alignment", "warning", ash, "recordsize/volblocksize smaller than or not a multiple of "
+                   "the pool's sector size (2^ashift) (seed 001)", "use a recordsize/volblocksize that is a multiple "
+                   "of 2^ashift, or recreate the pool with the right ashift")
+
+
+def _misaligned_ashift(z: dict[str, Any]) -> bool:
+    ashift = z.get("zfs.ashift")
+    rs = _size_bytes(z.get("zfs.recordsize") or z.get("zfs.volblocksize") or "")
+    if not ashift or not rs:
+        return False
+    return bool(rs % (1 << int(ashift)))
+
+
+def validity_warnings(ds: Dataset) -> tuple[Warning, ...]:
+    """All warnings, most severe first."""
+    out: list[Warning] = []
+    for check in (check_emulated, check_fingerprints, check_failures, check_repeats, check_timing, check_options,
+                  check_runs_detail, check_zfs):
+        out.extend(check(ds))
+    order = {"error": 0, "warning": 1, "info": 2}
+    return tuple(sorted(out, key=lambda w: order[w.severity]))
