@@ -8,9 +8,10 @@ import shlex
 import subprocess
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from tankbench.errors import HostError
 
@@ -24,7 +25,7 @@ class Result:
     stdout: str
     stderr: str
 
-    def check(self) -> "Result":
+    def check(self) -> Result:
         """Raise HostError unless the command exited 0."""
         if self.returncode != 0:
             cmd = " ".join(shlex.quote(a) for a in self.argv)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from tankbench.hosts.base import Host, agent_source, agent_digest
+from tankbench.hosts.base import Host, agent_digest, agent_source
 
 
 class LocalHost(Host):

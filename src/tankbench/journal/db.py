@@ -6,8 +6,9 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from tankbench.errors import UserError
 from tankbench.journal.migrations import migrate
@@ -59,7 +60,7 @@ class Journal:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> "Journal":
+    def __enter__(self) -> Journal:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,88 @@
+"""`tankbench results`: one row per run, every column (CSV, JSON or a short table)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from typing import Any
+
+from tankbench.cli._common import open_out, print_json
+from tankbench.cli.show import add_journal_args, open_journal
+from tankbench.journal import Journal
+
+BASE_COLUMNS = ["run_id", "test_number", "test_id", "test_name", "test_case", "target", "target_kind", "run_no",
+                "warmup", "attempt", "status", "host", "fingerprint_id", "started", "ended", "expected_s", "wall_s",
+                "drain_s", "exit_status", "note"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("results", help="every run with every column",
+                       description="One row per run with every measured column: fio metrics, wall and drain "
+                                   "time, samplers' summaries, checks and test parameters.")
+    add_journal_args(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", nargs="?", const="-", metavar="PATH", help="write CSV to PATH (default: stdout)")
+    fmt.add_argument("--json", nargs="?", const="-", metavar="PATH", help="write JSON to PATH (default: stdout)")
+    p.set_defaults(func=cmd_results)
+
+
+def result_rows(journal: Journal) -> list[dict[str, Any]]:
+    """Flat rows: base columns, param.*, metric columns and check.* columns."""
+    tests = {t.id: t for t in journal.tests()}
+    rows = []
+    for r in journal.iter_runs():
+        t = tests.get(r.test_id)
+        row: dict[str, Any] = {
+            "run_id": r.row_id, "test_number": t.number if t else None, "test_id": r.test_id,
+            "test_name": t.name if t else "", "test_case": t.test_case if t else "",
+            "target": t.target if t else "", "target_kind": t.target_kind if t else "", "run_no": r.run_no,
+            "warmup": r.warmup, "attempt": r.attempt, "status": r.status, "host": r.host,
+            "fingerprint_id": r.fingerprint_id, "started": r.started, "ended": r.ended,
+            "expected_s": r.expected_s, "wall_s": r.wall_s, "drain_s": r.drain_s, "exit_status": r.exit_status,
+            "note": r.note}
+        for k, v in (t.params.items() if t else ()):
+            row[f"param.{k}"] = v
+        for k, v in sorted(r.metrics.items()):
+            row[k] = v
+        for k, v in sorted(r.checks.items()):
+            row[f"check.{k}"] = v
+        rows.append(row)
+    return rows
+
+
+def columns_of(rows: list[dict[str, Any]]) -> list[str]:
+    cols = list(BASE_COLUMNS)
+    extra: set[str] = set()
+    for row in rows:
+        extra.update(k for k in row if k not in BASE_COLUMNS)
+    return cols + sorted(extra, key=lambda k: (k.startswith("check."), not k.startswith("param."), k))
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    with open_journal(args) as journal:
+        rows = result_rows(journal)
+    if args.json:
+        out = open_out(args.json)
+        print_json(rows, out)
+        if out is not sys.stdout:
+            out.close()
+        return 0
+    if args.csv:
+        out = open_out(args.csv)
+        writer = csv.DictWriter(out, fieldnames=columns_of(rows), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        if out is not sys.stdout:
+            out.close()
+        return 0
+    sys.stdout.write(f"{'run':>5} {'#':>4} {'test':40} {'run':>5} {'status':8} {'IOPS':>9} {'MiB/s':>8} "
+                     f"{'p99 ms':>8} {'wall s':>7} {'drain s':>7}\n")
+    for r in rows:
+        p99 = max(r.get("read.lat_p99_ns", 0) or 0, r.get("write.lat_p99_ns", 0) or 0) / 1e6
+        run = "warm" if r["warmup"] else str(r["run_no"])
+        sys.stdout.write(
+            f"{r['run_id']:>5} {r['test_number'] or 0:04d} {r['test_name'][:40]:40} {run:>5} {r['status']:8} "
+            f"{r.get('total.iops', 0):9.0f} {r.get('total.bw_bytes', 0) / 1048576:8.1f} {p99:8.2f} "
+            f"{r['wall_s'] or 0:7.1f} {r['drain_s'] or 0:7.2f}\n")
+    return 0

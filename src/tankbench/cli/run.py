@@ -1,0 +1,31 @@
+"""`tankbench run`: run every pending test of a campaign and journal each run; resumes after crashes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tankbench.runner import run_campaign, summary_line
+from tankbench.spec import load_spec
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run", help="run a campaign (resumes where it stopped)",
+        description="Run every pending test of CAMPAIGN and commit each run to the journal as it ends. "
+                    "Runs already in the journal are kept; a run that was in progress when tankbench died is "
+                    "marked crashed and retried once; a test that crashed twice is skipped with a note. "
+                    "Exit status: 0 all runs done, 1 some runs failed/timed out/were skipped, 2 bad input, "
+                    "3 the host failed.",
+    )
+    p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML)")
+    p.add_argument("--journal", metavar="PATH", help="journal file (default: tankbench-results/<name>/journal.sqlite)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.campaign)
+    outcome = run_campaign(spec, args.journal, quiet=args.quiet)
+    print(summary_line(outcome), file=sys.stderr if args.quiet else sys.stdout)
+    return outcome.exit_status

@@ -1,0 +1,385 @@
+"""`run`: provision, precondition, run fio under a watchdog with samplers, journal each run, resume after crashes."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tankbench.errors import HostError, UserError
+from tankbench.fio.jobs import job_text, test_file_path
+from tankbench.fio.parse import FioOutputError, load_fio_json, metrics_from_fio
+from tankbench.hosts.base import Host
+from tankbench.journal import Journal
+from tankbench.model import Fingerprint, Run, Target, Test
+from tankbench.progress import Progress
+from tankbench.safety import check_raw_target
+from tankbench.spec import Spec, expand
+from tankbench.units import fmt_duration
+
+FINISHED = ("done", "failed", "timeout")
+TIMING_FLOOR_S = 2.0  # wall-time excess below this is fio start-up noise, never a timing issue
+
+
+def default_journal_path(spec: Spec) -> str:
+    """Where results go unless --journal says otherwise: ./tankbench-results/<campaign>/journal.sqlite."""
+    return os.path.join("tankbench-results", spec.name, "journal.sqlite")
+
+
+def local_has_zfs() -> bool:
+    return os.path.exists("/sys/module/zfs")
+
+
+def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host:
+    """The Host the campaign names; `auto` is local when this kernel has ZFS, else the lab VM."""
+    h = spec.host
+    kind = h.kind
+    if kind == "auto":
+        kind = "local" if local_has_zfs() else "lab"
+        if progress:
+            progress(f"host: {kind} (no host in the campaign; " +
+                     ("this kernel has ZFS)" if kind == "local" else "no ZFS in this kernel, using the lab VM)"))
+    if kind == "local":
+        from tankbench.hosts.local import LocalHost
+        return LocalHost()
+    if kind == "lab":
+        from tankbench.lab.vm import lab_host
+        return lab_host(h.lab_name, disks=h.lab_disks, slog=h.lab_slog, progress=progress)
+    from tankbench.hosts.ssh import SshHost
+    return SshHost(address=h.address, user=h.user, port=h.port, identity=h.identity)
+
+
+@dataclass
+class Preflight:
+    """What the host told us before anything was written: fingerprint facts and per-target checks."""
+
+    fingerprint: dict[str, Any]
+    load1: float
+    dirty_bytes: int
+    created_dirs: list[str] = field(default_factory=list)
+
+
+def preflight(host: Host, spec: Spec) -> Preflight:
+    """Read-only checks of every target on the host; raise UserError before anything is written."""
+    dirs = [t.path for t in spec.targets if t.kind == "file"]
+    raws = [t.path for t in spec.targets if t.kind == "raw"]
+    probe = host.call_agent({"op": "probe", "paths": dirs, "block_devices": raws}, timeout=300)
+    if not probe["fingerprint"].get("fio_version"):
+        raise UserError(f"{host.name}: fio is not installed on the host", "install it (Debian: apt-get install fio)")
+    for t in spec.targets:
+        where = f"{spec.path}: target {t.name!r} path = {t.path!r}"
+        if t.kind == "file":
+            info = probe["paths"][t.path]
+            if info["exists"] and not info["is_dir"]:
+                raise UserError(f"{where}: exists and is not a directory",
+                                "a file target names the directory tankbench puts its test file in")
+            if not info["exists"] and not info["parent_is_dir"]:
+                raise UserError(f"{where}: neither it nor its parent directory exists on {host.name}",
+                                "create the parent directory, or fix the path")
+            if not info["writable"]:
+                raise UserError(f"{where}: not writable on {host.name}", "pick a directory you can write to")
+        else:
+            check_raw_target(t, probe["block_devices"][t.path], spec.path)
+    return Preflight(fingerprint=probe["fingerprint"], load1=probe["load1"], dirty_bytes=probe["dirty_bytes"])
+
+
+class JournalLock:
+    """One `run` per journal at a time (flock: released by the kernel even after kill -9)."""
+
+    def __init__(self, journal_path: str) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(journal_path)), exist_ok=True)
+        self.path = journal_path + ".lock"
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def __enter__(self) -> JournalLock:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise UserError(f"another `tankbench run` is using {self.path[:-5]}",
+                            "wait for it to finish, or pass a different --journal") from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, str(os.getpid()).encode())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+@dataclass
+class Outcome:
+    """What a campaign run did, for the summary and the exit status."""
+
+    tests: int = 0
+    runs_done: int = 0
+    runs_failed: int = 0
+    runs_timeout: int = 0
+    runs_crashed_found: int = 0
+    runs_skipped_existing: int = 0
+    tests_skipped: list[str] = field(default_factory=list)
+    journal: str = ""
+    seconds: float = 0.0
+
+    @property
+    def exit_status(self) -> int:
+        return 0 if not (self.runs_failed or self.runs_timeout or self.tests_skipped) else 1
+
+
+def planned_runs(spec: Spec) -> list[tuple[int, bool]]:
+    """(run_no, warmup) for one test: run 0 is the warm-up, repeats are 1..n."""
+    runs = [(0, True)] if spec.warmup else []
+    return runs + [(i, False) for i in range(1, spec.repeats + 1)]
+
+
+class CampaignRunner:
+    """Runs every pending run of a campaign on one host; each run is journalled as it ends."""
+
+    def __init__(self, spec: Spec, host: Host, journal: Journal, progress: Progress, pre: Preflight,
+                 extra_fingerprint: dict[str, Any] | None = None) -> None:
+        self.spec = spec
+        self.host = host
+        self.journal = journal
+        self.progress = progress
+        self.pre = pre
+        fp = dict(pre.fingerprint)
+        fp["accelerator"] = host.accelerator
+        fp["host"] = host.name
+        fp.update(extra_fingerprint or {})
+        self.fingerprint = Fingerprint(fp)
+        self.workdir = f"/var/tmp/tankbench/{spec.campaign_id}"
+        self.outcome = Outcome()
+        self._raw_laid_out: set[str] = set()
+
+    # -- resume bookkeeping --------------------------------------------------------------
+    def pending(self, tests: list[Test]) -> Iterator[tuple[Test, list[tuple[int, bool, int]]]]:
+        """For each test, the runs still to do as (run_no, warmup, attempt); skip tests that crashed twice."""
+        for test in tests:
+            existing = self.journal.runs(test.id, with_samples=False)
+            crashes = sum(1 for r in existing if r.status == "crashed")
+            if crashes >= 2:
+                note = f"skipped: crashed {crashes} times (the host or tankbench died during its runs)"
+                self.journal.set_skip_note(test.id, note)
+                self.outcome.tests_skipped.append(test.name)
+                self.progress.note(f"{test.number:04d} {test.name}: {note}")
+                continue
+            todo = []
+            for run_no, warm in planned_runs(self.spec):
+                mine = [r for r in existing if r.run_no == run_no and r.warmup == warm]
+                if any(r.status in FINISHED for r in mine):
+                    self.outcome.runs_skipped_existing += 1
+                    continue
+                todo.append((run_no, warm, len(mine) + 1))
+            if todo:
+                yield test, todo
+
+    # -- one run -------------------------------------------------------------------------
+    def prepare(self, test: Test) -> dict[str, Any]:
+        """Precondition the target and return the checks that prove it (verified, not assumed)."""
+        t = test.target
+        if t.kind == "file":
+            res = self.host.call_agent({"op": "prepare_file", "path": test_file_path(test), "size": t.size},
+                                       timeout=max(600.0, t.size / (5 << 20)))
+            checks = dict(res["checks"])
+            if not checks.get("layout.verified"):
+                self.progress.note(f"warning: test file of target {t.name!r} failed verification: {checks}")
+            return checks
+        return {"layout.verified": False,
+                "layout.note": "raw device: tankbench does not lay out raw devices; reads of never-written "
+                               "blocks may not reach the medium"}
+
+    def execute(self, test: Test, run_no: int, warm: bool, attempt: int, checks: dict[str, Any]) -> Run:
+        """Run fio once and journal the frozen Run (a `running` row exists while it is in flight)."""
+        spec = self.spec
+        row = self.journal.begin_run(test.id, run_no, warm, attempt, test.expected_s, self.host.name)
+        deadline = test.expected_s + spec.deadline_grace
+        request = {"op": "fio_run", "job_text": job_text(test), "deadline_s": deadline,
+                   "workdir": f"{self.workdir}/{test.id}", "devices": checks.get("devices", []),
+                   "interval": spec.sample_interval, "drain_max_s": spec.drain_max}
+
+        def on_event(ev: dict[str, Any]) -> None:
+            if ev.get("event") == "started":
+                self.journal.set_run_pid(row, int(ev["pid"]))
+
+        started = time.time()
+        try:
+            res = self.host.call_agent(request, on_event=on_event, timeout=deadline + spec.drain_max + 120)
+        except HostError as e:
+            run = Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status="crashed",
+                      started=started, ended=time.time(), host=self.host.name,
+                      fingerprint_id=self.fingerprint.id, expected_s=test.expected_s,
+                      note=f"the host failed during the run: {e}")
+            self.journal.finish_run(row, run)
+            raise
+        run = self.result_to_run(test, run_no, warm, attempt, started, res, checks)
+        self.journal.finish_run(row, run)
+        return run
+
+    def result_to_run(self, test: Test, run_no: int, warm: bool, attempt: int, started: float,
+                      res: dict[str, Any], checks: dict[str, Any]) -> Run:
+        """Combine fio's JSON and the agent's measurements into one validated Run."""
+        metrics: dict[str, float] = dict(res.get("metrics", {}))
+        notes = []
+        status = "done"
+        try:
+            metrics.update(metrics_from_fio(load_fio_json(res.get("fio_json", ""))))
+            if metrics.get("fio.error"):
+                status = "failed"
+                notes.append(f"fio reported error {int(metrics['fio.error'])}")
+        except FioOutputError as e:
+            status = "failed"
+            notes.append(str(e))
+        if res.get("exit_status") not in (0, None) and status == "done":
+            status = "failed"
+        if res.get("exit_status"):
+            notes.append(f"fio exited {res['exit_status']}")
+        if res.get("timed_out"):
+            status = "timeout"
+            notes.append(f"watchdog ended fio after {test.expected_s + self.spec.deadline_grace:.0f} s "
+                         f"(expected {test.expected_s:.0f} s)")
+        wall = float(res["wall_s"])
+        threshold = max(self.spec.timing_threshold * test.expected_s, TIMING_FLOOR_S)
+        all_checks = dict(checks)
+        all_checks.update(res.get("checks", {}))
+        all_checks["timing.threshold_s"] = round(threshold, 3)
+        all_checks["timing.issue"] = wall - test.expected_s > threshold
+        all_checks["preflight.load1"] = self.pre.load1
+        all_checks["preflight.dirty_bytes"] = self.pre.dirty_bytes
+        all_checks.pop("devices", None)
+        metrics["timing.excess_s"] = round(wall - test.expected_s, 4)
+        if wall > 0 and metrics.get("total.io_bytes"):
+            metrics["timing.corrected_bw_bytes"] = metrics["total.io_bytes"] / wall
+        return Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status=status, started=started,
+                   ended=time.time(), host=self.host.name, fingerprint_id=self.fingerprint.id,
+                   expected_s=test.expected_s, wall_s=wall, drain_s=float(res.get("drain_s", 0.0)),
+                   metrics=metrics, checks=all_checks, samples=res.get("samples", {}),
+                   fio_json=res.get("fio_json", ""), exit_status=res.get("exit_status"),
+                   stderr_tail=res.get("stderr_tail", ""), note="; ".join(notes))
+
+    def cooldown(self) -> None:
+        c = self.spec.cooldown
+        if c.active:
+            self.host.call_agent({"op": "cooldown", "fixed_s": c.fixed_s, "max_s": c.max_s, "load1": c.load1,
+                                  "dirty_bytes": c.dirty_bytes}, timeout=c.fixed_s + c.max_s + 120)
+
+    def run(self, tests: list[Test]) -> Outcome:
+        """Every pending run, test by test; returns what happened."""
+        self.outcome.tests = len(tests)
+        work = list(self.pending(tests))
+        self.progress.total = sum(len(todo) for _, todo in work)
+        devices_of: dict[str, list[str]] = {}
+        for index, (test, todo) in enumerate(work, 1):
+            for run_no, warm, attempt in todo:
+                label = "warm-up" if warm else f"run {run_no}/{self.spec.repeats}"
+                if attempt > 1:
+                    label += f" (attempt {attempt}, after a crash)"
+                self.progress.start(index, len(work), test.number, test.name, label, test.expected_s + 1)
+                checks = self.prepare(test)
+                checks["devices"] = devices_of.setdefault(test.target.name, self.devices(test.target))
+                run = self.execute(test, run_no, warm, attempt, checks)
+                self.count(run)
+                self.progress.finish(run.status, describe(run))
+            if index < len(work):
+                self.cooldown()
+        return self.outcome
+
+    def devices(self, target: Target) -> list[str]:
+        """Physical disks under the target, for /proc/diskstats sampling."""
+        path = target.path
+        probe = self.host.call_agent({"op": "probe", "paths": [path], "block_devices": []}, timeout=120)
+        return list(probe["paths"][path]["devices"])
+
+    def count(self, run: Run) -> None:
+        o = self.outcome
+        if run.status == "done":
+            o.runs_done += 1
+        elif run.status == "timeout":
+            o.runs_timeout += 1
+        else:
+            o.runs_failed += 1
+
+
+def describe(run: Run) -> str:
+    """One line: IOPS, MiB/s, p99 and the timing KPI of a run."""
+    m = run.metrics
+    bits = []
+    if "total.iops" in m:
+        bits.append(f"{m['total.iops']:.0f} IOPS, {m.get('total.bw_bytes', 0) / 1048576:.1f} MiB/s")
+    p99 = max(m.get("read.lat_p99_ns", 0), m.get("write.lat_p99_ns", 0))
+    if p99:
+        bits.append(f"p99 {p99 / 1e6:.2f} ms")
+    if run.wall_s is not None:
+        bits.append(f"wall {run.wall_s:.1f}s vs expected {run.expected_s:.1f}s")
+    if run.drain_s:
+        bits.append(f"drain {run.drain_s:.1f}s")
+    if run.checks.get("timing.issue"):
+        bits.append("TIMING ISSUE")
+    if run.note:
+        bits.append(run.note)
+    return ", ".join(bits)
+
+
+def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | None = None,
+                 quiet: bool = False) -> Outcome:
+    """The whole `run` command as a function: validate, then run and journal every pending run."""
+    t0 = time.monotonic()
+    tests = expand(spec)
+    progress = Progress(0, quiet=quiet)
+    host = host or open_host(spec, progress.note)
+    journal_path = journal_path or default_journal_path(spec)
+    try:
+        pre = preflight(host, spec)
+        extra: dict[str, Any] = {}
+        if host.name.startswith("lab"):
+            from tankbench.lab.vm import lab_fingerprint
+            extra = lab_fingerprint(host)
+        with JournalLock(journal_path):
+            journal = Journal(journal_path)
+            try:
+                crashed = journal.mark_crashed()
+                end_stale(host, crashed, spec)
+                journal.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
+                journal.add_tests(spec.campaign_id, tests, {t.id: job_text(t) for t in tests})
+                runner = CampaignRunner(spec, host, journal, progress, pre, extra)
+                journal.add_fingerprint(runner.fingerprint)
+                runner.outcome.runs_crashed_found = len(crashed)
+                if crashed:
+                    progress.note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; "
+                                  "they are marked crashed and retried once")
+                outcome = runner.run(tests)
+            finally:
+                journal.close()
+    finally:
+        host.close()
+    outcome.journal = journal_path
+    outcome.seconds = time.monotonic() - t0
+    return outcome
+
+
+def end_stale(host: Host, crashed: list[tuple[int, str, int | None, str]], spec: Spec) -> None:
+    """fio processes of crashed runs that still live on this host: end them (only ours, by pid)."""
+    pids = [(pid, f"/var/tmp/tankbench/{spec.campaign_id}/{test_id}/job.fio")
+            for _, test_id, pid, h in crashed if pid and h == host.name]
+    if pids:
+        host.call_agent({"op": "end_pids", "pids": pids}, timeout=60)
+
+
+def summary_line(o: Outcome) -> str:
+    parts = [f"{o.runs_done} run(s) done"]
+    if o.runs_failed:
+        parts.append(f"{o.runs_failed} failed")
+    if o.runs_timeout:
+        parts.append(f"{o.runs_timeout} timed out")
+    if o.runs_skipped_existing:
+        parts.append(f"{o.runs_skipped_existing} already in the journal")
+    if o.tests_skipped:
+        parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing twice")
+    return f"{', '.join(parts)} in {fmt_duration(o.seconds)}; journal: {o.journal}"
+
+
+def dump_outcome(o: Outcome) -> str:
+    return json.dumps(o.__dict__, default=str)

@@ -1,0 +1,47 @@
+"""Never write where the campaign did not explicitly point: checks for raw block devices (pure functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tankbench.errors import UserError
+from tankbench.model import Target
+
+STABLE_PREFIX = "/dev/disk/by-id/"
+
+
+def check_raw_target(target: Target, info: Mapping[str, Any], spec_path: str) -> None:
+    """Raise UserError unless fio may write to this device.
+
+    Refused always: a missing or non-block path, a mounted device (or partition, or swap), a device with
+    holders (LVM, md, dm-crypt). Refused unless named by /dev/disk/by-id/ and confirmed with that same id:
+    any signature (filesystem, partition table, zfs_member, LVM, LUKS). A blank device needs the same
+    confirmation, naming it again in `confirm`.
+    """
+    where = f"{spec_path}: target {target.name!r} path = {target.path!r}"
+    confirm_hint = f'add confirm = "{target.path}" to the target once you are sure its contents may be destroyed'
+    if not info.get("exists"):
+        raise UserError(f"{where}: no such device", "check the path (ls -l /dev/disk/by-id/)")
+    if not info.get("is_block"):
+        raise UserError(f"{where}: not a block device", 'use kind = "file" for a file in a directory')
+    if info.get("mounts"):
+        raise UserError(f"{where}: the device is in use (mounted at {', '.join(info['mounts'])})",
+                        "tankbench never writes to a mounted device: unmount it (or pick another disk)")
+    if info.get("holders"):
+        raise UserError(f"{where}: the device is held by {', '.join(info['holders'])} (LVM, RAID or dm-crypt)",
+                        "tankbench never writes to a device another driver holds: release it first")
+    if info.get("blkid_error"):
+        raise UserError(f"{where}: could not read its signatures ({info['blkid_error']})",
+                        "tankbench refuses a device it cannot inspect")
+    signatures = list(info.get("signatures", []))
+    if signatures:
+        if not target.path.startswith(STABLE_PREFIX):
+            raise UserError(f"{where}: the device carries data ({', '.join(signatures)})",
+                            f"name it by its stable id under {STABLE_PREFIX} and confirm with that same id")
+        if target.confirm != target.path:
+            raise UserError(f"{where}: the device carries data ({', '.join(signatures)}) and is not confirmed",
+                            confirm_hint)
+        return
+    if target.confirm != target.path:
+        raise UserError(f"{where}: writing to a raw device needs confirmation", confirm_hint)

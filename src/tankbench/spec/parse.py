@@ -1,0 +1,433 @@
+"""Campaign TOML -> validated Spec. Pure: reads the file, touches nothing else."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tankbench.errors import SpecError, UserError
+from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
+from tankbench.units import fmt_size, parse_duration, parse_size
+
+RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
+HOST_KINDS = ("auto", "local", "lab", "ssh")
+#: matrix axes tankbench understands; any other fio option goes under [fio] (same for every test)
+AXES = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
+DEFAULT_AXES: dict[str, list[Any]] = {"iodepth": [1], "numjobs": [1], "io": ["direct"], "sync_mode": ["async"]}
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+CAMPAIGN_KEYS = ("name", "description", "runtime", "ramp", "warmup", "repeats", "cooldown", "deadline_grace",
+                 "timing_threshold", "max_tests", "host", "drain_max", "sample_interval")
+TOP_KEYS = ("campaign", "host", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report")
+TARGET_KEYS = ("name", "kind", "path", "size", "confirm")
+HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog")
+COOLDOWN_KEYS = ("fixed", "max", "load1", "dirty")
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """Where the campaign runs: auto (local if it has ZFS, else the lab), local, lab or ssh."""
+
+    kind: str = "auto"
+    address: str = ""
+    user: str = ""
+    port: int = 22
+    identity: str = ""
+    lab_name: str = "default"
+    lab_disks: int = 2
+    lab_slog: bool = False
+
+
+@dataclass(frozen=True)
+class Cooldown:
+    """Pause between tests: `fixed` seconds, then until load1 and dirty data are low, at most `max_s`."""
+
+    fixed_s: float = 0.0
+    max_s: float = 0.0
+    load1: float | None = None
+    dirty_bytes: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.fixed_s > 0 or self.max_s > 0
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated campaign file."""
+
+    path: str
+    text: str
+    name: str
+    description: str
+    runtime: float
+    ramp: float
+    warmup: bool
+    repeats: int
+    cooldown: Cooldown
+    deadline_grace: float
+    timing_threshold: float
+    max_tests: int
+    drain_max: float
+    sample_interval: float
+    host: HostSpec
+    targets: tuple[Target, ...]
+    matrix: Mapping[str, tuple[Any, ...]]
+    excludes: tuple[Mapping[str, tuple[Any, ...]], ...]
+    includes: tuple[Mapping[str, Any], ...]
+    fio: Mapping[str, Any]
+    extras: Mapping[str, Any] = field(default_factory=frozen_map)
+
+    @property
+    def campaign_id(self) -> str:
+        """Stable across edits of the matrix: results of one campaign stay in one place."""
+        return short_hash({"campaign": self.name})
+
+
+class _Ctx:
+    """Carries the file name so every error names file, key and value."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def err(self, key: str, value: object, problem: str, hint: str = "") -> SpecError:
+        return SpecError(self.path, key, value, problem, hint)
+
+    def unknown_keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
+        for key in table:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(allowed)}"
+                raise self.err(f"{prefix}{key}", None, "unknown key", hint)
+
+    def table(self, doc: Mapping[str, Any], key: str, required: bool = False) -> dict[str, Any]:
+        value = doc.get(key)
+        if value is None:
+            if required:
+                raise self.err(f"[{key}]", None, "missing table", f"add a [{key}] table")
+            return {}
+        if not isinstance(value, dict):
+            raise self.err(key, value, "must be a table", f"write it as [{key}]")
+        return value
+
+    def duration(self, key: str, value: object, positive: bool = False) -> float:
+        try:
+            seconds = parse_duration(value)  # type: ignore[arg-type]
+        except (ValueError, TypeError):
+            raise self.err(key, value, "not a duration (and durations cannot be negative)",
+                           'write e.g. "30s", "2m", "1h30m" or a number of seconds') from None
+        if positive and seconds <= 0:
+            raise self.err(key, value, "must be longer than zero", 'e.g. "60s"')
+        return seconds
+
+    def size(self, key: str, value: object, positive: bool = True) -> int:
+        try:
+            n = parse_size(value)  # type: ignore[arg-type]
+        except (ValueError, TypeError):
+            raise self.err(key, value, "not a size", 'write e.g. "4k", "1M", "64M", "8G" (powers of 1024)') from None
+        if positive and n <= 0:
+            raise self.err(key, value, "must be larger than zero", 'e.g. "4k"')
+        return n
+
+    def integer(self, key: str, value: object, lo: int, hi: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.err(key, value, "must be a whole number", f"e.g. {lo}")
+        if not lo <= value <= hi:
+            raise self.err(key, value, f"must be between {lo} and {hi}", f"e.g. {lo}")
+        return value
+
+    def boolean(self, key: str, value: object) -> bool:
+        if not isinstance(value, bool):
+            raise self.err(key, value, "must be true or false", "write it without quotes: true / false")
+        return value
+
+    def string(self, key: str, value: object) -> str:
+        if not isinstance(value, str):
+            raise self.err(key, value, "must be a string", "put it in double quotes")
+        return value
+
+    def choice(self, key: str, value: object, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"one of: {', '.join(choices)}"
+            raise self.err(key, value, f"must be one of {', '.join(choices)}", hint)
+        return str(value)
+
+
+def load_spec(path: str) -> Spec:
+    """Read and validate a campaign file; raise UserError/SpecError naming the file, key and value."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise UserError(f"campaign file not found: {path}", "check the path; `tankbench presets` lists the presets")
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a campaign file", "pass the .toml file itself")
+    except OSError as e:
+        raise UserError(f"cannot read campaign file {path}: {e.strerror}", "check the file's permissions") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text", "save the campaign file as UTF-8") from None
+    return parse_spec(text, path)
+
+
+def parse_spec(text: str, path: str = "<campaign>") -> Spec:
+    """Validate campaign TOML text (pure)."""
+    ctx = _Ctx(path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there")
+    ctx.unknown_keys(doc, TOP_KEYS, "")
+    camp = ctx.table(doc, "campaign", required=True)
+    ctx.unknown_keys(camp, CAMPAIGN_KEYS, "campaign.")
+    name = ctx.string("campaign.name", camp.get("name", ""))
+    if not NAME_RE.match(name):
+        raise ctx.err("campaign.name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "zvol-vs-dataset"')
+    runtime = ctx.duration("campaign.runtime", camp.get("runtime", "60s"), positive=True)
+    ramp = ctx.duration("campaign.ramp", camp.get("ramp", "0s"))
+    repeats = ctx.integer("campaign.repeats", camp.get("repeats", 1), 1, 1000)
+    warmup = ctx.boolean("campaign.warmup", camp.get("warmup", False))
+    grace = ctx.duration("campaign.deadline_grace", camp.get("deadline_grace", "60s"))
+    threshold = _threshold(ctx, camp.get("timing_threshold", "10%"))
+    max_tests = ctx.integer("campaign.max_tests", camp.get("max_tests", 5000), 1, 1_000_000)
+    drain_max = ctx.duration("campaign.drain_max", camp.get("drain_max", "10m"), positive=True)
+    interval = ctx.duration("campaign.sample_interval", camp.get("sample_interval", "1s"), positive=True)
+    cooldown = _cooldown(ctx, camp.get("cooldown", "0s"))
+    host = _host(ctx, camp.get("host"), doc.get("host"))
+    targets = _targets(ctx, doc.get("target"))
+    matrix = _matrix(ctx, ctx.table(doc, "matrix", required=True), targets)
+    excludes = tuple(_rule(ctx, r, i, "exclude", matrix, targets) for i, r in enumerate(_list(ctx, doc, "exclude")))
+    includes = tuple(_include(ctx, r, i, matrix, targets) for i, r in enumerate(_list(ctx, doc, "include")))
+    fio = _fio(ctx, ctx.table(doc, "fio"))
+    extras = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
+    return Spec(path=path, text=text, name=name, description=str(camp.get("description", "")), runtime=runtime,
+                ramp=ramp, warmup=warmup, repeats=repeats, cooldown=cooldown, deadline_grace=grace,
+                timing_threshold=threshold, max_tests=max_tests, drain_max=drain_max, sample_interval=interval,
+                host=host, targets=targets, matrix=frozen_map(matrix), excludes=excludes, includes=includes,
+                fio=frozen_map(fio), extras=frozen_map(extras))
+
+
+def _list(ctx: _Ctx, doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+    value = doc.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ctx.err(key, value, "must be an array of tables", f"write each one as [[{key}]]")
+    return value
+
+
+def _threshold(ctx: _Ctx, value: object) -> float:
+    key = "campaign.timing_threshold"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    if isinstance(value, str) and value.endswith("%"):
+        try:
+            pct = float(value[:-1])
+        except ValueError:
+            pct = -1
+        if pct >= 0:
+            return pct / 100.0
+    raise ctx.err(key, value, "must be a percentage", 'e.g. "10%" (wall time allowed beyond ramp + runtime)')
+
+
+def _cooldown(ctx: _Ctx, value: object) -> Cooldown:
+    if not isinstance(value, dict):
+        return Cooldown(fixed_s=ctx.duration("campaign.cooldown", value))
+    ctx.unknown_keys(value, COOLDOWN_KEYS, "campaign.cooldown.")
+    fixed = ctx.duration("campaign.cooldown.fixed", value.get("fixed", "0s"))
+    max_s = ctx.duration("campaign.cooldown.max", value.get("max", "5m"), positive=True)
+    load1 = value.get("load1")
+    if load1 is not None and (isinstance(load1, bool) or not isinstance(load1, (int, float)) or load1 < 0):
+        raise ctx.err("campaign.cooldown.load1", load1, "must be a non-negative number", "e.g. load1 = 0.5")
+    dirty = ctx.size("campaign.cooldown.dirty", value["dirty"], positive=False) if "dirty" in value else None
+    return Cooldown(fixed_s=fixed, max_s=max_s, load1=float(load1) if load1 is not None else None, dirty_bytes=dirty)
+
+
+def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
+    if shortcut is not None and table is not None:
+        raise ctx.err("campaign.host", shortcut, "given twice (also as a [host] table)", "keep one of them")
+    if table is None:
+        if shortcut is None:
+            return HostSpec()
+        return HostSpec(kind=ctx.choice("campaign.host", shortcut, HOST_KINDS))
+    if not isinstance(table, dict):
+        raise ctx.err("host", table, "must be a table", 'write [host] with kind = "local" | "lab" | "ssh"')
+    ctx.unknown_keys(table, HOST_KEYS, "host.")
+    kind = ctx.choice("host.kind", table.get("kind", "auto"), HOST_KINDS)
+    spec = HostSpec(
+        kind=kind,
+        address=ctx.string("host.address", table.get("address", "")),
+        user=ctx.string("host.user", table.get("user", "")),
+        port=ctx.integer("host.port", table.get("port", 22), 1, 65535),
+        identity=ctx.string("host.identity", table.get("identity", "")),
+        lab_name=ctx.string("host.name", table.get("name", "default")),
+        lab_disks=ctx.integer("host.disks", table.get("disks", 2), 1, 16),
+        lab_slog=ctx.boolean("host.slog", table.get("slog", False)),
+    )
+    if kind == "ssh" and not spec.address:
+        raise ctx.err("host.address", "", "is required for an ssh host", 'e.g. address = "bench.example.org"')
+    if not NAME_RE.match(spec.lab_name):
+        raise ctx.err("host.name", spec.lab_name, "must be letters, digits, '.', '_' or '-'", 'e.g. "default"')
+    return spec
+
+
+def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
+    if value is None:
+        raise ctx.err("[[target]]", None, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ctx.err("target", value, "must be an array of tables", "write each target as [[target]]")
+    out: list[Target] = []
+    for i, t in enumerate(value):
+        p = f"target[{i}]."
+        ctx.unknown_keys(t, TARGET_KEYS, p)
+        name = ctx.string(p + "name", t.get("name", ""))
+        if not NAME_RE.match(name):
+            raise ctx.err(p + "name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "scratch"')
+        if any(o.name == name for o in out):
+            raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
+        kind = t.get("kind")
+        if kind in ("dataset", "zvol"):
+            raise ctx.err(p + "kind", kind, "ZFS targets are not supported by this version yet",
+                          'use kind = "file" (a file in a directory) or "raw" (a block device)')
+        kind = ctx.choice(p + "kind", kind, ("raw", "file"))
+        path_ = ctx.string(p + "path", t.get("path", ""))
+        if not path_.startswith("/"):
+            raise ctx.err(p + "path", path_, "must be an absolute path",
+                          'a directory for kind = "file", a /dev/disk/by-id/… path for kind = "raw"')
+        if kind == "raw" and not path_.startswith("/dev/"):
+            raise ctx.err(p + "path", path_, "a raw target must be a block device under /dev",
+                          'name it by a stable id, e.g. "/dev/disk/by-id/virtio-tbdata0"')
+        if kind == "file" and "size" not in t:
+            raise ctx.err(p + "size", None, "is required for a file target", 'e.g. size = "1G" (larger than the cache)')
+        size = ctx.size(p + "size", t["size"]) if "size" in t else 0
+        confirm = ctx.string(p + "confirm", t.get("confirm", ""))
+        if confirm and kind != "raw":
+            raise ctx.err(p + "confirm", confirm, "only raw targets take a confirmation", "remove it")
+        out.append(Target(name=name, kind=kind, path=path_.rstrip("/") or "/", size=size, confirm=confirm))
+    return tuple(out)
+
+
+def _axis_value(ctx: _Ctx, key: str, axis: str, v: object) -> Any:
+    """Validate and normalise one value of a matrix axis."""
+    if axis == "rw":
+        return ctx.choice(key, v, RW_VALUES)
+    if axis in ("bs", "size"):
+        return fmt_size(ctx.size(key, v))
+    if axis == "iodepth":
+        return ctx.integer(key, v, 1, 65536)
+    if axis == "numjobs":
+        return ctx.integer(key, v, 1, 1024)
+    if axis == "rwmixread":
+        return ctx.integer(key, v, 0, 100)
+    if axis == "io":
+        return ctx.choice(key, v, IO_MODES)
+    if axis == "sync_mode":
+        return ctx.choice(key, v, SYNC_MODES)
+    if axis == "ioengine":
+        s = ctx.string(key, v)
+        if not re.match(r"^[a-z0-9_:]+$", s):
+            raise ctx.err(key, v, "not an fio ioengine name", 'e.g. "libaio", "psync", "io_uring", "null"')
+        return s
+    raise ctx.err(key, v, "unknown axis", "")
+
+
+def _matrix(ctx: _Ctx, table: dict[str, Any], targets: tuple[Target, ...]) -> dict[str, tuple[Any, ...]]:
+    ctx.unknown_keys(table, AXES, "matrix.")
+    for required in ("rw", "bs"):
+        if required not in table:
+            raise ctx.err(f"matrix.{required}", None, "is required", f'e.g. {required} = ["read", "write"]'
+                          if required == "rw" else 'e.g. bs = ["4k", "1M"]')
+    out: dict[str, tuple[Any, ...]] = {}
+    for axis in AXES:
+        values = table.get(axis, DEFAULT_AXES.get(axis))
+        if values is None:
+            continue
+        if not isinstance(values, list):
+            values = [values]
+        if not values:
+            raise ctx.err(f"matrix.{axis}", values, "is empty", "give at least one value or remove the key")
+        norm = tuple(_axis_value(ctx, f"matrix.{axis}", axis, v) for v in values)
+        if len(set(norm)) != len(norm):
+            raise ctx.err(f"matrix.{axis}", values, "lists a value twice", "remove the duplicate")
+        out[axis] = norm
+    for size in out.get("size", ()):
+        for t in targets:
+            if t.size and parse_size(size) > t.size:
+                raise ctx.err("matrix.size", size, f"is larger than target {t.name!r} ({fmt_size(t.size)})",
+                              "make the target larger or the size smaller")
+    return out
+
+
+def _match_value(ctx: _Ctx, key: str, axis: str, v: object, targets: tuple[Target, ...]) -> Any:
+    if axis == "target":
+        names = tuple(t.name for t in targets)
+        return ctx.choice(key, v, names)
+    if axis == "kind":
+        return ctx.choice(key, v, ("raw", "file", "dataset", "zvol"))
+    return _axis_value(ctx, key, axis, v)
+
+
+def _rule(ctx: _Ctx, rule: dict[str, Any], i: int, section: str, matrix: Mapping[str, Any],
+          targets: tuple[Target, ...]) -> Mapping[str, tuple[Any, ...]]:
+    """An exclude rule: axis -> accepted values; a test matching every key is dropped."""
+    allowed = ("target", "kind") + AXES
+    ctx.unknown_keys(rule, allowed, f"{section}[{i}].")
+    if not rule:
+        raise ctx.err(f"{section}[{i}]", rule, "is empty (it would match every test)", "name at least one axis")
+    out = {}
+    for axis, values in rule.items():
+        vals = values if isinstance(values, list) else [values]
+        out[axis] = tuple(_match_value(ctx, f"{section}[{i}].{axis}", axis, v, targets) for v in vals)
+    return frozen_map(out)
+
+
+def _include(ctx: _Ctx, rule: dict[str, Any], i: int, matrix: Mapping[str, Any],
+             targets: tuple[Target, ...]) -> Mapping[str, Any]:
+    """An extra test: one value per axis; axes not given take the matrix's first value."""
+    allowed = ("target",) + AXES
+    ctx.unknown_keys(rule, allowed, f"include[{i}].")
+    out: dict[str, Any] = {}
+    for axis, v in rule.items():
+        if isinstance(v, list):
+            raise ctx.err(f"include[{i}].{axis}", v, "takes one value, not a list", "write one [[include]] per test")
+        out[axis] = _match_value(ctx, f"include[{i}].{axis}", axis, v, targets)
+    return frozen_map(out)
+
+
+_FIO_RESERVED: dict[str, str] = {
+    "filename": "tankbench sets it from the target",
+    "directory": "tankbench sets it from the target",
+    "output": "tankbench reads fio's JSON itself",
+    "output-format": "tankbench asks for JSON itself",
+    "runtime": "set campaign.runtime",
+    "ramp_time": "set campaign.ramp",
+    "time_based": "every test is time based",
+    "rw": "use matrix.rw", "readwrite": "use matrix.rw", "bs": "use matrix.bs", "blocksize": "use matrix.bs",
+    "iodepth": "use matrix.iodepth", "numjobs": "use matrix.numjobs", "direct": 'use matrix.io = ["direct"]',
+    "buffered": 'use matrix.io = ["buffered"]', "sync": "use matrix.sync_mode", "fsync": "use matrix.sync_mode",
+    "fdatasync": "use matrix.sync_mode", "size": "set the target's size or matrix.size",
+}
+
+
+def _fio(ctx: _Ctx, table: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in _FIO_RESERVED:
+            raise ctx.err(f"fio.{key}", value, "is set by tankbench", _FIO_RESERVED[key])
+        if not re.match(r"^[a-z0-9_]+$", key):
+            raise ctx.err(f"fio.{key}", value, "is not an fio option name", "fio options are lower_case_words")
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, (str, int, float)) or (isinstance(value, str) and "\n" in value):
+            raise ctx.err(f"fio.{key}", value, "must be a string or number on one line", 'e.g. ioengine = "libaio"')
+        out[key] = value
+    return out
+
+
+def describe_axes(spec: Spec) -> Callable[[str], int]:
+    """How many values each axis has (names only show the axes that vary)."""
+    return lambda axis: len(spec.matrix.get(axis, ()))
