@@ -54,7 +54,7 @@ def export(tests: list, directory: str) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as e:
-        raise UserError(f"cannot create export directory {directory}: {e.strerror}", "pick a writable directory")
+        raise UserError(f"cannot create export directory {directory}: {e.strerror}", "pick a writable directory") from e
     index = ["number\tid\tname\ttest_case\tscript"]
     for t in tests:
         base = f"{t.number:04d}-job"

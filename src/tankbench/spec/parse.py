@@ -164,9 +164,9 @@ def load_spec(path: str) -> Spec:
         with open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        raise UserError(f"campaign file not found: {path}", "check the path; `tankbench presets` lists the presets")
+        raise UserError(f"campaign file not found: {path}", "check the path; `tankbench presets` lists the presets") from None
     except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a campaign file", "pass the .toml file itself")
+        raise UserError(f"{path}: is a directory, not a campaign file", "pass the .toml file itself") from None
     except OSError as e:
         raise UserError(f"cannot read campaign file {path}: {e.strerror}", "check the file's permissions") from e
     try:
@@ -182,7 +182,7 @@ def parse_spec(text: str, path: str = "<campaign>") -> Spec:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there")
+        raise UserError(f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there") from None
     ctx.unknown_keys(doc, TOP_KEYS, "")
     camp = ctx.table(doc, "campaign", required=True)
     ctx.unknown_keys(camp, CAMPAIGN_KEYS, "campaign.")
@@ -205,7 +205,7 @@ def parse_spec(text: str, path: str = "<campaign>") -> Spec:
     excludes = tuple(_rule(ctx, r, i, "exclude", matrix, targets) for i, r in enumerate(_list(ctx, doc, "exclude")))
     includes = tuple(_include(ctx, r, i, matrix, targets) for i, r in enumerate(_list(ctx, doc, "include")))
     fio = _fio(ctx, ctx.table(doc, "fio"))
-    extras = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
+    extras: dict[str, Any] = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
     return Spec(path=path, text=text, name=name, description=str(camp.get("description", "")), runtime=runtime,
                 ramp=ramp, warmup=warmup, repeats=repeats, cooldown=cooldown, deadline_grace=grace,
                 timing_threshold=threshold, max_tests=max_tests, drain_max=drain_max, sample_interval=interval,
