@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 RUN_STATUSES = ("running", "done", "failed", "timeout", "crashed")
 TARGET_KINDS = ("raw", "file", "dataset", "zvol")

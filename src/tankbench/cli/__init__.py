@@ -6,7 +6,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from tankbench import __version__
 from tankbench.errors import HostError, UserError

@@ -1,0 +1,69 @@
+"""The bad-input corpus: each file must give `Error: …` naming file, key and value, a hint, exit 2,
+no traceback, and write nothing (no journal, no target directory)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, tankbench
+
+CORPUS = sorted((FIXTURES / "bad").glob("*.toml"))
+CASES = [(p, c) for p in CORPUS for c in ("plan", "run")
+         if c == "run" or b"# host-check" not in p.read_bytes()]
+SPECIAL = {"not-utf8.toml": "not UTF-8"}
+
+
+def expectation(path: Path) -> tuple[str, str]:
+    if path.name in SPECIAL:
+        return SPECIAL[path.name], ""
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect: "), f"{path.name} lacks its '# expect:' line"
+    body = first[len("# expect: "):]
+    message, _, hint = body.partition("; hint: ")
+    return message, hint
+
+
+def test_corpus_is_not_empty():
+    assert len(CORPUS) >= 20
+
+
+@pytest.mark.parametrize("path,command", CASES, ids=[f"{c}-{p.stem}" for p, c in CASES])
+def test_bad_input(path: Path, command: str, tmp_path: Path):
+    campaign = tmp_path / path.name
+    campaign.write_bytes(path.read_bytes().replace(b"@TMP@", str(tmp_path).encode()))
+    work = tmp_path / "cwd"
+    work.mkdir()
+    res = tankbench(command, str(campaign), cwd=work, timeout=120)
+    message, hint = expectation(path)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("Error: "), res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+    assert str(campaign) in res.stderr, "the error names the file"
+    assert message in res.stderr, res.stderr
+    assert "Hint: " in res.stderr
+    if hint:
+        assert hint in res.stderr
+    assert os.listdir(work) == [], "nothing is written on bad input"
+    assert not (tmp_path / "scratch").exists(), "the target directory is not created"
+
+
+def test_missing_campaign_file(tmp_path: Path):
+    res = tankbench("plan", str(tmp_path / "nope.toml"))
+    assert res.returncode == 2 and res.stderr.startswith("Error: campaign file not found: ")
+
+
+def test_directory_instead_of_file(tmp_path: Path):
+    res = tankbench("run", str(tmp_path))
+    assert res.returncode == 2 and "is a directory, not a campaign file" in res.stderr
+
+
+def test_unreadable_campaign(tmp_path: Path):
+    f = tmp_path / "locked.toml"
+    f.write_text("[campaign]\n")
+    f.chmod(0)
+    res = tankbench("plan", str(f), env={"TANKBENCH_TEST_UNPRIVILEGED": "1"})
+    # root can read mode-000 files; what matters is that it never shows a traceback
+    assert "Traceback" not in res.stderr and res.returncode == 2

@@ -1,0 +1,32 @@
+import pytest
+
+from tankbench.units import fmt_duration, fmt_size, parse_duration, parse_size
+
+
+@pytest.mark.parametrize("text,expected", [("4k", 4096), ("1M", 1 << 20), ("64MiB", 64 << 20), ("8G", 8 << 30),
+                                           ("512", 512), (4096, 4096), ("1.5k", 1536)])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["4q", "", "k", "-1M", "1.3", True])
+def test_parse_size_rejects(text):
+    with pytest.raises(ValueError):
+        parse_size(text)
+
+
+@pytest.mark.parametrize("text,expected", [("2s", 2.0), ("500ms", 0.5), ("1m30s", 90.0), ("1h", 3600.0), (5, 5.0),
+                                           ("0s", 0.0), ("10", 10.0)])
+def test_parse_duration(text, expected):
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["-5s", "2x", "", "s", "1m-2s"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_formatting():
+    assert fmt_size(4096) == "4k" and fmt_size(1 << 20) == "1M" and fmt_size(1000) == "1000"
+    assert fmt_duration(75) == "1m15s" and fmt_duration(3.5) == "3.5s" and fmt_duration(7200) == "2h00m"
