@@ -1,0 +1,138 @@
+"""`tankbench lab {build,up,status,ssh,down}`: the throwaway VM with real OpenZFS."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from tankbench.cli._common import print_json
+from tankbench.errors import UserError
+from tankbench.lab import build as labbuild
+from tankbench.lab import vm
+
+HONEST = ("Under TCG (no KVM) the lab measures an emulator: use it to check that a campaign works, "
+          "never to decide between configurations.")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `lab` and its subcommands."""
+    p = subparsers.add_parser("lab", help="the lab VM: real OpenZFS under qemu, driven over ssh",
+                              description="A throwaway qemu VM with real OpenZFS, built from Debian packages and "
+                                          "cached. " + HONEST)
+    sub = p.add_subparsers(dest="lab_command", metavar="ACTION")
+    def show_help(_args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    p.set_defaults(func=show_help)
+
+    b = sub.add_parser("build", help="build (or check) the lab image", description=(
+        "Build the lab image from Debian packages (bookworm-backports kernel + zfs-dkms), cached under "
+        f"{labbuild.cache_dir()}. A cold build takes about 10 minutes; later calls only check versions."))
+    b.add_argument("--force", action="store_true", help="rebuild the modules, guest and image from scratch")
+    b.set_defaults(func=cmd_build)
+
+    u = sub.add_parser("up", help="boot a lab (returns when ssh answers and zfs is loaded)",
+                       description="Boot a lab VM: KVM if it works here, else TCG. Data disks are fresh sparse "
+                                   "files seen in the guest as /dev/disk/by-id/virtio-tbdata0 …")
+    _name(u)
+    u.add_argument("--disks", type=int, default=2, help="number of data disks (default 2)")
+    u.add_argument("--disk-size", default="8G", help="size of each sparse data disk (default 8G)")
+    u.add_argument("--slog", action="store_true", help="add a log disk (virtio-tblog0)")
+    u.add_argument("--memory", type=int, default=3072, help="guest memory in MiB (default 3072)")
+    u.add_argument("--cpus", type=int, default=2, help="guest CPUs (default 2)")
+    u.set_defaults(func=cmd_up)
+
+    s = sub.add_parser("status", help="show a lab's state", description="Show whether a lab is up, its ports, "
+                                                                       "disks and accelerator.")
+    _name(s)
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_status)
+
+    h = sub.add_parser("ssh", help="ssh into a lab, or run a command there",
+                       description="Open a shell in the lab, or run CMD there and exit with its status. One "
+                                   "argument is run by the guest's shell; several are quoted word by word.")
+    _name(h)
+    h.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="command to run in the guest")
+    h.set_defaults(func=cmd_ssh)
+
+    d = sub.add_parser("down", help="shut a lab down cleanly",
+                       description="zpool export -a, sync and power off in the guest; if it does not power off, "
+                                   "stop only the qemu process this lab recorded.")
+    _name(d)
+    d.set_defaults(func=cmd_down)
+
+
+def _name(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--name", default="default", help="lab name (default 'default'); labs with different names "
+                                                     "run side by side")
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Build or refresh the image."""
+    try:
+        image = labbuild.build(force=args.force)
+    except labbuild.LabBuildError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        print(f"Hint: all build logs are in {labbuild.cache_dir() / 'logs'}; rerun `tankbench lab build` "
+              "to resume from the failed step.", file=sys.stderr)
+        return 3
+    print(f"{image.dir} (kernel {image.versions.kernel_abi}, zfs {image.versions.zfs_version})")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Boot a lab."""
+    config = vm.LabConfig(disks=args.disks, disk_size=vm.parse_size(args.disk_size), slog=args.slog,
+                          memory_mb=args.memory, cpus=args.cpus)
+    try:
+        state = vm.up(args.name, config, reuse=True)
+    except labbuild.LabBuildError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 3
+    doc = vm.status(state.name)
+    print(f"lab {state.name} up: ssh root@127.0.0.1 -p {state.ssh_port} -i {doc['ssh_key']}  "
+          f"({state.accelerator}; disks {' '.join(map(str, doc['disks']))})")  # type: ignore[call-overload]
+    if state.accelerator != "kvm":
+        print(f"Note: {HONEST}", file=sys.stderr)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print a lab's status."""
+    doc = vm.status(args.name)
+    if args.json:
+        print_json(doc)
+        return 0 if doc["state"] == "up" else 1
+    if doc["state"] == "down":
+        print(f"lab {args.name}: down")
+        return 1
+    for key in ("name", "state", "pid", "accelerator", "ssh", "fio_server", "cpus", "memory_mb", "disks",
+                "kernel", "zfs", "uptime_s", "ready_seconds", "dir"):
+        value = doc[key]
+        shown = " ".join(map(str, value)) if isinstance(value, list) else value
+        print(f"{key:13} {shown}")
+    return 0 if doc["state"] == "up" else 1
+
+
+def cmd_ssh(args: argparse.Namespace) -> int:
+    """Run a command in the lab (exit status of the remote command), or open a shell."""
+    state = vm.require_up(args.name)
+    host = vm.ssh_host(state)
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        if not sys.stdin.isatty():
+            raise UserError("no command given and stdin is not a terminal", "use `tankbench lab ssh -- CMD …`")
+        os.execvp("ssh", host.interactive_command())
+    argv = host.shell_command(cmd[0]) if len(cmd) == 1 else host.command(cmd)
+    return subprocess.run(argv).returncode
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Shut a lab down."""
+    vm.down(args.name)
+    return 0

@@ -1,0 +1,78 @@
+"""Pure parts of the lab build: version parsing, cache keys, apt sources."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tankbench.lab import build
+
+V = build.Versions(suite="bookworm-backports", kernel_abi="6.12.95+deb12-amd64",
+                   kernel_version="6.12.95-1~bpo12+1", zfs_version="2.3.2-2~bpo12+2",
+                   mirror="http://deb.debian.org/debian", security_mirror="http://deb.debian.org/debian-security")
+
+
+def test_parse_kernel_abi_from_metapackage_depends() -> None:
+    assert build.parse_kernel_abi("linux-image-6.12.95+deb12-amd64 (= 6.12.95-1~bpo12+1)") == "6.12.95+deb12-amd64"
+    assert build.parse_kernel_abi("linux-image-6.1.0-50-amd64 (= 6.1.176-1)") == "6.1.0-50-amd64"
+    with pytest.raises(ValueError):
+        build.parse_kernel_abi("libc6 (>= 2.36)")
+
+
+def test_image_key_changes_with_versions_packages_and_files() -> None:
+    k = build.image_key(V, "files1")
+    assert k == build.image_key(V, "files1")  # stable
+    assert k != build.image_key(replace(V, zfs_version="2.3.3-1~bpo12+1"), "files1")
+    assert k != build.image_key(replace(V, kernel_abi="6.12.99+deb12-amd64"), "files1")
+    assert k != build.image_key(V, "files2")
+    assert k != build.image_key(V, "files1", packages=("fio",))
+
+
+def test_guest_and_modules_keys_ignore_guest_files() -> None:
+    assert build.guest_key(V) == build.guest_key(V)
+    assert build.guest_key(V) != build.guest_key(replace(V, zfs_version="x"))
+    assert build.modules_key(V) == "6.12.95_deb12-amd64-zfs-2.3.2-2_bpo12_2"
+
+
+def test_guest_files_hash_covers_lab_init() -> None:
+    h = build.guest_files_hash()
+    assert len(h) == 16 and h == build.guest_files_hash()
+
+
+def test_sources_list_has_contrib_and_backports() -> None:
+    text = build.sources_list("http://m/debian", "http://m/debian-security")
+    assert "deb http://m/debian bookworm main contrib" in text
+    assert "deb http://m/debian bookworm-backports main contrib" in text
+    assert "deb http://m/debian-security bookworm-security main contrib" in text
+
+
+def test_host_mirrors_reads_deb822_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TANKBENCH_MIRROR", raising=False)
+    (tmp_path / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n")
+    assert build.host_mirrors(str(tmp_path)) == ("http://mirror.example/debian",
+                                                 "http://mirror.example/debian-security")
+
+
+def test_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert build.cache_dir() == tmp_path / "tankbench" / "lab"
+
+
+def test_remove_tree_refuses_a_tree_with_mounts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    victim = tmp_path / "chroot"
+    (victim / "dev").mkdir(parents=True)
+    monkeypatch.setattr(build, "unmount_all", lambda root: None)
+    monkeypatch.setattr(build, "_mounts_under", lambda root: [str(victim / "dev")])
+    with pytest.raises(Exception, match="refusing to delete"):
+        build.remove_tree(victim)
+    assert victim.exists()
+
+
+def test_sshd_config_allows_key_root_login_only() -> None:
+    out = build._sshd_config("#PermitRootLogin prohibit-password\nX 1\n")
+    assert "PermitRootLogin prohibit-password" in out and "PasswordAuthentication no" in out
+    assert "UseDNS no" in out
