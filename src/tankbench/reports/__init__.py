@@ -1,0 +1,1 @@
+"""Exporters: each takes an Analysis and writes one format (HTML, XLSX, Markdown, CSV, JSON)."""

@@ -1,0 +1,63 @@
+"""Formatting shared by exporters: numbers, units, and the explanations shown next to them."""
+
+from __future__ import annotations
+
+from tankbench.analysis.analyse import Analysis
+from tankbench.analysis.cases import METRICS, TestSummary
+from tankbench.analysis.stats import Summary
+
+NOT_MEASURED = "not measured"
+
+EXPLAIN = {
+    **{k: m.formula for k, m in METRICS.items()},
+    "mean": "arithmetic mean of the measured runs (status done, warm-up runs excluded)",
+    "sd": "sample standard deviation (n - 1) of the measured runs",
+    "ci": "95 % confidence interval of the mean: mean ± t(0.975, n - 1) · sd / √n (Student t)",
+    "welch": "Welch's unequal-variance t-test, two-sided; a difference is called significant when p < 0.05",
+    "vs_baseline": "mean of this test / mean of the fastest baseline test of the same test case",
+    "vs_first": "mean of this test / mean of first place of the same test case",
+    "load1": "highest 1-minute load average sampled at 1 Hz during the run (sys.load1_max), mean over runs",
+    "cpu": "host CPU user + system % during the run (sys.cpu_user_pct + sys.cpu_sys_pct), mean over runs",
+    "load_per_mibs": "load1 / MiB/s: load paid for each MiB/s (seed 000's cost)",
+    "excess": "wall_s - (ramp + runtime): how late fio finished (seed 000's timing KPI)",
+    "drain": "seconds until dirty data reached disk after fio exited (sync)",
+}
+
+
+def fmt(v: float | None, digits: int = 3) -> str:
+    """A number with `digits` significant digits, thousands separated; None -> "not measured"."""
+    if v is None:
+        return NOT_MEASURED
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 10 ** digits:
+        return f"{v:,.0f}"
+    decimals = max(0, digits - 1 - int(f"{a:e}".split("e")[1]))
+    return f"{v:,.{decimals}f}"
+
+
+def fmt_summary(s: Summary | None) -> str:
+    """"123 ± 4.5 (n=3)" where ± is the CI half-width; single runs show n=1."""
+    if s is None:
+        return NOT_MEASURED
+    if s.n < 2:
+        return f"{fmt(s.mean)} (n=1)"
+    return f"{fmt(s.mean)} ± {fmt((s.ci_high - s.ci_low) / 2, 2)} (n={s.n})"
+
+
+def test_label(t: TestSummary) -> str:
+    return f"#{t.number} {t.name}"
+
+
+def fingerprint_rows(a: Analysis) -> list[tuple[str, str, str]]:
+    """(fingerprint id, key, value) for every fingerprint in the journal."""
+    rows = []
+    for fid, fp in sorted(a.dataset.fingerprints.items()):
+        for k, v in sorted(fp.data.items()):
+            rows.append((fid, k, str(v)))
+    return rows
+
+
+def metric_label(key: str) -> str:
+    return METRICS[key].label

@@ -1,0 +1,67 @@
+"""summary.md: the conclusions in a form that pastes into a forum post or an OpenZFS issue."""
+
+from __future__ import annotations
+
+from tankbench.analysis.analyse import Analysis
+from tankbench.analysis.leaderboard import Leaderboard
+from tankbench.reports.common import EXPLAIN, fmt, fmt_summary, metric_label
+
+TOP = 10
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def leaderboard_md(lb: Leaderboard, top: int = TOP) -> list[str]:
+    """One leaderboard as a Markdown table (top N rows; the rest counted)."""
+    label = metric_label(lb.metric)
+    lines = [f"### {lb.case}", "", f"| # | test | config | {label} (mean ± 95 % CI) | vs fastest baseline | "
+             "vs first place | load1 |", "|---|---|---|---|---|---|---|"]
+    for r in lb.rows[:top]:
+        t = r.test
+        mark = (" 🏆" if r.is_winner else "") + (" (baseline)" if t.is_baseline else "") + \
+            (" (zvol)" if t.target_kind == "zvol" else "")
+        lines.append(f"| {r.rank} | #{t.number} {_cell(t.name)}{mark} | {_cell(t.config)} | "
+                     f"{fmt_summary(t.stats.get(lb.metric))} | {_cell(r.vs_baseline.text) if r.vs_baseline else '—'}"
+                     f" | {_cell(r.vs_first.text) if r.vs_first else '—'} | "
+                     f"{fmt(t.load1.mean) if t.load1 else 'not measured'} |")
+    if len(lb.rows) > top:
+        lines.append(f"| … | {len(lb.rows) - top} more tests in results.csv | | | | | |")
+    return lines + [""]
+
+
+def summary_markdown(a: Analysis) -> str:
+    """The whole summary.md text."""
+    ds = a.dataset
+    out = [f"# tankbench report: {', '.join(n for n in ds.campaign_names if n) or ds.path}", ""]
+    if a.emulated:
+        out += ["> **Emulated machine (qemu TCG):** these numbers measure an emulated machine. They show that the "
+                "tool works, not which configuration to choose.", ""]
+    n_meas = sum(len(t.measured) for t in ds.tests)
+    out += [f"{len(ds.tests)} tests, {ds.n_runs} runs ({n_meas} measured; warm-ups excluded from rankings). "
+            f"Ranked by **{metric_label(a.rank_by)}**: {EXPLAIN[a.rank_by]}.", ""]
+    out += ["## Recommendations", ""] + [f"- {r.text}" for r in a.recommendations] + [""]
+    if a.goals:
+        out += ["## Goals", ""]
+        for g in a.goals:
+            met = ", ".join(f"#{t.number} {t.name} ({fmt(v)})" for t, v, _ in g.passing) or "none"
+            out.append(f"- **{g.goal.name}** ({g.goal.text}): "
+                       f"{'not measured' if g.not_measured else 'met by ' + met}")
+        out.append("")
+    if a.mix:
+        out += ["## Workload mix", "", f"Weights: {', '.join(f'{c} {w:.0%}' for c, w in a.mix.weights)}. "
+                f"{a.mix.formula}.", "", "| config | expected | missing |", "|---|---|---|"]
+        out += [f"| {_cell(e.config)} | {fmt(e.expected)} | {', '.join(e.missing) or '—'} |" for e in a.mix.entries[:TOP]]
+        out.append("")
+    out += ["## Warnings", ""] + [f"- **{w.severity}: {w.code}** — {w.message.rstrip(".")}. Fix: {w.fix}." for w in a.warnings]
+    out += ["", "## Leaderboards", ""]
+    for lb in a.leaderboards:
+        out += leaderboard_md(lb)
+    out += ["## How the numbers are obtained", ""] + [f"- **{k}**: {v}" for k, v in EXPLAIN.items()] + [""]
+    return "\n".join(out)
+
+
+def write_markdown(a: Analysis, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(summary_markdown(a))
