@@ -1,0 +1,161 @@
+"""`run` end to end on the local host with real fio: journal contents, resume, kill -9, exported scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import tankbench
+
+CAMPAIGN = """
+[campaign]
+name = "itest"
+runtime = "{runtime}"
+ramp = "0s"
+warmup = {warmup}
+repeats = {repeats}
+host = "local"
+
+[[target]]
+name = "scratch"
+kind = "file"
+path = "{dir}"
+size = "16M"
+
+[matrix]
+rw = {rw}
+bs = ["4k", "64k"]
+iodepth = [1]
+io = ["direct"]
+"""
+
+
+def write_campaign(tmp: Path, runtime: str = "1s", repeats: int = 1, warmup: str = "false",
+                   rw: str = '["read", "randwrite"]') -> Path:
+    path = tmp / "c.toml"
+    path.write_text(CAMPAIGN.format(runtime=runtime, repeats=repeats, warmup=warmup, dir=tmp / "scratch", rw=rw))
+    return path
+
+
+def rows(journal: Path, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(journal)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_run_records_everything_and_resume_adds_nothing(tmp_path: Path):
+    c = write_campaign(tmp_path, repeats=2, warmup="true")
+    j = tmp_path / "j.sqlite"
+    res = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "12 run(s) done" in res.stdout
+    runs = rows(j, "SELECT status, warmup, run_no, wall_s, drain_s, metrics, checks, samples, fio_json FROM runs")
+    assert len(runs) == 12 and {r[0] for r in runs} == {"done"}
+    assert sorted({(r[1], r[2]) for r in runs}) == [(0, 1), (0, 2), (1, 0)]  # (warmup, run_no)
+    for status, _w, _n, wall, drain, metrics, checks, samples, fio_json in runs:
+        m, c_, s = json.loads(metrics), json.loads(checks), json.loads(samples)
+        assert wall >= 1.0 and drain is not None
+        assert m["total.iops"] > 0 and m["fio.runtime_s"] > 0.5 and "sys.load1_start" in m
+        assert "sys.cpu_sys_pct" in m and "timing.excess_s" in m
+        assert c_["layout.verified"] is True and c_["layout.sparse"] is False
+        assert c_["layout.allocated_bytes"] >= 16 << 20 and c_["layout.sample_compress_ratio"] > 0.95
+        assert isinstance(s["load1"], list)
+        assert json.loads(fio_json)["jobs"]
+    fps = rows(j, "SELECT data FROM fingerprints")
+    fp = json.loads(fps[0][0])
+    assert fp["kernel"] == os.uname().release and fp["fio_version"].startswith("fio-") and fp["cpu_count"] >= 1
+    # the test file is real, allocated, incompressible
+    f = tmp_path / "scratch" / "tankbench-scratch.fiodata"
+    assert f.stat().st_size == 16 << 20 and f.stat().st_blocks * 512 >= 16 << 20
+    again = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
+    assert again.returncode == 0 and "12 already in the journal" in again.stdout
+    assert rows(j, "SELECT count(*) FROM runs")[0][0] == 12
+    show = tankbench("show", "--journal", str(j), "--json")
+    states = {t["name"]: t["state"] for t in json.loads(show.stdout)}
+    assert set(states.values()) == {"done"} and len(states) == 4
+    csv_out = tankbench("results", "--journal", str(j), "--csv")
+    header = csv_out.stdout.splitlines()[0].split(",")
+    assert len(csv_out.stdout.splitlines()) == 13
+    for col in ("wall_s", "drain_s", "read.lat_p99_ns", "sys.load1_start", "check.layout.verified", "param.bs"):
+        assert col in header
+
+
+def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path: Path):
+    c = write_campaign(tmp_path, runtime="2s", rw='["read", "write", "randread", "randwrite"]')
+    j = tmp_path / "j.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if j.exists() and rows(j, "SELECT count(*) FROM runs WHERE status='done'")[0][0] >= 3 and \
+                    rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] == 1:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the campaign never reached its 4th run")
+        fio_pid = rows(j, "SELECT pid FROM runs WHERE status='running'")[0][0]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = rows(j, "SELECT id, test_id, run_no, status FROM runs ORDER BY id")
+    done_before = [r for r in before if r[3] == "done"]
+    assert [r[3] for r in before].count("running") == 1
+    # the agent saw its stdin close and ended fio: nothing keeps benchmarking behind our back
+    for _ in range(50):
+        if not os.path.exists(f"/proc/{fio_pid}") or "fio" not in Path(f"/proc/{fio_pid}/cmdline").read_text():
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"fio {fio_pid} still runs after tankbench was killed")
+    res = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "marked crashed and retried once" in res.stderr
+    after = rows(j, "SELECT id, test_id, run_no, status FROM runs ORDER BY id")
+    assert [r for r in after if r[0] in {d[0] for d in done_before}] == done_before, "completed runs are kept as they were"
+    done = [(r[1], r[2]) for r in after if r[3] == "done"]
+    assert len(done) == 8 and len(set(done)) == 8, "every test done exactly once"
+    assert [r[3] for r in after].count("crashed") == 1
+
+
+def test_exported_scripts_run_with_plain_fio(tmp_path: Path):
+    c = write_campaign(tmp_path)
+    out = tmp_path / "export"
+    res = tankbench("plan", str(c), "--export", str(out))
+    assert res.returncode == 0, res.stderr
+    scripts = sorted(out.glob("*-job.sh"))
+    assert [s.name for s in scripts] == ["0001-job.sh", "0002-job.sh", "0003-job.sh", "0004-job.sh"]
+    assert (out / "0001-job.fio").exists() and (out / "tests.tsv").exists()
+    run = subprocess.run(["sh", str(scripts[0])], capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin"})
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout[run.stdout.index("{"):])
+    assert doc["jobs"][0]["read"]["iops"] > 0 and doc["jobs"][0]["job options"]["bs"] == "4k"
+    f = tmp_path / "scratch" / "tankbench-scratch.fiodata"
+    assert f.stat().st_blocks * 512 >= 16 << 20, "the script lays the file out before fio reads it"
+
+
+def test_second_run_on_same_journal_is_refused_while_first_runs(tmp_path: Path):
+    c = write_campaign(tmp_path, runtime="2s")
+    j = tmp_path / "j.sqlite"
+    first = subprocess.Popen([sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "-q"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for _ in range(300):
+            if j.exists():
+                break
+            time.sleep(0.1)
+        second = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
+        assert second.returncode == 2 and "another `tankbench run` is using" in second.stderr
+    finally:
+        first.wait(timeout=120)

@@ -1,0 +1,120 @@
+"""Safety with real loop devices: tankbench refuses mounted, held or signed devices, and needs confirmation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tankbench
+
+CAMPAIGN = """
+[campaign]
+name = "safety"
+runtime = "1s"
+host = "local"
+
+[[target]]
+name = "disk"
+kind = "raw"
+path = "{path}"
+{confirm}
+size = "8M"
+
+[matrix]
+rw = ["write"]
+bs = ["4k"]
+"""
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def loopdev(tmp_path: Path) -> Iterator[str]:
+    """A real loop device over a 64 MiB file, detached afterwards (only the one we attached)."""
+    img = tmp_path / "disk.img"
+    with open(img, "wb") as f:
+        f.truncate(64 << 20)
+    dev = sh("losetup", "--find", "--show", str(img))
+    try:
+        yield dev
+    finally:
+        subprocess.run(["umount", str(tmp_path / "mnt")], capture_output=True)
+        subprocess.run(["losetup", "-d", dev], check=True)
+
+
+@pytest.fixture
+def by_id(loopdev: str) -> Iterator[str]:
+    """A stable-id name for the loop device (loop devices get none from udev; this is a real symlink)."""
+    os.makedirs("/dev/disk/by-id", exist_ok=True)
+    link = f"/dev/disk/by-id/tankbench-test-{os.path.basename(loopdev)}-{os.getpid()}"
+    os.symlink(loopdev, link)
+    try:
+        yield link
+    finally:
+        os.unlink(link)
+
+
+def run_on(tmp_path: Path, path: str, confirm: str | None) -> subprocess.CompletedProcess[str]:
+    c = tmp_path / "c.toml"
+    c.write_text(CAMPAIGN.format(path=path, confirm=f'confirm = "{confirm}"' if confirm else ""))
+    return tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+
+
+def first_bytes(dev: str) -> bytes:
+    with open(dev, "rb") as f:
+        return f.read(4096)
+
+
+def test_blank_device_needs_confirmation(tmp_path: Path, loopdev: str):
+    res = run_on(tmp_path, loopdev, None)
+    assert res.returncode == 2 and "writing to a raw device needs confirmation" in res.stderr
+    assert f'confirm = "{loopdev}"' in res.stderr
+    assert not (tmp_path / "j.sqlite").exists()
+    assert first_bytes(loopdev) == bytes(4096), "nothing was written"
+    ok = run_on(tmp_path, loopdev, loopdev)
+    assert ok.returncode == 0, ok.stderr
+    assert first_bytes(loopdev) != bytes(4096), "the confirmed device was benchmarked (fio wrote to it)"
+
+
+def test_ext4_device_refused_unless_named_by_id_and_confirmed(tmp_path: Path, loopdev: str, by_id: str):
+    sh("mkfs.ext4", "-q", loopdev)
+    before = first_bytes(loopdev)
+    res = run_on(tmp_path, loopdev, loopdev)
+    assert res.returncode == 2 and "carries data (TYPE=ext4)" in res.stderr and "/dev/disk/by-id/" in res.stderr
+    res = run_on(tmp_path, by_id, None)
+    assert res.returncode == 2 and "is not confirmed" in res.stderr
+    res = run_on(tmp_path, by_id, by_id + "-other")
+    assert res.returncode == 2 and "is not confirmed" in res.stderr
+    assert first_bytes(loopdev) == before
+    assert "TYPE=\"ext4\"" in subprocess.run(["blkid", loopdev], capture_output=True, text=True).stdout
+    ok = run_on(tmp_path, by_id, by_id)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_mounted_device_always_refused(tmp_path: Path, loopdev: str, by_id: str):
+    sh("mkfs.ext4", "-q", loopdev)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    sh("mount", loopdev, str(mnt))
+    (mnt / "precious.txt").write_text("keep me")
+    res = run_on(tmp_path, by_id, by_id)
+    assert res.returncode == 2 and "in use (mounted at" in res.stderr and str(mnt) in res.stderr
+    assert (mnt / "precious.txt").read_text() == "keep me"
+
+
+def test_partition_table_refused(tmp_path: Path, loopdev: str):
+    subprocess.run(["sfdisk", "-q", loopdev], input="label: gpt\n,32M\n", text=True, check=True,
+                   capture_output=True)
+    res = run_on(tmp_path, loopdev, loopdev)
+    assert res.returncode == 2 and "PTTYPE=gpt" in res.stderr
+
+
+def test_regular_file_under_dev_is_not_a_block_device(tmp_path: Path):
+    res = run_on(tmp_path, "/dev/null", "/dev/null")
+    assert res.returncode == 2 and "not a block device" in res.stderr
