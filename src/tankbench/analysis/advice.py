@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from tankbench.analysis.cases import METRICS, Dataset, TestSummary
 from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, ratio
 from tankbench.analysis.settings import GOAL_METRICS, Goal
+from tankbench.errors import UserError
 
 COST_RATIO = 2.0
 COST_CLOSE = 0.10
@@ -36,15 +37,15 @@ def case_recommendation(lb: Leaderboard) -> Recommendation | None:
     if len(rows) == 1:
         return Recommendation("case", f"{lb.case}: only {_who(win)} was measured; nothing to compare.", (win.id,))
     second = rows[1].test
-    r = ratio(win, second, lb.metric, f"the runner-up {_who(second)}")
+    r = ratio(win, second, lb.metric, f"the runner-up #{second.number}")
     assert r is not None
     base = rows[0].vs_baseline
     tail = f" Against the fastest baseline: {base.text}." if base else ""
     if r.test.significant():
         text = f"{lb.case}: use {_who(win)} — by {label}, {r.text}.{tail}"
     else:
-        text = (f"{lb.case}: no clear winner by {label} — {_who(win)} is {r.text}; choose on cost or "
-                f"add repeats.{tail}")
+        text = (f"{lb.case}: no clear winner by {label} — {_who(win)} is {r.text} ({_who(second)}); "
+                f"choose on cost or add repeats.{tail}")
     return Recommendation("case", text, (win.id, second.id))
 
 
@@ -74,14 +75,15 @@ def axis_recommendations(comps: Sequence[AxisComparison]) -> list[Recommendation
         by_axis.setdefault(c.axis, []).append(c)
     out = []
     for axis, cs in by_axis.items():
-        wins: dict[str, list[str]] = {}
+        wins: dict[str, list[tuple[str, bool]]] = {}
         ids: list[str] = []
         for c in cs:
             sig = all(r is not None and r.test.significant() for r in c.ratios)
-            wins.setdefault(c.entries[0][0], []).append(c.case + ("" if sig else " (not significant)"))
+            wins.setdefault(c.entries[0][0], []).append((c.case, sig))
             ids += [t.id for _, t in c.entries]
-        parts = [f"{v} won in {len(cases)} of {len(cs)} comparisons ({', '.join(cases)})" for v, cases in
-                 sorted(wins.items(), key=lambda kv: -len(kv[1]))]
+        parts = [f"{v} was best in {len(won)} of {len(cs)} comparisons, significantly in "
+                 f"{sum(s for _, s in won)} (test cases: {', '.join(dict.fromkeys(c for c, _ in won))})"
+                 for v, won in sorted(wins.items(), key=lambda kv: -len(kv[1]))]
         out.append(Recommendation("axis", f"{axis}: " + "; ".join(parts) + ".", tuple(dict.fromkeys(ids))))
     return out
 
@@ -128,6 +130,14 @@ def _expected(parts: Sequence[tuple[float, float]], higher: bool) -> float | Non
     if higher:  # time to move w_i of the bytes at T_i each: a weighted harmonic mean
         return 1.0 / sum(w / v for w, v in parts)
     return sum(w * v for w, v in parts)
+
+
+def check_mix_cases(ds: Dataset, weights: Sequence[tuple[str, float]]) -> None:
+    """UserError when a --mix names a test case the journal does not have."""
+    unknown = [c for c, _ in weights if c not in ds.cases()]
+    if unknown:
+        raise UserError(f"--mix names test cases not in the journal: {', '.join(map(repr, unknown))}",
+                        f"test cases in this journal: {', '.join(ds.cases())}")
 
 
 def mix_advice(ds: Dataset, weights: Sequence[tuple[str, float]], key: str = "mibs") -> MixAdvice:

@@ -190,7 +190,7 @@ def summarise_test(row: TestRow, runs: Iterable[Run], settings: Settings) -> Tes
     ramp = float(c.get("ramp", 0.0) or 0.0)
     views = tuple(run_view(r, ramp) for r in runs)
     meas = [v for v in views if v.measured]
-    stats = {k: summarise([v.values[k] for v in meas if v.values[k] is not None]) for k in METRICS}
+    stats = {k: summarise([x for x in (v.values[k] for v in meas) if x is not None]) for k in METRICS}
     target = c.get("target", {})
     return TestSummary(
         row.id, row.number, row.name, row.target, row.target_kind, case_name(row.params, settings.case_keys),

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.analysis.cases import Dataset, TestSummary
+from tankbench.analysis.cases import Dataset, RunView, TestSummary
 from tankbench.analysis.stats import monotonic_increase
 
 CV_LIMIT = 0.10
@@ -88,9 +88,17 @@ def check_repeats(ds: Dataset) -> Iterator[Warning]:
                    "the ARC, add a warm-up run, or drop caches / export-import the pool between runs")
 
 
+def timing_limit(ds: Dataset, r: RunView) -> float:
+    """[report] timing_threshold when set, else the threshold the runner recorded, else the default 10 %."""
+    recorded = r.extra.get("timing.threshold_s")
+    if ds.settings.timing_explicit or not isinstance(recorded, int | float):
+        return ds.settings.timing_limit(r.expected_s)
+    return float(recorded)
+
+
 def check_timing(ds: Dataset) -> Iterator[Warning]:
     late = [(t, r) for t in ds.tests for r in t.runs
-            if r.excess_s is not None and r.status == "done" and r.excess_s > ds.settings.timing_limit(r.expected_s)]
+            if r.excess_s is not None and r.status == "done" and r.excess_s > timing_limit(ds, r)]
     yield from _mk("timing-issue", "warning", list({t.id: t for t, _ in late}.values()),
                    f"{len(late)} runs took longer than ramp + runtime by more than the threshold (seed 000: "
                    "a buffered zvol test finished 3.8 h late); fio's MiB/s overstates them",

@@ -5,7 +5,8 @@ Schema (all optional)::
     [report]
     baseline = "raw"              # target kind or target name whose rows are baselines
     test_case = ["rw", "bs"]      # grouping keys of a leaderboard (any params key)
-    timing_threshold = "10%"      # wall > (ramp + runtime) * (1 + threshold) is a timing issue; "30s" also works
+    timing_threshold = "10%"      # wall > (ramp + runtime) * (1 + threshold) is a timing issue; "30s" also works.
+                                  # Default: the threshold each run recorded (checks timing.threshold_s), else 10%
 
     [mix]                         # weights of test cases in your real workload (normalised to 1)
     "read random 4k" = 0.56
@@ -58,6 +59,7 @@ class Settings:
     case_keys: tuple[str, ...] = ("rw", "bs")
     timing_fraction: float = 0.10
     timing_seconds: float = 0.0
+    timing_explicit: bool = False
     mix: tuple[tuple[str, float], ...] = ()
     goals: tuple[Goal, ...] = field(default_factory=tuple)
 
@@ -138,10 +140,11 @@ def parse_settings(spec_text: str, path: str = "campaign") -> Settings:
     if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
         raise SpecError(path, "report.test_case", keys, "must be a list of parameter names", '["rw", "bs"]')
     frac, secs = parse_threshold(rep.get("timing_threshold", "10%"), path)
+    explicit = "timing_threshold" in rep
     goals = doc.get("goal", [])
     if not isinstance(goals, list):
         raise SpecError(path, "goal", goals, "must be an array of tables", "write [[goal]]")
     return Settings(
         baseline=str(rep.get("baseline", "raw")), case_keys=tuple(keys), timing_fraction=frac,
-        timing_seconds=secs, mix=_parse_mix(path, doc["mix"]) if "mix" in doc else (),
+        timing_seconds=secs, timing_explicit=explicit, mix=_parse_mix(path, doc["mix"]) if "mix" in doc else (),
         goals=tuple(_parse_goal(path, i, g) for i, g in enumerate(goals)))

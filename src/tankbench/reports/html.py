@@ -93,7 +93,8 @@ def bar_chart(lb: Leaderboard) -> str:
     rows = [r for r in lb.rows if r.value is not None][:TOP_BARS]
     if not rows:
         return ""
-    top = max((r.test.stats[lb.metric].ci_high if r.test.stats.get(lb.metric) else r.value or 0) for r in rows) or 1.0
+    tops = [max(r.value or 0.0, getattr(r.test.stats.get(lb.metric), "ci_high", 0.0)) for r in rows]
+    top = max(tops) or 1.0
     w, lab, bh = 760, 260, 18
     h = bh * len(rows) + 24
     parts = [f'<svg class="chart" role="img" aria-label="{e(lb.case)} bar chart" width="{w}" height="{h}" '

@@ -54,7 +54,7 @@ def summary_markdown(a: Analysis) -> str:
                 f"{a.mix.formula}.", "", "| config | expected | missing |", "|---|---|---|"]
         out += [f"| {_cell(e.config)} | {fmt(e.expected)} | {', '.join(e.missing) or '—'} |" for e in a.mix.entries[:TOP]]
         out.append("")
-    out += ["## Warnings", ""] + [f"- **{w.severity}: {w.code}** — {w.message.rstrip(".")}. Fix: {w.fix}." for w in a.warnings]
+    out += ["## Warnings", ""] + [f"- **{w.severity}: {w.code}** — {w.message.rstrip('.')}. Fix: {w.fix}." for w in a.warnings]
     out += ["", "## Leaderboards", ""]
     for lb in a.leaderboards:
         out += leaderboard_md(lb)
