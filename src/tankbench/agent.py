@@ -47,9 +47,9 @@ def _end_children():
 def _watch_stdin():
     """EOF on stdin means our parent is gone: stop what we started and exit."""
     try:
-        while sys.stdin.buffer.read(65536):
+        while os.read(0, 65536):
             pass
-    except Exception:
+    except OSError:
         pass
     _end_children()
     os._exit(75)
@@ -525,8 +525,19 @@ OPS = {"probe": op_probe, "prepare_file": op_prepare_file, "fio_run": op_fio_run
        "end_pids": op_end_pids}
 
 
+def _read_request_line():
+    """The first line of stdin, read from the raw fd (a buffered reader's lock would stall interpreter exit)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(0, 1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode()
+
+
 def main():
-    line = sys.stdin.readline()
+    line = _read_request_line()
     try:
         req = json.loads(line)
         op = OPS[req["op"]]

@@ -279,7 +279,9 @@ class CampaignRunner:
                     label += f" (attempt {attempt}, after a crash)"
                 self.progress.start(index, len(work), test.number, test.name, label, test.expected_s + 1)
                 checks = self.prepare(test)
-                checks["devices"] = devices_of.setdefault(test.target.name, self.devices(test.target))
+                if test.target.name not in devices_of:
+                    devices_of[test.target.name] = self.devices(test.target)
+                checks["devices"] = devices_of[test.target.name]
                 run = self.execute(test, run_no, warm, attempt, checks)
                 self.count(run)
                 self.progress.finish(run.status, describe(run))
