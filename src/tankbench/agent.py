@@ -316,6 +316,34 @@ def op_prepare_file(req):
     }, created_dir=created_dir)
 
 
+def op_prepare_raw(req):
+    """Fill a confirmed raw device's test region with incompressible data unless samples show it already is.
+
+    Reads of never-written blocks (a new disk, a sparse virtual disk) can be served without touching the
+    medium; a region that samples as incompressible has been written and is left alone."""
+    path, size = req["path"], int(req["size"])
+    before = _sample_compress_ratio(path, size)
+    laid_out = False
+    t0 = time.monotonic()
+    if before < 0.9:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            left, chunk = size, 1 << 20
+            while left > 0:
+                n = min(chunk, left)
+                os.write(fd, os.urandom(n))
+                left -= n
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        laid_out = True
+    ratio = _sample_compress_ratio(path, size)
+    emit("result", checks={"layout.apparent_bytes": size, "layout.sample_compress_ratio": round(ratio, 4),
+                           "layout.zero_fraction": round(_zero_fraction(path, size), 4),
+                           "layout.laid_out_now": laid_out, "layout.seconds": round(time.monotonic() - t0, 3),
+                           "layout.sparse": False, "layout.verified": ratio > 0.9})
+
+
 class Sampler:
     """1 Hz series of load, CPU, context switches, processes, dirty memory, device and ARC counters."""
 
@@ -521,7 +549,7 @@ def op_end_pids(req):
     emit("result", ended=ended)
 
 
-OPS = {"probe": op_probe, "prepare_file": op_prepare_file, "fio_run": op_fio_run, "cooldown": op_cooldown,
+OPS = {"probe": op_probe, "prepare_file": op_prepare_file, "prepare_raw": op_prepare_raw, "fio_run": op_fio_run, "cooldown": op_cooldown,
        "end_pids": op_end_pids}
 
 

@@ -154,6 +154,7 @@ class CampaignRunner:
         self.workdir = f"/var/tmp/tankbench/{spec.campaign_id}"
         self.outcome = Outcome()
         self._raw_laid_out: set[str] = set()
+        self._raw_checks: dict[str, dict[str, Any]] = {}
 
     # -- resume bookkeeping --------------------------------------------------------------
     def pending(self, tests: list[Test]) -> Iterator[tuple[Test, list[tuple[int, bool, int]]]]:
@@ -188,9 +189,16 @@ class CampaignRunner:
             if not checks.get("layout.verified"):
                 self.progress.note(f"warning: test file of target {t.name!r} failed verification: {checks}")
             return checks
+        if t.kind == "raw" and t.size:
+            if t.name not in self._raw_laid_out:
+                res = self.host.call_agent({"op": "prepare_raw", "path": t.path, "size": t.size},
+                                           timeout=max(600.0, t.size / (5 << 20)))
+                self._raw_checks[t.name] = dict(res["checks"])
+                self._raw_laid_out.add(t.name)
+            return dict(self._raw_checks[t.name])
         return {"layout.verified": False,
-                "layout.note": "raw device: tankbench does not lay out raw devices; reads of never-written "
-                               "blocks may not reach the medium"}
+                "layout.note": "raw device without a size: tankbench does not lay out a whole device; reads of "
+                               "never-written blocks may not reach the medium"}
 
     def execute(self, test: Test, run_no: int, warm: bool, attempt: int, checks: dict[str, Any]) -> Run:
         """Run fio once and journal the frozen Run (a `running` row exists while it is in flight)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +82,11 @@ def test_blank_device_needs_confirmation(tmp_path: Path, loopdev: str):
     ok = run_on(tmp_path, loopdev, loopdev)
     assert ok.returncode == 0, ok.stderr
     assert first_bytes(loopdev) != bytes(4096), "the confirmed device was benchmarked (fio wrote to it)"
+    conn = sqlite3.connect(tmp_path / "j.sqlite")
+    checks = json.loads(conn.execute("SELECT checks FROM runs").fetchone()[0])
+    conn.close()
+    assert checks["layout.laid_out_now"] is True and checks["layout.verified"] is True
+    assert checks["layout.sample_compress_ratio"] > 0.95, "the region was filled with incompressible data"
 
 
 def test_ext4_device_refused_unless_named_by_id_and_confirmed(tmp_path: Path, loopdev: str, by_id: str):
