@@ -1,0 +1,29 @@
+"""Real journals for the report tests: the committed local-file journal and the imported lab fio JSON."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tankbench.fio.importer import import_files
+from tankbench.journal.db import Journal
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+LOCAL_JOURNAL = FIXTURES / "journal-local-file.sqlite"
+LAB_JSON = sorted((FIXTURES / "fio-3.33-lab").glob("*.json"))
+LAB_FACTS = {"accelerator": "tcg", "zfs_version": "2.3.2", "kernel": "6.12.95"}
+
+
+def local_journal(tmp: Path) -> str:
+    """A private copy of the journal written by a real `tankbench run` (opening it switches it to WAL)."""
+    dst = tmp / "local.sqlite"
+    shutil.copy(LOCAL_JOURNAL, dst)
+    return str(dst)
+
+
+def imported_journal(tmp: Path) -> str:
+    """A journal with the real lab fio outputs imported, marked as run under qemu TCG."""
+    path = tmp / "lab.sqlite"
+    with Journal(str(path), create=True) as j:
+        import_files(j, [str(p) for p in LAB_JSON], LAB_FACTS)
+    return str(path)

@@ -1,0 +1,54 @@
+"""results.xlsx: reopen with openpyxl; raw sheet, one sheet per test case, colour scales, zvol fill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openpyxl import load_workbook
+from openpyxl.formatting.rule import ColorScale
+
+from tankbench.analysis.analyse import analyse_journal
+from tankbench.reports.xlsx import sheet_title, write_xlsx
+from tests.reportdata import imported_journal, local_journal
+
+
+def _write(tmp_path: Path, journal: str) -> tuple[object, object]:
+    a = analyse_journal(journal)
+    out = tmp_path / "results.xlsx"
+    write_xlsx(a, str(out))
+    return a, load_workbook(out)
+
+
+def test_sheets_and_colour_scales(tmp_path: Path) -> None:
+    a, wb = _write(tmp_path, local_journal(tmp_path))
+    assert wb.sheetnames == ["raw", "read random 4k", "write seq 4k", "warnings"]
+    raw = wb["raw"]
+    assert raw.max_row == 1 + a.dataset.n_runs  # warm-ups included, flagged
+    header = [c.value for c in raw[1]]
+    assert header[:3] == ["run_row_id", "test_id", "test_number"] and "warmup" in header
+    ws = wb["read random 4k"]
+    assert ws.max_row == 1 + 8
+    rules = [r for cf in ws.conditional_formatting for r in cf.rules]
+    assert rules and all(r.type == "colorScale" and isinstance(r.colorScale, ColorScale) for r in rules)
+    colours = {tuple(c.rgb for c in r.colorScale.color) for r in rules}
+    assert ("00F8696B", "00FFEB84", "0063BE7B") in colours  # higher is better: red → green
+    assert ("0063BE7B", "00FFEB84", "00F8696B") in colours  # p99, load: lower is better
+    hdr = [c.value for c in ws[1]]
+    assert ws.cell(2, hdr.index("winner") + 1).value == 1
+    assert ws.cell(1, hdr.index("rank_value") + 1).comment is not None  # how the number is obtained
+
+
+def test_zvol_rows_filled(tmp_path: Path) -> None:
+    a, wb = _write(tmp_path, imported_journal(tmp_path))
+    ws = wb["readwrite random 16k"]
+    kinds = {ws.cell(r, 5).value: ws.cell(r, 1).fill.fgColor.rgb for r in range(2, ws.max_row + 1)}
+    assert kinds["zvol"] == "00FFF1C9" and kinds["file"] != "00FFF1C9"
+    warn = wb["warnings"]
+    assert any(warn.cell(r, 2).value == "emulated" for r in range(2, warn.max_row + 1))
+
+
+def test_sheet_titles_are_valid_and_unique() -> None:
+    used: set[str] = {"raw"}
+    a = sheet_title("read random 4k iodepth=16 numjobs=4 [x]", used)
+    b = sheet_title("read random 4k iodepth=16 numjobs=4 [y]", used)
+    assert len(a) <= 31 and len(b) <= 31 and a != b and "[" not in a
