@@ -11,6 +11,7 @@ The builder and guest steps run in parallel (one is CPU-bound compiling, the oth
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import hashlib
 import json
@@ -37,8 +38,9 @@ GUEST_PACKAGES = (
 )
 #: the filesystem label the guest's kernel mounts as root
 ROOT_LABEL = "tankbench-root"
-#: bump when the build recipe changes in a way the package versions do not show
+#: bump when the build recipe changes in a way the package versions do not show (guest chroot / image step)
 RECIPE = "1"
+IMAGE_RECIPE = "2"
 
 Progress = Callable[[str], None]
 
@@ -109,7 +111,7 @@ def guest_files_hash() -> str:
 def image_key(versions: Versions, files_hash: str, packages: Sequence[str] = GUEST_PACKAGES) -> str:
     """The cache key of an image: package versions, package list, guest files and recipe (pure)."""
     doc = json.dumps({"versions": asdict(versions), "packages": sorted(packages), "files": files_hash,
-                      "recipe": RECIPE}, sort_keys=True)
+                      "recipe": RECIPE, "image_recipe": IMAGE_RECIPE}, sort_keys=True)
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
 
@@ -439,8 +441,13 @@ def build_image(cache: Path, guest: Path, modules: Path, versions: Versions, ste
     with steps.step("image: modules, lab-init, mke2fs -d"):
         dst = guest / "lib/modules" / versions.kernel_abi / "updates/dkms"
         dst.mkdir(parents=True, exist_ok=True)
+        for old in dst.glob("*.ko*"):
+            old.unlink()
         for ko in modules.glob("*.ko*"):
             shutil.copy2(ko, dst / ko.name)
+            if ko.name.endswith(".xz"):
+                # The kernel's own xz decompression of zfs.ko costs ~6 s under TCG at every boot.
+                _run_logged("image-modules", ["xz", "-d", "-f", str(dst / ko.name)], log)
         _run_logged("image-depmod", ["chroot", str(guest), "depmod", "-a", versions.kernel_abi], log)
         files = resources.files("tankbench.lab").joinpath("files")
         init = guest / "usr/local/sbin/lab-init"
@@ -497,6 +504,23 @@ def cached_image(cache: Path | None = None) -> Image | None:
     return load_image(max(found, key=lambda p: p.stat().st_mtime))
 
 
+def ensure_image(progress: Progress | None = None, cache: Path | None = None) -> Image:
+    """The image for the current guest files and the last resolved versions; built if missing.
+
+    No network access when it is there: package versions are re-resolved only by `lab build` (or when
+    the guest files changed and the image has to be rebuilt anyway).
+    """
+    cache = cache or cache_dir()
+    last = cache / "versions.json"
+    if last.exists():
+        key = image_key(Versions(**json.loads(last.read_text())), guest_files_hash())
+        if (cache / f"image-{key}" / "manifest.json").exists():
+            return load_image(cache / f"image-{key}")
+    if progress:
+        progress("lab: the image is missing or out of date; building it (about 10 minutes cold)")
+    return build(progress, cache=cache)
+
+
 def _check_tools() -> None:
     missing = [t for t in ("debootstrap", "mke2fs", "chroot", "apt-get") if shutil.which(t) is None]
     if missing:
@@ -513,6 +537,12 @@ def build(progress: Progress | None = None, *, cache: Path | None = None, force:
     progress = progress or say
     cache = cache or cache_dir()
     (cache / "logs").mkdir(parents=True, exist_ok=True)
+    with open(cache / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two labs booting at once build the image once
+        return _build(progress, cache, force)
+
+
+def _build(progress: Progress, cache: Path, force: bool) -> Image:
     steps = _Steps(progress)
     with steps.step("resolve package versions"):
         versions = resolve_versions(cache, progress)

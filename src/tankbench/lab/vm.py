@@ -34,6 +34,8 @@ GUEST_FIO_PORT = 8765
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 #: how long a boot may take before it counts as hung (TCG boots in ~30-60 s)
 BOOT_TIMEOUT = float(os.environ.get("TANKBENCH_LAB_BOOT_TIMEOUT", "300"))
+#: single-threaded TCG: as fast as MTTCG on 2 cores and free of its rare boot oops (see docs/lab.md)
+TCG_THREAD = os.environ.get("TANKBENCH_LAB_TCG_THREAD", "single")
 #: qemu processes this Python process started (so they can be reaped, not left as zombies)
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -120,7 +122,7 @@ def qemu_argv(*, name: str, image: labbuild.Image, config: LabConfig, accelerato
               fio_port: int, run_dir: Path, pubkey_blob: str, root_overlay: Path | None = None,
               incoming: str | None = None) -> list[str]:
     """The qemu command line of a lab (pure). The root disk comes first (it is /dev/vda)."""
-    accel = ["-accel", "kvm", "-cpu", "host"] if accelerator == "kvm" else ["-accel", "tcg,thread=single",
+    accel = ["-accel", "kvm", "-cpu", "host"] if accelerator == "kvm" else ["-accel", f"tcg,thread={TCG_THREAD}",
                                                                              "-cpu", "max"]
     if root_overlay is not None:
         root = f"file={root_overlay},if=none,id=root,format=qcow2"
@@ -315,8 +317,9 @@ def _make_disks(d: Path, config: LabConfig) -> None:
             f.truncate(config.disk_size if serial.startswith("tbdata") else min(config.disk_size, 4 << 30))
 
 
-def _start_qemu(argv: list[str], d: Path) -> subprocess.Popen[bytes]:
-    (d / "console.log").write_text("")
+def _start_qemu(argv: list[str], d: Path, keep_console: bool = False) -> subprocess.Popen[bytes]:
+    if not keep_console:
+        (d / "console.log").write_text("")
     (d / "qmp.sock").unlink(missing_ok=True)
     with open(d / "qemu.log", "wb") as errlog:
         # A session of its own: Ctrl-C in the terminal that ran `lab up` does not kill the lab.
@@ -335,7 +338,7 @@ def _ready_probe(host: SshHost) -> bool:
     return res.returncode == 0 and res.stdout.strip() == "live"
 
 
-def _wait_ready(state: LabState, proc: subprocess.Popen[bytes], d: Path, t0: float) -> str:
+def _wait_ready(state: LabState, proc: subprocess.Popen[bytes], d: Path, t0: float, marks: bool = True) -> str:
     """Wait until ssh answers and zfs is loaded. Returns 'ready', 'panic' or raises HostError."""
     host = ssh_host(state)
     try:
@@ -346,10 +349,15 @@ def _wait_ready(state: LabState, proc: subprocess.Popen[bytes], d: Path, t0: flo
                     return "panic"
                 raise HostError(f"lab {state.name}: qemu exited ({proc.returncode}) during boot: "
                                 f"{(d / 'qemu.log').read_text(errors='replace')[-800:]}{console[-1500:]}")
+            if "Kernel panic" in console or "Oops:" in console:
+                return "panic"  # oops=panic + panic=-1 normally make qemu exit; a hung qemu is killed instead
+            if "LABMARK init-start" not in console and time.monotonic() - t0 > BOOT_TIMEOUT / 2:
+                return "panic"  # hung before userspace: count it as a failed boot and retry
             if "LABMARK zfs-failed" in console:
                 raise HostError(f"lab {state.name}: `modprobe zfs` failed in the guest; console log: "
                                 f"{d / 'console.log'}\n{console[-1500:]}")
-            if "LABMARK sshd-started" in console and "LABMARK zfs-loaded" in console and _ready_probe(host):
+            booted = not marks or ("LABMARK sshd-started" in console and "LABMARK zfs-loaded" in console)
+            if booted and _ready_probe(host):
                 return "ready"
             if time.monotonic() - t0 > BOOT_TIMEOUT:
                 raise HostError(f"lab {state.name}: not ready after {BOOT_TIMEOUT:.0f} s; console log "
@@ -363,18 +371,26 @@ def _known_hosts(d: Path, image: labbuild.Image) -> None:
     (d / "known_hosts").write_text(f"tankbench-lab {image.host_key}\n")
 
 
-def up(name: str = "default", config: LabConfig | None = None, progress: Progress | None = None,
-       *, reuse: bool = True) -> LabState:
-    """Boot a lab (or return the running one): returns once ssh answers and zfs is loaded."""
-    config = config or LabConfig()
-    progress = progress or _stderr
-    check_name(name)
+def _validate(config: LabConfig) -> None:
     if config.disks < 0 or config.disks > 16:
         raise UserError(f"--disks {config.disks} is out of range", "use 0 to 16 data disks")
     if config.memory_mb < 1024:
         raise UserError(f"--memory {config.memory_mb} is too small", "the guest needs at least 1024 MiB for zfs")
     if config.cpus < 1 or config.cpus > 64:
         raise UserError(f"--cpus {config.cpus} is out of range", "use 1 to 64")
+
+
+def up(name: str = "default", config: LabConfig | None = None, progress: Progress | None = None,
+       *, reuse: bool = True, overlay: bool = False) -> LabState:
+    """Boot a lab (or return the running one): returns once ssh answers and zfs is loaded.
+
+    overlay=True puts the root disk's writes in a qcow2 file in the lab's directory instead of qemu's
+    hidden snapshot file, so that the VM state can be saved and restored (see save_state/restore).
+    """
+    config = config or LabConfig()
+    progress = progress or _stderr
+    check_name(name)
+    _validate(config)
     with _locked(name) as d:
         state = read_state(name)
         if state is not None and is_our_qemu(state.pid, name):
@@ -389,38 +405,12 @@ def up(name: str = "default", config: LabConfig | None = None, progress: Progres
             raise UserError(f"lab {name!r} is already up", f"run `tankbench lab down --name {name}` first")
         if state is not None:
             _cleanup(d)  # stale: qemu is gone (host rebooted, killed)
-        image = labbuild.cached_image()
-        if image is None:
-            progress("lab: no image built yet; building it (about 10 minutes, once)")
-            image = labbuild.build(progress)
+        image = labbuild.ensure_image(progress)
         accel = "kvm" if _kvm_usable(image, progress) else "tcg"
-        blob = _ssh_keypair(d)
-        _known_hosts(d, image)
         for attempt in (1, 2):
-            _make_disks(d, config)
-            ssh_port = free_port()
-            fio_port = free_port(exclude=[ssh_port])
-            argv = qemu_argv(name=name, image=image, config=config, accelerator=accel, ssh_port=ssh_port,
-                             fio_port=fio_port, run_dir=d, pubkey_blob=blob)
-            t0 = time.monotonic()
-            progress(f"lab {name}: booting ({accel}, {config.cpus} cpus, {config.memory_mb} MiB, "
-                     f"{config.disks} data disks{' + slog' if config.slog else ''}; ssh 127.0.0.1:{ssh_port})")
-            proc = _start_qemu(argv, d)
-            state = LabState(name=name, pid=proc.pid, ssh_port=ssh_port, fio_port=fio_port, accelerator=accel,
-                             config=config, image_key=image.key, image_dir=str(image.dir), started_at=time.time(),
-                             kernel_abi=image.versions.kernel_abi, zfs_version=image.versions.zfs_version,
-                             panics=attempt - 1)
-            _write_state(d, state)
-            try:
-                outcome = _wait_ready(state, proc, d, t0)
-            except BaseException:
-                _kill(state)
-                _cleanup(d)
-                raise
+            outcome, state = _boot(name, d, image, config, accel, progress, panics=attempt - 1,
+                                   overlay=d / "root.qcow2" if overlay else None)
             if outcome == "ready":
-                state.ready_seconds = round(time.monotonic() - t0, 1)
-                _write_state(d, state)
-                progress(f"lab {name}: ready in {state.ready_seconds:.0f} s (ssh and zfs)")
                 return state
             # A guest panic (rare MTTCG/static-key race): qemu exited because of panic=-1 + -no-reboot.
             shutil.copy(d / "console.log", d / f"console.panic{attempt}.log")
@@ -428,6 +418,142 @@ def up(name: str = "default", config: LabConfig | None = None, progress: Progres
             _kill(state)
         _cleanup(d)
         raise HostError(f"lab {name}: the guest panicked twice during boot; see {d}/console.panic*.log")
+
+
+def _boot(name: str, d: Path, image: labbuild.Image, config: LabConfig, accel: str, progress: Progress, *,
+          panics: int = 0, overlay: Path | None = None, incoming: str | None = None) -> tuple[str, LabState]:
+    """Start qemu and wait for ssh + zfs; ('ready'|'panic', state). Cleans up and re-raises on failure."""
+    blob = _ssh_keypair(d)
+    _known_hosts(d, image)
+    if incoming is None:
+        _make_disks(d, config)
+        if overlay is not None:
+            overlay.unlink(missing_ok=True)
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image.rootfs), "-F", "raw",
+                            str(overlay)], check=True, capture_output=True)
+    ssh_port = free_port()
+    fio_port = free_port(exclude=[ssh_port])
+    argv = qemu_argv(name=name, image=image, config=config, accelerator=accel, ssh_port=ssh_port,
+                     fio_port=fio_port, run_dir=d, pubkey_blob=blob, root_overlay=overlay, incoming=incoming)
+    t0 = time.monotonic()
+    what = "restoring saved state" if incoming else "booting"
+    progress(f"lab {name}: {what} ({accel}, {config.cpus} cpus, {config.memory_mb} MiB, "
+             f"{config.disks} data disks{' + slog' if config.slog else ''}; ssh 127.0.0.1:{ssh_port})")
+    proc = _start_qemu(argv, d, keep_console=incoming is not None)
+    state = LabState(name=name, pid=proc.pid, ssh_port=ssh_port, fio_port=fio_port, accelerator=accel,
+                     config=config, image_key=image.key, image_dir=str(image.dir), started_at=time.time(),
+                     kernel_abi=image.versions.kernel_abi, zfs_version=image.versions.zfs_version,
+                     panics=panics, extra={"overlay": overlay is not None, "restored": incoming is not None})
+    _write_state(d, state)
+    try:
+        outcome = _wait_ready(state, proc, d, t0, marks=incoming is None)
+    except BaseException:
+        _kill(state)
+        _cleanup(d)
+        raise
+    if outcome == "ready":
+        state.ready_seconds = round(time.monotonic() - t0, 1)
+        _write_state(d, state)
+        progress(f"lab {name}: ready in {state.ready_seconds:.0f} s (ssh and zfs)")
+    return outcome, state
+
+
+# ----------------------------------------------------------------------------- saved VM state (experiment)
+
+def qmp(d: Path, command: str, arguments: dict[str, object] | None = None, timeout: float = 30) -> object:
+    """Send one command to a lab's QMP socket and return its 'return' value."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(d / "qmp.sock"))
+        f = s.makefile("rwb")
+
+        def reply() -> dict[str, object]:
+            while True:
+                line = f.readline()
+                if not line:
+                    raise HostError("QMP connection closed")
+                msg = json.loads(line)
+                if "return" in msg or "error" in msg:
+                    return dict(msg)
+
+        f.readline()  # greeting
+        for cmd, args in (("qmp_capabilities", None), (command, arguments)):
+            f.write(json.dumps({"execute": cmd, **({"arguments": args} if args else {})}).encode() + b"\n")
+            f.flush()
+            msg = reply()
+            if "error" in msg:
+                raise HostError(f"QMP {cmd}: {msg['error']}")
+        return msg["return"]
+
+
+def saved_dir(name: str) -> Path:
+    return run_dir(name) / "saved"
+
+
+def save_state(name: str, progress: Progress | None = None) -> Path:
+    """Save a freshly booted lab (booted with overlay=True, no pool yet) to <lab>/saved, then stop it.
+
+    RAM and device state go through qemu's migration to a file; the root overlay is copied while the VM
+    is paused, so disk and memory agree. Data disks must still be blank (the restore gives fresh ones).
+    """
+    progress = progress or _stderr
+    state = require_up(name)
+    d = run_dir(name)
+    if not state.extra.get("overlay"):
+        raise UserError(f"lab {name!r} was not booted with a root overlay", "boot it with up(..., overlay=True)")
+    out = saved_dir(name)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    t0 = time.monotonic()
+    qmp(d, "stop")
+    qmp(d, "migrate", {"uri": f"exec:cat > {out / 'vmstate.bin'}"})
+    while True:
+        info = qmp(d, "query-migrate")
+        st = info.get("status") if isinstance(info, dict) else None
+        if st == "completed":
+            break
+        if st in ("failed", "cancelled"):
+            raise HostError(f"lab {name}: saving VM state {st}: {info}")
+        time.sleep(0.2)
+    shutil.copy2(d / "root.qcow2", out / "root.qcow2")
+    (out / "state.json").write_text(json.dumps(state.to_json()))
+    progress(f"lab {name}: VM state saved in {time.monotonic() - t0:.1f} s "
+             f"({(out / 'vmstate.bin').stat().st_size >> 20} MiB)")
+    try:
+        qmp(d, "quit")
+    except (HostError, OSError):
+        pass
+    _kill(state)
+    _cleanup(d)
+    return out
+
+
+def restore(name: str, progress: Progress | None = None) -> LabState:
+    """Boot a lab from its saved state (fresh blank data disks, new ports); ready when ssh + zfs answer."""
+    progress = progress or _stderr
+    check_name(name)
+    saved = saved_dir(name)
+    if not (saved / "vmstate.bin").exists():
+        raise UserError(f"lab {name!r} has no saved state", "save one with save_state() after a fresh boot")
+    old = LabState.from_json(json.loads((saved / "state.json").read_text()))
+    image = labbuild.cached_image()
+    if image is None or image.key != old.image_key:
+        raise UserError(f"the saved state of lab {name!r} is from another image", "save it again")
+    with _locked(name) as d:
+        if (st := read_state(name)) is not None and is_our_qemu(st.pid, name):
+            raise UserError(f"lab {name!r} is already up", f"run `tankbench lab down --name {name}` first")
+        _cleanup(d)
+        _make_disks(d, old.config)
+        shutil.copy2(saved / "root.qcow2", d / "root.qcow2")
+        outcome, state = _boot(name, d, image, old.config, old.accelerator, progress, overlay=d / "root.qcow2",
+                               incoming=f"exec:cat {saved / 'vmstate.bin'}")
+        if outcome != "ready":
+            _kill(state)
+            _cleanup(d)
+            raise HostError(f"lab {name}: the restored guest panicked")
+        # the guest's clock stopped when it was saved
+        ssh_host(state).run(["date", "-s", f"@{int(time.time())}"], timeout=30)
+        return state
 
 
 def _kill(state: LabState, grace: float = 10.0) -> None:
@@ -459,7 +585,7 @@ def _reap(pid: int) -> None:
 
 def _cleanup(d: Path) -> None:
     """Forget a lab that is no longer running: state, disks, sockets (the console log stays for reading)."""
-    for p in [d / "state.json", d / "qmp.sock", *d.glob("tb*.img"), *d.glob("cm-*")]:
+    for p in [d / "state.json", d / "qmp.sock", d / "root.qcow2", *d.glob("tb*.img"), *d.glob("cm-*")]:
         p.unlink(missing_ok=True)
 
 

@@ -1,0 +1,144 @@
+"""Real OpenZFS in the lab VM: pools on the virtio disks, datasets, zvols, fio JSON back to the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tankbench.fio.parse import load_fio_json, metrics_from_fio
+from tankbench.hosts.ssh import SshHost
+from tankbench.lab import vm
+
+from .conftest import LAB
+
+pytestmark = pytest.mark.lab
+
+
+def sh(host: SshHost, script: str, timeout: float = 300) -> str:
+    res = host.run(["sh", "-c", script], timeout=timeout)
+    assert res.returncode == 0, f"{script}\nexit {res.returncode}\n{res.stdout}\n{res.stderr}"
+    return res.stdout
+
+
+@pytest.fixture(scope="module")
+def pool(lab: SshHost) -> str:
+    """A pool 'tank' on the two data disks by id, with the log disk as SLOG."""
+    data = vm.lab_data_disks(LAB)
+    log = vm.lab_log_disks(LAB)
+    assert data == ["/dev/disk/by-id/virtio-tbdata0", "/dev/disk/by-id/virtio-tbdata1"]
+    sh(lab, f"zpool create -f -o ashift=12 -O atime=off tank {shlex.join(data)} log {shlex.join(log)}")
+    return "tank"
+
+
+def test_lab_host_identity(lab: SshHost) -> None:
+    assert lab.name == f"lab:{LAB}"
+    assert lab.accelerator in ("tcg", "kvm")
+    assert sh(lab, "hostname").strip() == "tankbench-lab"
+
+
+def test_zfs_version_is_2x(lab: SshHost) -> None:
+    out = sh(lab, "zfs version")
+    assert out.startswith("zfs-2."), out
+    assert "zfs-kmod-2." in out
+
+
+def test_zpool_on_virtio_disks_by_id(lab: SshHost, pool: str) -> None:
+    status = sh(lab, f"zpool status -P {pool}")
+    assert "/dev/disk/by-id/virtio-tbdata0" in status and "virtio-tbdata1" in status
+    assert "logs" in status and "virtio-tblog0" in status
+    assert sh(lab, f"zpool list -H -o health {pool}").strip() == "ONLINE"
+
+
+def test_dataset_properties_read_back(lab: SshHost, pool: str) -> None:
+    sh(lab, f"zfs create -o recordsize=1M -o compression=lz4 -o sync=disabled -o tankbench:owner=pytest {pool}/fs")
+    out = sh(lab, f"zfs get -H -p -o property,value recordsize,compression,sync,tankbench:owner {pool}/fs")
+    props = dict(line.split("\t") for line in out.strip().splitlines())
+    assert props == {"recordsize": "1048576", "compression": "lz4", "sync": "disabled", "tankbench:owner": "pytest"}
+
+
+def test_zvol_appears_under_dev_zvol(lab: SshHost, pool: str) -> None:
+    sh(lab, f"zfs create -V 256M -o volblocksize=16k {pool}/vol && udevadm settle -t 60")
+    deadline = time.monotonic() + 60
+    while lab.run(["test", "-b", f"/dev/zvol/{pool}/vol"]).returncode != 0:
+        assert time.monotonic() < deadline, sh(lab, "ls -lR /dev/zvol /dev/zd* 2>&1 || true")
+        time.sleep(1)
+    assert sh(lab, f"zfs get -H -p -o value volblocksize {pool}/vol").strip() == "16384"
+
+
+def test_fio_json_back_to_the_host(lab: SshHost, pool: str) -> None:
+    sh(lab, f"zfs list {pool}/fs >/dev/null 2>&1 || zfs create {pool}/fs")
+    out = sh(lab, f"fio --name=labtest --filename=/{pool}/fs/f --rw=randwrite --bs=16k --size=32M --ioengine=libaio "
+                  "--iodepth=4 --runtime=3 --time_based --output-format=json")
+    doc = load_fio_json(out)
+    metrics = metrics_from_fio(doc)
+    assert metrics["write.iops"] > 0 and metrics["write.io_bytes"] > 0
+    assert metrics["fio.error"] == 0
+
+
+def test_fio_server_in_the_guest_reached_from_the_host(lab: SshHost, pool: str, tmp_path: os.PathLike[str]) -> None:
+    st = vm.status(LAB)
+    job = os.path.join(tmp_path, "client.fio")
+    with open(job, "w") as f:
+        f.write(f"[c]\nfilename=/{pool}/fs/client\nrw=write\nbs=64k\nsize=16M\nioengine=libaio\n")
+    cp = subprocess.run(["fio", f"--client=127.0.0.1,{st['fio_port']}", "--output-format=json", job],
+                        capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    metrics = metrics_from_fio(load_fio_json(cp.stdout))
+    assert metrics["write.io_bytes"] == 16 << 20
+
+
+def test_arcstats_readable(lab: SshHost) -> None:
+    text = lab.read_file("/proc/spl/kstat/zfs/arcstats")
+    rows = dict(line.split()[0::2] for line in text.splitlines()[2:] if line.strip())
+    assert int(rows["size"]) > 0 and "hits" in rows and "c_max" in rows
+
+
+def test_write_file_and_agent_path(lab: SshHost) -> None:
+    lab.write_file("/tmp/tb-test.txt", b"hello 'lab' $HOME\n")
+    assert lab.read_file("/tmp/tb-test.txt") == "hello 'lab' $HOME\n"
+
+
+def test_lab_status_json_and_fingerprint(lab: SshHost) -> None:
+    cp = subprocess.run([sys.executable, "-m", "tankbench", "lab", "status", "--name", LAB, "--json"],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(cp.stdout)
+    assert doc["state"] == "up" and doc["accelerator"] == lab.accelerator
+    assert doc["ssh_port"] == lab.port and doc["disks"][-1] == "/dev/disk/by-id/virtio-tblog0"
+    fp = vm.lab_fingerprint(lab)
+    assert fp["accelerator"] == lab.accelerator and str(fp["lab_disk_backing"]).startswith("sparse file on ")
+    assert fp["lab_memory_mb"] == 3072 and fp["lab_cpus"] == 2
+
+
+def test_lab_ssh_cli_returns_remote_exit_status(lab: SshHost) -> None:
+    base = [sys.executable, "-m", "tankbench", "lab", "ssh", "--name", LAB, "--"]
+    assert subprocess.run([*base, "exit 7"], timeout=60).returncode == 7
+    cp = subprocess.run([*base, "echo", "a b", "$HOME"], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and cp.stdout == "a b $HOME\n"
+
+
+def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost) -> None:
+    """Two labs side by side (own ports, dirs, disks); `lab down` stops only its own qemu."""
+    other = vm.lab_host("pytest-b", disks=1)
+    try:
+        a, b = vm.status(LAB), vm.status("pytest-b")
+        assert {a["ssh_port"], a["fio_port"]}.isdisjoint({b["ssh_port"], b["fio_port"]})
+        assert a["dir"] != b["dir"] and a["pid"] != b["pid"]
+        sh(other, "echo b > /tmp/who")
+        assert lab.run(["test", "-e", "/tmp/who"]).returncode != 0
+        assert sh(other, "ls /dev/disk/by-id/").split() == ["virtio-tbdata0", "virtio-tbroot"]
+    finally:
+        other.close()
+        pid = int(vm.status("pytest-b")["pid"])  # type: ignore[call-overload]
+        cp = subprocess.run([sys.executable, "-m", "tankbench", "lab", "down", "--name", "pytest-b"],
+                            capture_output=True, text=True, timeout=180)
+    assert cp.returncode == 0, cp.stderr
+    assert not os.path.exists(f"/proc/{pid}") or not vm.is_our_qemu(pid, "pytest-b")
+    assert vm.status("pytest-b")["state"] == "down"
+    assert sh(lab, "hostname").strip() == "tankbench-lab"  # the first lab is untouched
