@@ -227,6 +227,11 @@ def op_probe(req):
             k, v = line.split("=", 1)
             osrel[k] = v.strip('"')
     zfs_version = read_text("/sys/module/zfs/version").strip()
+    zfs_params = {}
+    pdir = "/sys/module/zfs/parameters"
+    if zfs_version and os.path.isdir(pdir):
+        for name in sorted(os.listdir(pdir)):
+            zfs_params[name] = read_text(os.path.join(pdir, name)).strip()
     paths = {}
     for p in req.get("paths", []):
         entry = {"exists": os.path.exists(p), "is_dir": os.path.isdir(p)}
@@ -250,7 +255,7 @@ def op_probe(req):
         "os": osrel.get("PRETTY_NAME", ""), "cpu_model": cpu_model, "cpu_count": os.cpu_count(),
         "mem_bytes": mem.get("MemTotal", 0), "fio_version": fio, "python": sys.version.split()[0],
         "zfs_version": zfs_version, "device_models": models,
-    }, paths=paths, block_devices=blocks, load1=load[0], dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
+    }, paths=paths, block_devices=blocks, zfs_params=zfs_params, load1=load[0], dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
         swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0), zfs=bool(zfs_version))
 
 
@@ -456,15 +461,19 @@ def disk_delta(a, b, dt):
             "avg_io_bytes": round((rs + ws) * 512 / ios, 1) if ios else 0.0}
 
 
-def drain(max_s, threshold_bytes):
-    """Seconds until dirty + writeback memory is flushed: `sync`, then poll /proc/meminfo; bounded."""
+def drain(max_s, threshold_bytes, sync_cmd=None):
+    """Seconds until written data is durable: `sync` (and e.g. `zpool sync POOL`), then poll /proc/meminfo
+    until dirty + writeback memory is below the threshold; bounded by max_s."""
     t0 = time.monotonic()
     m = meminfo()
     start = m.get("Dirty", 0) + m.get("Writeback", 0)
-    try:
-        subprocess.run(["sync"], timeout=max_s)
-    except subprocess.TimeoutExpired:
-        pass
+    for argv in (["sync"], sync_cmd):
+        if not argv:
+            continue
+        try:
+            subprocess.run(argv, timeout=max_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except (subprocess.TimeoutExpired, OSError):
+            pass
     while True:
         m = meminfo()
         left = m.get("Dirty", 0) + m.get("Writeback", 0)
@@ -486,6 +495,18 @@ def op_fio_run(req):
         os.unlink(out)
     deadline = float(req["deadline_s"])
     argv = ["fio", "--output-format=json", "--output=" + out, job]
+    sync_cmd = req.get("sync_cmd")
+    presync_s = 0.0
+    if sync_cmd:  # start from a clean slate: no dirty data of the previous test carried into this one
+        presync_s = drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)),
+                          sync_cmd)[0]
+    files_before = {f: read_text(f) for f in req.get("capture_files", [])}
+    during = None
+    if req.get("during_cmd"):
+        during = subprocess.Popen(req["during_cmd"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        with _lock:
+            _children.append(during.pid)
     with Sampler(req.get("devices", []), float(req.get("interval", 1.0))) as sampler:
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -507,13 +528,32 @@ def op_fio_run(req):
         with _lock:
             _children.remove(proc.pid)
         drain_s, dirty_start, dirty_end = drain(float(req.get("drain_max_s", 600)),
-                                                int(req.get("drain_threshold_bytes", 1 << 20)))
+                                                int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)
+    during_out = ""
+    if during is not None:
+        try:
+            os.killpg(during.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        during_out = during.communicate()[0].decode(errors="replace")
+        with _lock:
+            _children.remove(during.pid)
+    files_after = {f: read_text(f) for f in req.get("capture_files", [])}
+    after = []
+    for argv_ in req.get("after_cmds", []):
+        try:
+            cp = subprocess.run(argv_, capture_output=True, text=True, timeout=120)
+            after.append({"argv": argv_, "rc": cp.returncode, "stdout": cp.stdout, "stderr": cp.stderr[-2000:]})
+        except (OSError, subprocess.TimeoutExpired) as e:
+            after.append({"argv": argv_, "rc": -1, "stdout": "", "stderr": str(e)})
     fio_json = read_text(out)
     emit("result", exit_status=proc.returncode, timed_out=timed_out, wall_s=wall, drain_s=drain_s,
          fio_json=fio_json, stderr_tail=err.decode(errors="replace")[-4000:], samples=sampler.series,
          metrics=sampler.summary(), checks={"drain.dirty_start_bytes": dirty_start,
-                                            "drain.dirty_end_bytes": dirty_end},
-         pid=proc.pid)
+                                            "drain.dirty_end_bytes": dirty_end,
+                                            "preflight.presync_s": round(presync_s, 3)},
+         pid=proc.pid, files_before=files_before, files_after=files_after, during_output=during_out,
+         after_outputs=after)
 
 
 def op_cooldown(req):

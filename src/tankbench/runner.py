@@ -19,6 +19,9 @@ from tankbench.model import Fingerprint, Run, Target, Test
 from tankbench.progress import Progress
 from tankbench.safety import check_raw_target
 from tankbench.spec import Spec, expand
+from tankbench.targets import zfs_metrics
+from tankbench.targets.zfs import ZfsProvisioner
+from tankbench.targets.zfs_metrics import zfs_capture
 from tankbench.units import fmt_duration
 
 FINISHED = ("done", "failed", "timeout")
@@ -60,7 +63,7 @@ class Preflight:
     fingerprint: dict[str, Any]
     load1: float
     dirty_bytes: int
-    created_dirs: list[str] = field(default_factory=list)
+    zfs_params: dict[str, str] = field(default_factory=dict)
 
 
 def preflight(host: Host, spec: Spec) -> Preflight:
@@ -70,7 +73,12 @@ def preflight(host: Host, spec: Spec) -> Preflight:
     probe = host.call_agent({"op": "probe", "paths": dirs, "block_devices": raws}, timeout=300)
     if not probe["fingerprint"].get("fio_version"):
         raise UserError(f"{host.name}: fio is not installed on the host", "install it (Debian: apt-get install fio)")
+    if spec.pool is not None and not probe["fingerprint"].get("zfs_version"):
+        raise UserError(f"{spec.path}: the campaign has ZFS targets but {host.name} has no ZFS module loaded",
+                        'run it in the lab (host = "lab") or on a ZFS host')
     for t in spec.targets:
+        if t.kind in ("dataset", "zvol"):
+            continue
         where = f"{spec.path}: target {t.name!r} path = {t.path!r}"
         if t.kind == "file":
             info = probe["paths"][t.path]
@@ -84,7 +92,8 @@ def preflight(host: Host, spec: Spec) -> Preflight:
                 raise UserError(f"{where}: not writable on {host.name}", "pick a directory you can write to")
         else:
             check_raw_target(t, probe["block_devices"][t.path], spec.path)
-    return Preflight(fingerprint=probe["fingerprint"], load1=probe["load1"], dirty_bytes=probe["dirty_bytes"])
+    return Preflight(fingerprint=probe["fingerprint"], load1=probe["load1"], dirty_bytes=probe["dirty_bytes"],
+                     zfs_params=probe.get("zfs_params", {}))
 
 
 class JournalLock:
@@ -149,8 +158,14 @@ class CampaignRunner:
         fp = dict(pre.fingerprint)
         fp["accelerator"] = host.accelerator
         fp["host"] = host.name
+        if pre.zfs_params and spec.pool is not None:
+            fp["zfs_tunables"] = zfs_metrics.tunables(pre.zfs_params)
+        if spec.pool is not None:
+            fp["pool_layout"] = {"vdevs": len(spec.pool.vdevs), "ashift": spec.pool.ashift,
+                                 "created_by_tankbench": spec.pool.creates, "parent": spec.pool.parent}
         fp.update(extra_fingerprint or {})
         self.fingerprint = Fingerprint(fp)
+        self.zfs = ZfsProvisioner(host, spec, progress.note) if spec.pool is not None else None
         self.workdir = f"/var/tmp/tankbench/{spec.campaign_id}"
         self.outcome = Outcome()
         self._raw_laid_out: set[str] = set()
@@ -182,7 +197,16 @@ class CampaignRunner:
     def prepare(self, test: Test) -> dict[str, Any]:
         """Precondition the target and return the checks that prove it (verified, not assumed)."""
         t = test.target
-        if t.kind == "file":
+        if t.kind == "zvol":
+            assert self.zfs is not None
+            dev = self.zfs.provision(test)
+            res = self.host.call_agent({"op": "prepare_raw", "path": dev, "size": t.size},
+                                       timeout=max(600.0, t.size / (2 << 20)))
+            return dict(res["checks"])
+        if t.kind in ("file", "dataset"):
+            if t.kind == "dataset":
+                assert self.zfs is not None
+                self.zfs.provision(test)
             res = self.host.call_agent({"op": "prepare_file", "path": test_file_path(test), "size": t.size},
                                        timeout=max(600.0, t.size / (5 << 20)))
             checks = dict(res["checks"])
@@ -208,6 +232,8 @@ class CampaignRunner:
         request = {"op": "fio_run", "job_text": job_text(test), "deadline_s": deadline,
                    "workdir": f"{self.workdir}/{test.id}", "devices": checks.get("devices", []),
                    "interval": spec.sample_interval, "drain_max_s": spec.drain_max}
+        if test.target.kind in ("dataset", "zvol") and spec.pool is not None:
+            request.update(zfs_capture(test, spec.pool.pool_name))
 
         def on_event(ev: dict[str, Any]) -> None:
             if ev.get("event") == "started":
@@ -258,6 +284,12 @@ class CampaignRunner:
         all_checks["preflight.load1"] = self.pre.load1
         all_checks["preflight.dirty_bytes"] = self.pre.dirty_bytes
         all_checks.pop("devices", None)
+        if test.target.kind in ("dataset", "zvol"):
+            zm, zc, zs = zfs_metrics.from_capture(test, res, self.pre.fingerprint.get("zfs_version", ""),
+                                                 self.pre.zfs_params, metrics)
+            metrics.update(zm)
+            all_checks.update(zc)
+            res = dict(res, samples=dict(res.get("samples", {}), **zs))
         metrics["timing.excess_s"] = round(wall - test.expected_s, 4)
         if wall > 0 and metrics.get("total.io_bytes"):
             metrics["timing.corrected_bw_bytes"] = metrics["total.io_bytes"] / wall
@@ -278,6 +310,8 @@ class CampaignRunner:
         """Every pending run, test by test; returns what happened."""
         self.outcome.tests = len(tests)
         work = list(self.pending(tests))
+        if self.zfs is not None and work:
+            self.zfs.setup()
         self.progress.total = sum(len(todo) for _, todo in work)
         devices_of: dict[str, list[str]] = {}
         for index, (test, todo) in enumerate(work, 1):
@@ -298,10 +332,13 @@ class CampaignRunner:
         return self.outcome
 
     def devices(self, target: Target) -> list[str]:
-        """Physical disks under the target, for /proc/diskstats sampling."""
-        path = target.path
-        probe = self.host.call_agent({"op": "probe", "paths": [path], "block_devices": []}, timeout=120)
-        return list(probe["paths"][path]["devices"])
+        """Physical disks under the target, for /proc/diskstats sampling (a ZFS target: the pool's vdevs)."""
+        if target.kind in ("dataset", "zvol") and self.spec.pool is not None:
+            paths = list(self.spec.pool.vdevs) or zfs_metrics.pool_vdev_paths(self.host, self.spec.pool.pool_name)
+        else:
+            paths = [target.path]
+        probe = self.host.call_agent({"op": "probe", "paths": paths, "block_devices": []}, timeout=120)
+        return sorted({d for p in paths for d in probe["paths"][p]["devices"]})
 
     def count(self, run: Run) -> None:
         o = self.outcome

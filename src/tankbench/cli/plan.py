@@ -29,7 +29,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     runs = len(planned_runs(spec))
     per_test = runs * (spec.ramp + spec.runtime) + spec.cooldown.fixed_s
     if args.export:
-        export(tests, args.export)
+        export(tests, args.export, spec.campaign_id)
     if args.json:
         print_json({"campaign": spec.name, "campaign_id": spec.campaign_id, "tests": [
             {"number": t.number, "id": t.id, "name": t.name, "test_case": t.test_case, "target": t.target.name,
@@ -49,7 +49,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def export(tests: list, directory: str) -> None:
+def export(tests: list, directory: str, campaign_id: str = "") -> None:
     """Write NNNN-job.fio and an executable NNNN-job.sh per test, and an index tests.tsv."""
     try:
         os.makedirs(directory, exist_ok=True)
@@ -62,7 +62,7 @@ def export(tests: list, directory: str) -> None:
             f.write(job_text(t))
         script = os.path.join(directory, base + ".sh")
         with open(script, "w") as f:
-            f.write(job_script(t, base + ".fio"))
+            f.write(job_script(t, base + ".fio", campaign_id))
         os.chmod(script, 0o755)
         index.append(f"{t.number:04d}\t{t.id}\t{t.name}\t{t.test_case}\t{base}.sh")
     with open(os.path.join(directory, "tests.tsv"), "w") as f:

@@ -12,6 +12,9 @@ def test_file_path(test: Test) -> str:
     """The file or device fio opens: the device for raw, one laid-out file per target for file."""
     if test.target.kind == "raw":
         return test.target.path
+    if test.target.kind in ("dataset", "zvol"):
+        from tankbench.targets.zfs import fio_filename
+        return fio_filename(test)
     return f"{test.target.path}/tankbench-{test.target.name}.fiodata"
 
 
@@ -48,7 +51,7 @@ def job_text(test: Test, filename: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def job_script(test: Test, fio_name: str) -> str:
+def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
     """A POSIX shell script that reproduces the test with plain fio (no tankbench needed)."""
     path = test_file_path(test)
     q = shlex.quote
@@ -57,7 +60,15 @@ def job_script(test: Test, fio_name: str) -> str:
              "# Reproduces this test with plain fio; JSON result on stdout.",
              "set -eu",
              'cd "$(dirname "$0")"']
-    if test.target.kind == "file":
+    if test.target.kind in ("dataset", "zvol"):
+        from tankbench.targets.zfs import script_lines
+        lines.append("# Create the dataset/zvol with the test's properties (tagged as tankbench's), as tankbench does.")
+        lines += script_lines(test, campaign_id)
+    if test.target.kind == "zvol":
+        size = test.target.size
+        lines += ["# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
+                  f"head -c {size} /dev/urandom | dd of={q(path)} bs=1M iflag=fullblock conv=fsync status=none"]
+    if test.target.kind in ("file", "dataset"):
         size = test.target.size
         lines += [
             "# Lay out the test file with incompressible data first, so reads hit real blocks (not a sparse file).",

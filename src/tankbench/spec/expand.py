@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tankbench.errors import UserError
 from tankbench.model import Target, Test
-from tankbench.spec.parse import AXES, Spec
+from tankbench.spec.parse import AXES, FIO_AXES, ZFS_AXES_FOR, Spec
 
 
 def _matches(rule: Mapping[str, tuple[Any, ...]], target: Target, params: Mapping[str, Any]) -> bool:
@@ -24,14 +25,33 @@ def _matches(rule: Mapping[str, tuple[Any, ...]], target: Target, params: Mappin
     return True
 
 
+def _zfs_stem(target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> list[str]:
+    """`zfs-fs-write-4k-def-sync-disabled`, `zfs-slog-zvol-write-1M-sync-standard-logbias-throughput`."""
+    kind = "fs" if target.kind == "dataset" else "zvol"
+    head = "zfs-slog" if params.get("slog") else "zfs"
+    name = f"{kind}-{target.name}" if several else kind
+    parts = [f"{head}-{name}-{params['rw']}-{params['bs']}"]
+    block_axis = "recordsize" if target.kind == "dataset" else "volblocksize"
+    block = params.get(block_axis, target.props.get(block_axis, "default"))
+    if target.kind == "dataset" or block_axis in varying or block_axis in target.props:
+        parts.append("def" if block == "default" else str(block))
+    for axis in ("encryption", "compression", "sync", "logbias", "primarycache", "atime", "direct"):
+        if axis in varying and axis in params:
+            value = params[axis]
+            parts.append(f"{axis}-{value}" if axis not in ("encryption",) else ("enc" if value != "off" else "noenc"))
+    return parts
+
+
 def test_name(target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> str:
-    """Seed 000's style: `baseline-write-1M-raw-disk`, then the axes that vary (`-qd4-buffered-fsync`)."""
+    """Seed 000's style: `baseline-write-1M-raw-disk`, `zfs-fs-write-4k-def-sync-disabled`, then the fio
+    axes that vary (`-qd4-buffered-fsync`)."""
     rw, bs = params["rw"], params["bs"]
     if target.kind == "raw":
-        stem = f"baseline-{target.name}-{rw}-{bs}-raw-disk" if several else f"baseline-{rw}-{bs}-raw-disk"
+        parts = [f"baseline-{target.name}-{rw}-{bs}-raw-disk" if several else f"baseline-{rw}-{bs}-raw-disk"]
+    elif target.kind == "file":
+        parts = [f"{target.kind}-{target.name}-{rw}-{bs}"]
     else:
-        stem = f"{target.kind}-{target.name}-{rw}-{bs}"
-    parts = [stem]
+        parts = _zfs_stem(target, params, varying, several)
     if "iodepth" in varying:
         parts.append(f"qd{params['iodepth']}")
     if "numjobs" in varying:
@@ -49,34 +69,44 @@ def test_name(target: Target, params: Mapping[str, Any], varying: set[str], seve
     return "-".join(parts)
 
 
+def axes_for(target: Target, axes: list[str]) -> list[str]:
+    """The axes that apply to a target: fio axes always, ZFS axes only where they mean something."""
+    return [a for a in axes if a in FIO_AXES or a in ZFS_AXES_FOR[target.kind]]
+
+
 def expand(spec: Spec) -> list[Test]:
     """All tests of a campaign: targets in file order x axes in AXES order x values in declared order,
     minus [[exclude]] matches, plus [[include]] points; numbered from 1; capped at campaign.max_tests."""
     axes = [a for a in AXES if a in spec.matrix]
     points: list[tuple[Target, dict[str, Any]]] = []
-    total = len(spec.targets)
-    for a in axes:
-        total *= len(spec.matrix[a])
+    total = 0
+    for target in spec.targets:
+        n = 1
+        for a in axes_for(target, axes):
+            n *= len(spec.matrix[a])
+        total += n
     if total > spec.max_tests * 4 and total > 100_000:
         raise _too_many(spec, total)
     for target in spec.targets:
-        for combo in itertools.product(*(spec.matrix[a] for a in axes)):
-            params = dict(zip(axes, combo))
+        t_axes = axes_for(target, axes)
+        for combo in itertools.product(*(spec.matrix[a] for a in t_axes)):
+            params = dict(zip(t_axes, combo))
             if not any(_matches(rule, target, params) for rule in spec.excludes):
                 points.append((target, params))
     for inc in spec.includes:
-        params = {a: inc.get(a, spec.matrix[a][0]) for a in axes}
         for target in spec.targets:
             if inc.get("target", target.name) == target.name:
-                points.append((target, params))
+                points.append((target, {a: inc.get(a, spec.matrix[a][0]) for a in axes_for(target, axes)}))
     tests: list[Test] = []
     seen: set[str] = set()
     varying = {a for a in axes if len(spec.matrix[a]) > 1}
     varying |= {a for inc in spec.includes for a in inc if a != "target" and inc[a] != spec.matrix[a][0]}
-    several = {k: sum(1 for t in spec.targets if t.kind == k) > 1 for k in ("raw", "file")}
+    several = {k: sum(1 for t in spec.targets if t.kind == k) > 1 for k in ("raw", "file", "dataset", "zvol")}
     names: set[str] = set()
     for target, params in points:
         name = test_name(target, params, varying, several.get(target.kind, False))
+        if target.kind in ("dataset", "zvol"):
+            target = replace(target, pool=spec.zfs_root)
         test = Test(number=0, name=name, target=target, params=params, fio_options=spec.fio,
                     runtime=spec.runtime, ramp=spec.ramp)
         if test.id in seen:

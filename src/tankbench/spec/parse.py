@@ -15,15 +15,40 @@ from tankbench.units import fmt_size, parse_duration, parse_size
 
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
 HOST_KINDS = ("auto", "local", "lab", "ssh")
-#: matrix axes tankbench understands; any other fio option goes under [fio] (same for every test)
-AXES = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
+#: fio axes tankbench understands; any other fio option goes under [fio] (same for every test)
+FIO_AXES = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
+#: ZFS axes, outermost first so that consecutive tests share one dataset configuration
+ZFS_AXES = ("slog", "encryption", "recordsize", "volblocksize", "compression", "sync", "logbias", "primarycache",
+            "atime", "direct")
+#: every axis in expansion order
+AXES = ZFS_AXES + FIO_AXES
+#: which ZFS axes apply to which target kind (others are dropped for that target, so tests are not duplicated)
+ZFS_AXES_FOR = {
+    "raw": (), "file": (),
+    "dataset": ("slog", "encryption", "recordsize", "compression", "sync", "logbias", "primarycache", "atime", "direct"),
+    "zvol": ("slog", "encryption", "volblocksize", "compression", "sync", "logbias", "primarycache"),
+}
+ZFS_CHOICES = {
+    "encryption": ("off", "aes-128-ccm", "aes-192-ccm", "aes-256-ccm", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm"),
+    "sync": ("standard", "always", "disabled"),
+    "logbias": ("latency", "throughput"),
+    "primarycache": ("all", "metadata", "none"),
+    "atime": ("on", "off"),
+    "direct": ("standard", "always", "disabled"),
+}
+#: properties a target may fix in its `props` table (besides the axes above)
+TARGET_PROPS = ("recordsize", "volblocksize", "compression", "encryption", "sync", "logbias", "primarycache",
+                "secondarycache", "atime", "direct", "checksum", "dedup", "copies", "redundant_metadata",
+                "xattr", "dnodesize", "special_small_blocks")
 DEFAULT_AXES: dict[str, list[Any]] = {"iodepth": [1], "numjobs": [1], "io": ["direct"], "sync_mode": ["async"]}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 CAMPAIGN_KEYS = ("name", "description", "runtime", "ramp", "warmup", "repeats", "cooldown", "deadline_grace",
                  "timing_threshold", "max_tests", "host", "drain_max", "sample_interval")
-TOP_KEYS = ("campaign", "host", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report")
-TARGET_KEYS = ("name", "kind", "path", "size", "confirm")
+TOP_KEYS = ("campaign", "host", "pool", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report",
+            "scale")
+TARGET_KEYS = ("name", "kind", "path", "size", "confirm", "props")
+POOL_KEYS = ("name", "vdevs", "log", "confirm", "ashift", "properties", "parent")
 HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog")
 COOLDOWN_KEYS = ("fixed", "max", "load1", "dirty")
 
@@ -40,6 +65,28 @@ class HostSpec:
     lab_name: str = "default"
     lab_disks: int = 2
     lab_slog: bool = False
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """ZFS pool for dataset/zvol targets: one tankbench creates (`name` + `vdevs`), or an existing `parent`
+    dataset under which tankbench creates and destroys only its own, tagged children."""
+
+    name: str = ""
+    vdevs: tuple[str, ...] = ()
+    log: tuple[str, ...] = ()
+    confirm: tuple[str, ...] = ()
+    ashift: int = 12
+    properties: Mapping[str, str] = field(default_factory=frozen_map)
+    parent: str = ""
+
+    @property
+    def creates(self) -> bool:
+        return bool(self.name)
+
+    @property
+    def pool_name(self) -> str:
+        return self.name or self.parent.split("/")[0]
 
 
 @dataclass(frozen=True)
@@ -81,11 +128,21 @@ class Spec:
     includes: tuple[Mapping[str, Any], ...]
     fio: Mapping[str, Any]
     extras: Mapping[str, Any] = field(default_factory=frozen_map)
+    pool: PoolSpec | None = None
+    scale: str = ""
 
     @property
     def campaign_id(self) -> str:
         """Stable across edits of the matrix: results of one campaign stay in one place."""
         return short_hash({"campaign": self.name})
+
+    @property
+    def zfs_root(self) -> str:
+        """The dataset under which this campaign's datasets and zvols live (tagged as tankbench's)."""
+        if self.pool is None:
+            return ""
+        base = self.pool.name if self.pool.creates else self.pool.parent
+        return f"{base}/tb-{self.campaign_id[:8]}"
 
 
 class _Ctx:
@@ -158,7 +215,7 @@ class _Ctx:
         return str(value)
 
 
-def load_spec(path: str) -> Spec:
+def load_spec(path: str, scale: str = "") -> Spec:
     """Read and validate a campaign file; raise UserError/SpecError naming the file, key and value."""
     try:
         with open(path, "rb") as f:
@@ -173,17 +230,40 @@ def load_spec(path: str) -> Spec:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text", "save the campaign file as UTF-8") from None
-    return parse_spec(text, path)
+    return parse_spec(text, path, scale)
 
 
-def parse_spec(text: str, path: str = "<campaign>") -> Spec:
-    """Validate campaign TOML text (pure)."""
+def apply_scale(ctx: _Ctx, doc: dict[str, Any], scale: str) -> dict[str, Any]:
+    """`[scale.NAME]` overrides: its tables are merged key by key into the file's, its arrays replace them."""
+    scales = doc.get("scale", {})
+    if not isinstance(scales, dict) or not all(isinstance(v, dict) for v in scales.values()):
+        raise ctx.err("scale", scales, "must hold tables like [scale.quick]", "write [scale.quick] then overrides")
+    if not scale:
+        return doc
+    if scale not in scales:
+        known = ", ".join(sorted(scales)) or "none"
+        raise UserError(f"{ctx.path}: no [scale.{scale}] in this campaign (scales: {known})",
+                        "pick one of its scales, or run it without --scale")
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.items()}
+    for key, value in scales[scale].items():
+        if key not in TOP_KEYS or key == "scale":
+            raise ctx.err(f"scale.{scale}.{key}", None, "unknown key", f"known keys: {', '.join(TOP_KEYS)}")
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key].update(value)
+        else:
+            out[key] = value
+    return out
+
+
+def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
+    """Validate campaign TOML text (pure); `scale` applies that [scale.NAME] table's overrides."""
     ctx = _Ctx(path)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there") from None
     ctx.unknown_keys(doc, TOP_KEYS, "")
+    doc = apply_scale(ctx, doc, scale)
     camp = ctx.table(doc, "campaign", required=True)
     ctx.unknown_keys(camp, CAMPAIGN_KEYS, "campaign.")
     name = ctx.string("campaign.name", camp.get("name", ""))
@@ -201,7 +281,11 @@ def parse_spec(text: str, path: str = "<campaign>") -> Spec:
     cooldown = _cooldown(ctx, camp.get("cooldown", "0s"))
     host = _host(ctx, camp.get("host"), doc.get("host"))
     targets = _targets(ctx, doc.get("target"))
+    pool = _pool(ctx, doc.get("pool"), targets)
     matrix = _matrix(ctx, ctx.table(doc, "matrix", required=True), targets)
+    if True in matrix.get("slog", ()) and (pool is None or not pool.log):
+        raise ctx.err("matrix.slog", list(matrix["slog"]), "needs log devices in [pool]",
+                      'add log = ["/dev/disk/by-id/…"] (and confirm it) to a pool tankbench creates')
     excludes = tuple(_rule(ctx, r, i, "exclude", matrix, targets) for i, r in enumerate(_list(ctx, doc, "exclude")))
     includes = tuple(_include(ctx, r, i, matrix, targets) for i, r in enumerate(_list(ctx, doc, "include")))
     fio = _fio(ctx, ctx.table(doc, "fio"))
@@ -210,7 +294,7 @@ def parse_spec(text: str, path: str = "<campaign>") -> Spec:
                 ramp=ramp, warmup=warmup, repeats=repeats, cooldown=cooldown, deadline_grace=grace,
                 timing_threshold=threshold, max_tests=max_tests, drain_max=drain_max, sample_interval=interval,
                 host=host, targets=targets, matrix=frozen_map(matrix), excludes=excludes, includes=includes,
-                fio=frozen_map(fio), extras=frozen_map(extras))
+                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale)
 
 
 def _list(ctx: _Ctx, doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
@@ -289,11 +373,12 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
             raise ctx.err(p + "name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "scratch"')
         if any(o.name == name for o in out):
             raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
-        kind = t.get("kind")
+        kind = ctx.choice(p + "kind", t.get("kind"), ("raw", "file", "dataset", "zvol"))
         if kind in ("dataset", "zvol"):
-            raise ctx.err(p + "kind", kind, "ZFS targets are not supported by this version yet",
-                          'use kind = "file" (a file in a directory) or "raw" (a block device)')
-        kind = ctx.choice(p + "kind", kind, ("raw", "file"))
+            out.append(_zfs_target(ctx, t, p, name, kind))
+            continue
+        if "props" in t:
+            raise ctx.err(p + "props", t["props"], "only dataset and zvol targets take ZFS properties", "remove it")
         path_ = ctx.string(p + "path", t.get("path", ""))
         if not path_.startswith("/"):
             raise ctx.err(p + "path", path_, "must be an absolute path",
@@ -311,8 +396,98 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
     return tuple(out)
 
 
+def _zfs_target(ctx: _Ctx, t: dict[str, Any], p: str, name: str, kind: str) -> Target:
+    """A dataset (a test file on it) or a zvol; where it lives comes from [pool]."""
+    for key in ("path", "confirm"):
+        if key in t:
+            raise ctx.err(p + key, t[key], f"a {kind} target does not take a {key}",
+                          "tankbench creates it under the campaign's [pool]")
+    if "size" not in t:
+        what = "the test file's size" if kind == "dataset" else "the zvol's volsize"
+        raise ctx.err(p + "size", None, f"is required ({what})", 'e.g. size = "1G" (larger than the ARC for reads)')
+    size = ctx.size(p + "size", t["size"])
+    props = t.get("props", {})
+    if not isinstance(props, dict):
+        raise ctx.err(p + "props", props, "must be a table", 'e.g. props = { compression = "lz4" }')
+    clean: dict[str, str] = {}
+    for key, value in props.items():
+        if key not in TARGET_PROPS:
+            close = difflib.get_close_matches(key, TARGET_PROPS, n=1)
+            raise ctx.err(f"{p}props.{key}", value, "not a ZFS property tankbench sets",
+                          f"did you mean `{close[0]}`?" if close else f"one of: {', '.join(TARGET_PROPS)}")
+        if key == "recordsize" and kind == "zvol" or key == "volblocksize" and kind == "dataset":
+            raise ctx.err(f"{p}props.{key}", value, f"does not apply to a {kind}",
+                          "datasets have recordsize, zvols volblocksize")
+        if key in ZFS_AXES:
+            clean[key] = str(_axis_value(ctx, f"{p}props.{key}", key, value))
+        else:
+            clean[key] = ctx.string(f"{p}props.{key}", value if not isinstance(value, int) else str(value))
+    return Target(name=name, kind=kind, size=size, props=clean)
+
+
+def _pool(ctx: _Ctx, value: object, targets: tuple[Target, ...]) -> PoolSpec | None:
+    zfs = [t for t in targets if t.kind in ("dataset", "zvol")]
+    if value is None:
+        if zfs:
+            raise ctx.err("[pool]", None, f"target {zfs[0].name!r} is a {zfs[0].kind} but there is no [pool]",
+                          'add [pool] with name + vdevs (tankbench creates it) or parent = "tank/bench"')
+        return None
+    if not isinstance(value, dict):
+        raise ctx.err("pool", value, "must be a table", "write [pool]")
+    ctx.unknown_keys(value, POOL_KEYS, "pool.")
+    name = ctx.string("pool.name", value.get("name", ""))
+    parent = ctx.string("pool.parent", value.get("parent", ""))
+    if bool(name) == bool(parent):
+        raise ctx.err("pool", None, "needs either name (a pool tankbench creates) or parent (an existing dataset)",
+                      'e.g. name = "tbpool" with vdevs = ["/dev/disk/by-id/…"], or parent = "tank/bench"')
+    if name and not re.match(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", name):
+        raise ctx.err("pool.name", name, "not a valid pool name", 'e.g. "tbpool"')
+    if parent and not re.match(r"^[A-Za-z][A-Za-z0-9_.:/-]*[A-Za-z0-9_.:-]$", parent):
+        raise ctx.err("pool.parent", parent, "not a dataset name", 'e.g. "tank/bench"')
+    lists = {}
+    for key in ("vdevs", "log", "confirm"):
+        items = value.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            raise ctx.err(f"pool.{key}", items, "must be a list of device paths", '["/dev/disk/by-id/…"]')
+        for x in items:
+            if key != "confirm" and not x.startswith("/dev/disk/by-id/"):
+                raise ctx.err(f"pool.{key}", x, "vdevs are named by stable id", "use /dev/disk/by-id/… paths")
+        lists[key] = tuple(items)
+    if name and not lists["vdevs"]:
+        raise ctx.err("pool.vdevs", [], "a pool tankbench creates needs vdevs", '["/dev/disk/by-id/virtio-tbdata0"]')
+    if parent and (lists["vdevs"] or lists["log"]):
+        raise ctx.err("pool.vdevs", list(lists["vdevs"] + lists["log"]), "an existing parent takes no vdevs",
+                      "tankbench never changes the layout of a pool it did not create")
+    missing = [d for d in lists["vdevs"] + lists["log"] if d not in lists["confirm"]]
+    if missing:
+        raise ctx.err("pool.confirm", list(lists["confirm"]), f"does not confirm {missing[0]}",
+                      "list every vdev and log device again in confirm: creating the pool destroys their contents")
+    ashift = ctx.integer("pool.ashift", value.get("ashift", 12), 9, 16)
+    props = value.get("properties", {})
+    if not isinstance(props, dict):
+        raise ctx.err("pool.properties", props, "must be a table", '{ compression = "off" }')
+    return PoolSpec(name=name, vdevs=lists["vdevs"], log=lists["log"], confirm=lists["confirm"], ashift=ashift,
+                    properties={k: str(v) for k, v in props.items()}, parent=parent)
+
+
 def _axis_value(ctx: _Ctx, key: str, axis: str, v: object) -> Any:
     """Validate and normalise one value of a matrix axis."""
+    if axis in ("recordsize", "volblocksize"):
+        if v in ("default", "def"):
+            return "default"
+        n = ctx.size(key, v)
+        if n < 512 or n > 16 << 20 or n & (n - 1):
+            raise ctx.err(key, v, "must be a power of two from 512 to 16M", 'e.g. "4k", "128k", "1M" or "default"')
+        return fmt_size(n)
+    if axis == "compression":
+        s_ = ctx.string(key, v)
+        if not re.match(r"^(on|off|lz4|lzjb|zle|gzip(-[1-9])?|zstd(-fast)?(-[0-9]+)?)$", s_):
+            raise ctx.err(key, v, "not a ZFS compression value", 'e.g. "off", "lz4", "zstd", "gzip-6"')
+        return s_
+    if axis in ZFS_CHOICES:
+        return ctx.choice(key, v, ZFS_CHOICES[axis])
+    if axis == "slog":
+        return ctx.boolean(key, v)
     if axis == "rw":
         return ctx.choice(key, v, RW_VALUES)
     if axis in ("bs", "size"):
@@ -354,6 +529,12 @@ def _matrix(ctx: _Ctx, table: dict[str, Any], targets: tuple[Target, ...]) -> di
         if len(set(norm)) != len(norm):
             raise ctx.err(f"matrix.{axis}", values, "lists a value twice", "remove the duplicate")
         out[axis] = norm
+    zfs_kinds = {t.kind for t in targets} & {"dataset", "zvol"}
+    for axis in ZFS_AXES:
+        if axis in out and not any(axis in ZFS_AXES_FOR[k] for k in zfs_kinds):
+            kinds = [k for k in ("dataset", "zvol") if axis in ZFS_AXES_FOR[k]]
+            raise ctx.err(f"matrix.{axis}", list(out[axis]), f"applies only to {' and '.join(kinds)} targets",
+                          "add such a target, or remove the axis")
     for size in out.get("size", ()):
         for t in targets:
             if t.size and parse_size(size) > t.size:

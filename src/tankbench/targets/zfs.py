@@ -1,0 +1,245 @@
+"""ZFS targets: where a test's dataset or zvol lives (pure), and provisioning it on a host (tagged, safe)."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from typing import Any
+
+from tankbench.errors import HostError, UserError
+from tankbench.hosts.base import Host
+from tankbench.model import Target, Test, short_hash
+
+TAG = "tankbench:campaign"
+MOUNT_BASE = "/tankbench"
+#: params that are ZFS properties of the dataset/zvol (slog is a pool change, not a property)
+PROPERTY_AXES = ("encryption", "recordsize", "volblocksize", "compression", "sync", "logbias", "primarycache",
+                 "atime", "direct")
+
+
+def zfs_props(test: Test) -> dict[str, str]:
+    """The properties the test's dataset/zvol is created with: the target's props, then the test's axes."""
+    props = dict(test.target.props)
+    for axis in PROPERTY_AXES:
+        if axis in test.params:
+            props[axis] = str(test.params[axis])
+    return {k: v for k, v in sorted(props.items()) if v != "default"}
+
+
+def dataset_name(test: Test) -> str:
+    """`<root>/<target>-<hash of its properties>`: one dataset per property set, shared by its tests."""
+    config = {"kind": test.target.kind, "size": test.target.size, "props": zfs_props(test)}
+    return f"{test.target.pool}/{test.target.name}-{short_hash(config, 8)}"
+
+
+def root_mountpoint(root: str) -> str:
+    return f"{MOUNT_BASE}/{root.rsplit('/', 1)[-1]}"
+
+
+def fio_filename(test: Test) -> str:
+    """The file (dataset) or device (zvol) fio opens."""
+    ds = dataset_name(test)
+    if test.target.kind == "zvol":
+        return f"/dev/zvol/{ds}"
+    child = ds.rsplit("/", 1)[-1]
+    return f"{root_mountpoint(test.target.pool)}/{child}/tankbench-{test.target.name}.fiodata"
+
+
+def key_path(root: str) -> str:
+    return f"/var/tmp/tankbench/{root.replace('/', '_')}.key"
+
+
+def create_argv(test: Test, campaign_id: str) -> list[str]:
+    """`zfs create` for the test's dataset or zvol, tagged as this campaign's."""
+    props = zfs_props(test)
+    argv = ["zfs", "create"]
+    if test.target.kind == "zvol":
+        argv += ["-V", str(test.target.size)]
+    if props.get("encryption", "off") != "off":
+        props.update(keyformat="raw", keylocation=f"file://{key_path(test.target.pool)}")
+    for k, v in props.items():
+        argv += ["-o", f"{k}={v}"]
+    return argv + ["-o", f"{TAG}={campaign_id}", dataset_name(test)]
+
+
+def script_lines(test: Test, campaign_id: str) -> list[str]:
+    """Shell lines that create the test's dataset/zvol by hand (for exported standalone scripts)."""
+    root = test.target.pool
+    lines = [f"zfs list {shlex.quote(root)} >/dev/null 2>&1 || zfs create -p -o mountpoint={root_mountpoint(root)} "
+             f"-o {TAG}={campaign_id} {shlex.quote(root)}"]
+    if zfs_props(test).get("encryption", "off") != "off":
+        k = key_path(root)
+        lines.append(f"[ -s {k} ] || (mkdir -p \"$(dirname {k})\" && head -c 32 /dev/urandom > {k} && chmod 600 {k})")
+    ds = dataset_name(test)
+    lines.append(f"zfs list {shlex.quote(ds)} >/dev/null 2>&1 || {shlex.join(create_argv(test, campaign_id))}")
+    if test.target.kind == "zvol":
+        lines.append(f"udevadm settle; while [ ! -e /dev/zvol/{ds} ]; do sleep 0.2; done")
+    return lines
+
+
+class ZfsProvisioner:
+    """Creates the campaign's pool (or uses a parent dataset), its tagged datasets and zvols, and the SLOG
+    state a test asks for; destroys only what carries this campaign's tag."""
+
+    def __init__(self, host: Host, spec: Any, note: Any = None) -> None:
+        self.host = host
+        self.spec = spec
+        self.pool = spec.pool
+        self.cid = spec.campaign_id
+        self.root = spec.zfs_root
+        self.note = note or (lambda _msg: None)
+        self.current: dict[str, str] = {}  # target name -> dataset in use
+
+    # -- helpers ---------------------------------------------------------------------------
+    def zfs(self, *argv: str, check: bool = True, timeout: float = 300) -> str:
+        return self.host.run(list(argv), check=check, timeout=timeout).stdout
+
+    def exists(self, name: str) -> bool:
+        return self.host.run(["zfs", "list", "-H", "-o", "name", name], timeout=120).returncode == 0
+
+    def tag_of(self, name: str) -> str:
+        out = self.host.run(["zfs", "get", "-H", "-o", "value", TAG, name], timeout=120)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    def require_ours(self, name: str) -> None:
+        tag = self.tag_of(name)
+        if tag != self.cid:
+            raise UserError(f"{name} exists on {self.host.name} and is not this campaign's "
+                            f"({TAG}={tag or '-'}, expected {self.cid})",
+                            "tankbench only uses and destroys what it created: rename the pool/campaign or "
+                            "remove it yourself")
+
+    # -- pool and root -----------------------------------------------------------------------
+    def setup(self) -> None:
+        """Create (or check) the pool and the campaign's root dataset."""
+        if self.host.run(["zfs", "version"], timeout=120).returncode != 0:
+            raise UserError(f"{self.host.name} has no ZFS", 'run ZFS campaigns in the lab (host = "lab") or on a ZFS host')
+        if self.pool.creates:
+            self.setup_created_pool()
+        elif not self.exists(self.pool.parent):
+            raise UserError(f"{self.spec.path}: pool.parent = {self.pool.parent!r}: no such dataset on {self.host.name}",
+                            "create it first, or let tankbench create a pool (pool.name + vdevs)")
+        if self.exists(self.root):
+            self.require_ours(self.root)
+        else:
+            self.zfs("zfs", "create", "-o", f"mountpoint={root_mountpoint(self.root)}", "-o", f"{TAG}={self.cid}",
+                     self.root)
+        if any(t.kind in ("dataset", "zvol") and t.props.get("encryption", "off") != "off" for t in self.spec.targets) \
+                or any(v != "off" for v in self.spec.matrix.get("encryption", ())):
+            k = key_path(self.root)
+            self.host.run(["sh", "-c", f"[ -s {k} ] || (mkdir -p $(dirname {k}) && head -c 32 /dev/urandom > {k} "
+                                       f"&& chmod 600 {k})"], check=True, timeout=60)
+
+    def setup_created_pool(self) -> None:
+        from tankbench.safety import check_raw_target
+        name = self.pool.name
+        if self.host.run(["zpool", "list", "-H", "-o", "name", name], timeout=120).returncode == 0:
+            self.require_ours(name)
+            return
+        devices = list(self.pool.vdevs + self.pool.log)
+        probe = self.host.call_agent({"op": "probe", "paths": [], "block_devices": devices}, timeout=300)
+        for dev in devices:
+            check_raw_target(Target(name=f"pool {name} vdev", kind="raw", path=dev, confirm=dev),
+                             probe["block_devices"][dev], self.spec.path)
+        argv = ["zpool", "create", "-f", "-o", f"ashift={self.pool.ashift}", "-O", f"{TAG}={self.cid}",
+                "-O", "mountpoint=none"]
+        for k, v in self.pool.properties.items():
+            argv += ["-O", f"{k}={v}"]
+        argv += [name, *self.pool.vdevs]
+        if self.pool.log and "slog" not in self.spec.matrix:
+            argv += ["log", *self.pool.log]
+        self.zfs(*argv)
+        self.note(f"created pool {name} on {', '.join(self.pool.vdevs)} (tagged {TAG}={self.cid})")
+
+    # -- per test -----------------------------------------------------------------------------
+    def set_slog(self, wanted: bool) -> None:
+        """Add or remove the pool's log devices (only on a pool tankbench created)."""
+        status = self.zfs("zpool", "status", "-P", self.pool.name)
+        present = [d for d in self.pool.log if _in_logs(status, d)]
+        if wanted and not present:
+            self.zfs("zpool", "add", "-f", self.pool.name, "log", *self.pool.log)
+        elif not wanted and present:
+            for dev in present:
+                self.zfs("zpool", "remove", self.pool.name, _status_name(status, dev))
+            self.wait_removed()
+
+    def wait_removed(self, timeout: float = 120) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            status = self.zfs("zpool", "status", "-P", self.pool.name)
+            if not any(_in_logs(status, d) for d in self.pool.log):
+                return
+            time.sleep(1)
+        raise HostError(f"log device of {self.pool.name} still present after {timeout:.0f} s")
+
+    def provision(self, test: Test) -> str:
+        """Make the test's dataset/zvol exist with its properties and SLOG state; return fio's filename."""
+        if "slog" in test.params:
+            self.set_slog(bool(test.params["slog"]))
+        ds = dataset_name(test)
+        previous = self.current.get(test.target.name)
+        if previous and previous != ds:
+            self.destroy(previous)
+        if self.exists(ds):
+            self.require_ours(ds)
+        else:
+            self.zfs(*create_argv(test, self.cid))
+        self.current[test.target.name] = ds
+        if test.target.kind == "zvol":
+            self.wait_zvol(ds)
+        return fio_filename(test)
+
+    def wait_zvol(self, ds: str, timeout: float = 60) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            self.host.run(["udevadm", "settle", "-t", "10"], timeout=30)
+            if self.host.run(["test", "-b", f"/dev/zvol/{ds}"], timeout=30).returncode == 0:
+                return
+            time.sleep(0.5)
+        raise HostError(f"/dev/zvol/{ds} did not appear within {timeout:.0f} s (is udevd running?)")
+
+    def destroy(self, ds: str) -> None:
+        """Destroy one dataset/zvol, only after reading back this campaign's tag on it."""
+        if self.exists(ds) and self.tag_of(ds) == self.cid and not ds.rstrip("/") == self.root:
+            self.zfs("zfs", "destroy", ds)
+
+    def clean(self) -> list[str]:
+        """Destroy everything tagged as this campaign's, children first; an untagged dataset stops it."""
+        gone: list[str] = []
+        if not self.exists(self.root):
+            return gone
+        names = self.zfs("zfs", "list", "-H", "-r", "-o", "name", "-t", "filesystem,volume", self.root).split()
+        for name in sorted(names, key=lambda n: -n.count("/")):
+            if self.tag_of(name) != self.cid or self.host.run(["zfs", "get", "-H", "-o", "source", TAG, name],
+                                                              timeout=60).stdout.strip() != "local":
+                raise UserError(f"{name} is inside this campaign's dataset but not tagged as created by it",
+                                "tankbench leaves it (and its parents) alone; move or remove it yourself")
+            self.zfs("zfs", "destroy", name)
+            gone.append(name)
+        if self.pool.creates and self.tag_of(self.pool.name) == self.cid:
+            self.zfs("zpool", "destroy", self.pool.name)
+            gone.append(f"pool {self.pool.name}")
+        return gone
+
+
+def _in_logs(status: str, dev: str) -> bool:
+    """Whether `dev` appears in the `logs` section of `zpool status -P` output."""
+    in_logs = False
+    for line in status.splitlines():
+        word = line.strip().split(" ")[0] if line.strip() else ""
+        if word in ("logs",):
+            in_logs = True
+            continue
+        if word in ("cache", "spares", "special", "dedup", "errors:"):
+            in_logs = False
+        if in_logs and (word == dev or word.startswith(dev + "-part") or word == dev + "1"):
+            return True
+    return False
+
+
+def _status_name(status: str, dev: str) -> str:
+    for line in status.splitlines():
+        word = line.strip().split(" ")[0] if line.strip() else ""
+        if word == dev or word.startswith(dev + "-part"):
+            return word
+    return dev

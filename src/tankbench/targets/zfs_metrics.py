@@ -1,0 +1,119 @@
+"""What a run on a ZFS target captures (request fields for the agent) and the journal fields made from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tankbench.hosts.base import Host
+from tankbench.model import Test
+from tankbench.targets.zfs import dataset_name, zfs_props
+from tankbench.units import parse_size
+
+ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
+
+
+def txgs_path(pool: str) -> str:
+    return f"/proc/spl/kstat/zfs/{pool}/txgs"
+
+
+def zfs_capture(test: Test, pool: str) -> dict[str, Any]:
+    """Agent request fields: files read before/after fio, `zpool iostat` streamed during it, properties after,
+    and `zpool sync` both before (no dirty data carried in) and after (drain until durable)."""
+    ds = dataset_name(test)
+    return {
+        "capture_files": [ARCSTATS, txgs_path(pool)],
+        "during_cmd": ["zpool", "iostat", "-Hpv", "-y", pool, "1"],
+        "after_cmds": [["zfs", "get", "-Hp", "-o", "name,property,value,source", "all", ds],
+                       ["zpool", "get", "-Hp", "-o", "name,property,value,source", "ashift", pool],
+                       ["zpool", "status", "-P", pool]],
+        "sync_cmd": ["zpool", "sync", pool],
+    }
+
+
+def tunables(params: dict[str, str]) -> dict[str, str]:
+    """Fingerprint-relevant module parameters."""
+    from tankbench.zfs import checks as zchecks
+    return zchecks.tunables(params)
+
+
+def pool_vdev_paths(host: Host, pool: str) -> list[str]:
+    """Data, log and cache device paths of an existing pool (for /proc/diskstats sampling)."""
+    from tankbench.zfs import parse as zparse
+    status = zparse.parse_zpool_status(host.run(["zpool", "status", "-P", pool], check=True, timeout=120).stdout)
+    return [d for d in list(status.get("data", [])) + list(status.get("logs", [])) if d.startswith("/dev/")]
+
+
+def _after(res: dict[str, Any], sub: str) -> str:
+    for item in res.get("after_outputs", []):
+        if sub in " ".join(item.get("argv", [])) and item.get("rc") == 0:
+            return str(item.get("stdout", ""))
+    return ""
+
+
+def from_capture(test: Test, res: dict[str, Any], version_text: str, params: dict[str, str],
+                 run_metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, Any], dict[str, list[float]]]:
+    """(metrics, checks, samples) from what the agent captured around one fio run on a ZFS target."""
+    from tankbench.zfs import parse as zparse
+    pool = test.target.pool.split("/")[0]
+    before, after = res.get("files_before", {}), res.get("files_after", {})
+    metrics: dict[str, float] = {}
+    checks: dict[str, Any] = {}
+    arc_after = zparse.parse_arcstats(after.get(ARCSTATS, ""))
+    metrics.update(zparse.arc_delta(zparse.parse_arcstats(before.get(ARCSTATS, "")), arc_after))
+    intervals = zparse.parse_zpool_iostat(res.get("during_output", ""))
+    metrics.update(zparse.summarize_iostat(intervals))
+    samples = zparse.iostat_series(intervals)
+    rows_before = zparse.parse_txgs(before.get(txgs_path(pool), ""))
+    last_txg = max((int(r.get("txg", 0)) for r in rows_before), default=0)
+    metrics.update(zparse.txg_summary(last_txg, zparse.parse_txgs(after.get(txgs_path(pool), ""))))
+    ds = dataset_name(test)
+    props = zparse.parse_zfs_get(_after(res, "zfs get")).get(ds, {})
+    checks["zfs.dataset"] = ds
+    checks["zfs.props"] = {k: props[k] for k in sorted(props) if k in (
+        "recordsize", "volblocksize", "compression", "compressratio", "encryption", "sync", "logbias",
+        "primarycache", "secondarycache", "atime", "direct", "used", "logicalused", "referenced",
+        "logicalreferenced", "volsize", "checksum", "dedup")}
+    checks["zfs.expected_props"] = zfs_props(test)
+    checks["zfs.props_match"] = all(props.get(k) == _zfs_value(k, v) for k, v in zfs_props(test).items()
+                                    if k != "encryption") and bool(props)
+    if "compressratio" in props:
+        metrics["zfs.compressratio"] = float(str(props["compressratio"]).rstrip("x") or 0)
+    status = zparse.parse_zpool_status(_after(res, "zpool status"))
+    checks["zfs.slog_present"] = bool(status.get("logs"))
+    checks["zfs.scan_active"] = status.get("scan_active")
+    # logical: what fio wrote; physical: what reached the vdev disks (diskstats), incl. metadata and ZIL
+    if "dev.write_bytes" in run_metrics:
+        metrics["zfs.physical_bytes_written"] = float(run_metrics["dev.write_bytes"])
+    metrics["zfs.logical_bytes_written"] = float(run_metrics.get("write.io_bytes", 0.0))
+    checks.update(_honesty(test, version_text, props, arc_after, params, _after(res, "zpool get")))
+    return metrics, checks, samples
+
+
+def _zfs_value(key: str, value: str) -> str:
+    """Normalise a property value as `zfs get -p` prints it (sizes in bytes)."""
+    if key in ("recordsize", "volblocksize"):
+        return str(parse_size(value))
+    return value
+
+
+def _honesty(test: Test, version_text: str, props: dict[str, str], arc: dict[str, int], params: dict[str, str],
+             zpool_get: str) -> dict[str, Any]:
+    """The checks the report's validity warnings read: direct I/O, alignment, working set, txg interval."""
+    from tankbench.zfs import checks as zchecks
+    from tankbench.zfs import parse as zparse
+    out: dict[str, Any] = {}
+    version = zparse.zfs_version(version_text)
+    out["zfs.version"] = ".".join(str(x) for x in version) if version else ""
+    if test.params.get("io") == "direct":
+        out.update(zchecks.direct_io_check(version, test.target.kind, "direct", props.get("direct")))
+    ashift_rows = zparse.parse_zfs_get(zpool_get)
+    ashift = int(next(iter(ashift_rows.values()), {}).get("ashift", "0") or 0) if ashift_rows else 0
+    rs = int(props["recordsize"]) if props.get("recordsize", "").isdigit() else None
+    vbs = int(props["volblocksize"]) if props.get("volblocksize", "").isdigit() else None
+    if ashift:
+        out.update(zchecks.alignment_check(ashift, rs, vbs, parse_size(str(test.params["bs"]))))
+    if arc.get("c_max"):
+        out.update(zchecks.working_set_check(test.target.size, int(arc["c_max"])))
+    if params.get("zfs_txg_timeout"):
+        out.update(zchecks.txg_check(test.runtime, float(params["zfs_txg_timeout"])))
+    return out
