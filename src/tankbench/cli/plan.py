@@ -10,6 +10,7 @@ from tankbench.cli._common import print_json
 from tankbench.errors import UserError
 from tankbench.fio.jobs import job_script, job_text
 from tankbench.runner import planned_runs
+from tankbench.cli.presets import resolve_campaign
 from tankbench.spec import expand, load_spec
 from tankbench.units import fmt_duration
 
@@ -17,14 +18,15 @@ from tankbench.units import fmt_duration
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="list the tests a campaign expands to",
                        description="Expand CAMPAIGN's matrix into numbered tests with stable ids. Nothing runs.")
-    p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML)")
+    p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML), or the name of a preset")
+    p.add_argument("--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)")
     p.add_argument("--json", action="store_true", help="print the tests as JSON")
     p.add_argument("--export", metavar="DIR", help="write NNNN-job.sh and NNNN-job.fio per test into DIR")
     p.set_defaults(func=cmd_plan)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    spec = load_spec(args.campaign)
+    spec = load_spec(resolve_campaign(args.campaign), args.scale)
     tests = expand(spec)
     runs = len(planned_runs(spec))
     per_test = runs * (spec.ramp + spec.runtime) + spec.cooldown.fixed_s

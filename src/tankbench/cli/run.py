@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from tankbench.runner import run_campaign, summary_line
+from tankbench.cli.presets import resolve_campaign
 from tankbench.spec import load_spec
 
 
@@ -18,14 +19,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "Exit status: 0 all runs done, 1 some runs failed/timed out/were skipped, 2 bad input, "
                     "3 the host failed.",
     )
-    p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML)")
+    p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML), or the name of a preset")
+    p.add_argument("--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)")
     p.add_argument("--journal", metavar="PATH", help="journal file (default: tankbench-results/<name>/journal.sqlite)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    spec = load_spec(args.campaign)
+    spec = load_spec(resolve_campaign(args.campaign), args.scale)
     outcome = run_campaign(spec, args.journal, quiet=args.quiet)
     print(summary_line(outcome), file=sys.stderr if args.quiet else sys.stdout)
     return outcome.exit_status

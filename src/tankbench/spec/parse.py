@@ -64,7 +64,7 @@ class HostSpec:
     identity: str = ""
     lab_name: str = "default"
     lab_disks: int = 2
-    lab_slog: bool = False
+    lab_slog: bool = True
 
 
 @dataclass(frozen=True)
@@ -350,7 +350,7 @@ def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
         identity=ctx.string("host.identity", table.get("identity", "")),
         lab_name=ctx.string("host.name", table.get("name", "default")),
         lab_disks=ctx.integer("host.disks", table.get("disks", 2), 1, 16),
-        lab_slog=ctx.boolean("host.slog", table.get("slog", False)),
+        lab_slog=ctx.boolean("host.slog", table.get("slog", True)),
     )
     if kind == "ssh" and not spec.address:
         raise ctx.err("host.address", "", "is required for an ssh host", 'e.g. address = "bench.example.org"')
