@@ -7,10 +7,10 @@ import os
 import sys
 
 from tankbench.cli._common import print_json
+from tankbench.cli.presets import resolve_campaign
 from tankbench.errors import UserError
 from tankbench.fio.jobs import job_script, job_text
 from tankbench.runner import planned_runs
-from tankbench.cli.presets import resolve_campaign
 from tankbench.spec import expand, load_spec
 from tankbench.units import fmt_duration
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tankbench.runner import run_campaign, summary_line
 from tankbench.cli.presets import resolve_campaign
+from tankbench.runner import run_campaign, summary_line
 from tankbench.spec import load_spec
 
 
