@@ -113,3 +113,12 @@ def test_bad_input(tmp_path: Path) -> None:
         analyse_journal(local_journal(tmp_path), "fastest")
     with pytest.raises(UserError, match="no journal at"):
         analyse_journal(str(tmp_path / "missing.sqlite"))
+
+
+def test_fast_path_matches_run_value(tmp_path: Path) -> None:
+    from tankbench.analysis.cases import METRICS, all_values, run_value
+    from tankbench.journal.db import Journal
+    with Journal(local_journal(tmp_path), create=False) as j:
+        for r in j.iter_runs():
+            fast = all_values(r.metrics, r.wall_s, 0.0, r.drain_s)
+            assert fast == {k: run_value(r.metrics, k, r.wall_s, 0.0, r.drain_s) for k in METRICS}

@@ -9,9 +9,20 @@ from typing import Any
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
 from tankbench.journal.db import Journal, TestRow
-from tankbench.model import Fingerprint, Run, test_case_of
+from tankbench.model import Fingerprint, test_case_of
 
 MIB = 1024.0 * 1024.0
+
+
+# The metric and check keys analysis reads (the journal extracts only these: journals get large).
+VALUE_KEYS = ("total.bw_bytes", "total.iops", "total.io_bytes", "read.lat_p99_ns", "write.lat_p99_ns",
+              "trim.lat_p99_ns", "sys.load1_max", "sys.load1_end", "sys.cpu_user_pct", "sys.cpu_sys_pct")
+EXTRA_METRIC_KEYS = ("fio.runtime_s", "arc.hit_ratio", "arc.c_max", "arc.hits", "arc.misses")
+METRIC_KEYS = VALUE_KEYS + EXTRA_METRIC_KEYS
+CHECK_KEYS = ("layout.sparse", "layout.allocated_bytes", "layout.apparent_bytes", "layout.sample_compress_ratio",
+              "layout.verified", "preflight.dirty_bytes", "drain.dirty_end_bytes", "timing.threshold_s",
+              "zfs.direct_ignored", "zfs.recordsize", "zfs.volblocksize", "zfs.ashift", "zfs.arc_c_max",
+              "zfs.txg_timeout", "zfs.compression")
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,17 @@ def run_value(metrics: Mapping[str, float], key: str, wall_s: float | None, ramp
         t = wall_s - ramp + (drain_s or 0.0)
         return io / t / MIB if t > 0 else None
     raise KeyError(key)
+
+
+def all_values(m: Mapping[str, float], wall_s: float | None, ramp: float,
+               drain_s: float | None) -> dict[str, float | None]:
+    """run_value for every metric at once (the hot loop of large journals)."""
+    bw, io = m.get("total.bw_bytes"), m.get("total.io_bytes")
+    p = [m[k] for k in ("read.lat_p99_ns", "write.lat_p99_ns", "trim.lat_p99_ns") if k in m]
+    t = None if wall_s is None else wall_s - ramp + (drain_s or 0.0)
+    return {"mibs": None if bw is None else bw / MIB, "iops": m.get("total.iops"),
+            "p99": max(p) / 1e6 if p else None,
+            "corrected": io / t / MIB if io is not None and t is not None and t > 0 else None}
 
 
 @dataclass(frozen=True)
@@ -165,18 +187,19 @@ def case_name(params: Mapping[str, Any], keys: tuple[str, ...]) -> str:
     return " ".join([b for b in [base] if b] + extra)
 
 
-def run_view(r: Run, ramp: float) -> RunView:
-    """Extract the report's numbers from one Run."""
-    m = r.metrics
+def run_view(r: Mapping[str, Any], ramp: float) -> RunView:
+    """Extract the report's numbers from one journal run row (Journal.iter_run_rows)."""
+    m = r["metrics"]
     load = m.get("sys.load1_max", m.get("sys.load1_end"))
     cpu = None
     if "sys.cpu_user_pct" in m or "sys.cpu_sys_pct" in m:
         cpu = m.get("sys.cpu_user_pct", 0.0) + m.get("sys.cpu_sys_pct", 0.0)
-    values = {k: run_value(m, k, r.wall_s, ramp, r.drain_s) for k in METRICS}
-    extra = dict(r.checks)
-    extra.update((k, v) for k, v in m.items() if k.startswith(("arc.", "zfs.", "fio.runtime")))
-    return RunView(r.row_id, r.test_id, r.run_no, r.warmup, r.attempt, r.status, r.started, r.fingerprint_id,
-                   r.expected_s, r.wall_s, r.drain_s, values, load, cpu, r.note, extra)
+    wall, drain = r["wall_s"], r["drain_s"]
+    values = all_values(m, wall, ramp, drain)
+    extra = dict(r["checks"])
+    extra.update((k, m[k]) for k in EXTRA_METRIC_KEYS if k in m)
+    return RunView(r["id"], r["test_id"], r["run_no"], bool(r["warmup"]), r["attempt"], r["status"], r["started"],
+                   r["fingerprint_id"], r["expected_s"], wall, drain, values, load, cpu, r["note"], extra)
 
 
 def is_baseline(row: TestRow, baseline: str) -> bool:
@@ -184,7 +207,7 @@ def is_baseline(row: TestRow, baseline: str) -> bool:
     return baseline in (row.target_kind, row.target)
 
 
-def summarise_test(row: TestRow, runs: Iterable[Run], settings: Settings) -> TestSummary:
+def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Settings) -> TestSummary:
     """Build the TestSummary of one journal test from its runs."""
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
@@ -202,9 +225,9 @@ def summarise_test(row: TestRow, runs: Iterable[Run], settings: Settings) -> Tes
 
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:
     """Read tests, runs (without the heavy samples) and fingerprints once."""
-    grouped: dict[str, list[Run]] = {}
-    for r in journal.iter_runs(with_samples=False):
-        grouped.setdefault(r.test_id, []).append(r)
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for r in journal.iter_run_values(METRIC_KEYS, CHECK_KEYS):
+        grouped.setdefault(r["test_id"], []).append(r)
     tests = tuple(summarise_test(row, grouped.get(row.id, []), settings) for row in journal.tests())
     names = tuple(str(c.get("name", "")) for c in journal.campaigns())
     return Dataset(journal.path, tests, journal.fingerprints(), names, settings)

@@ -6,7 +6,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +165,19 @@ class Journal:
                          for c in _RUN_COLUMNS)
         for r in self.conn.execute(f"SELECT {cols} FROM runs ORDER BY id"):
             yield self._run(r)
+
+    def iter_run_values(self, metric_keys: Sequence[str], check_keys: Sequence[str]) -> Iterator[dict[str, Any]]:
+        """Runs without samples, fio JSON and stderr, with only the named metric and check keys (absent ones left
+        out), extracted by SQLite: the fast read path of `report` on journals with 100,000s of runs."""
+        base = [c for c in _RUN_COLUMNS if c not in ("samples", "fio_json", "stderr_tail", "metrics", "checks")]
+        ext = ["json_extract(metrics, ?)"] * len(metric_keys) + ["json_extract(checks, ?)"] * len(check_keys)
+        args = [f'$."{k}"' for k in (*metric_keys, *check_keys)]
+        nb, nm = len(base), len(metric_keys)
+        for r in self.conn.execute(f"SELECT {', '.join(base + ext)} FROM runs ORDER BY id", args):
+            d = dict(zip(base, r[:nb]))
+            d["metrics"] = {k: v for k, v in zip(metric_keys, r[nb:nb + nm]) if v is not None}
+            d["checks"] = {k: v for k, v in zip(check_keys, r[nb + nm:]) if v is not None}
+            yield d
 
     @staticmethod
     def _run(r: sqlite3.Row) -> Run:
