@@ -1,0 +1,456 @@
+"""Parsers for OpenZFS command outputs and kstats (pure functions over text; see docs/zfs-metrics.md)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# ------------------------------------------------------------------ arcstats
+# Counters reported as deltas over a run (absent when the running OpenZFS does not have them).
+ARC_COUNTERS = (
+    "hits",
+    "misses",
+    "demand_data_hits",
+    "demand_data_misses",
+    "demand_metadata_hits",
+    "demand_metadata_misses",
+    "prefetch_data_hits",
+    "prefetch_data_misses",
+    "mru_hits",
+    "mfu_hits",
+    "mru_ghost_hits",
+    "mfu_ghost_hits",
+    "l2_hits",
+    "l2_misses",
+)
+# Gauges reported as their value after the run.
+ARC_GAUGES = ("size", "c_max", "c")
+
+
+def parse_arcstats(text: str) -> dict[str, int]:
+    """Counters from /proc/spl/kstat/zfs/arcstats: two header lines, then `name type data` rows.
+
+    Rows that do not have three fields or an integer value (headers, truncated last line) are skipped,
+    so empty or partial input gives an empty or partial dict. Values may be negative (type 3 is int64,
+    e.g. memory_available_bytes).
+    """
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) != 3 or not fields[1].isdigit():
+            continue
+        try:
+            out[fields[0]] = int(fields[2])
+        except ValueError:
+            continue
+    return out
+
+
+def arc_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
+    """ARC metrics for one run: counter deltas (after - before), hit ratio, and gauges after the run.
+
+    A counter missing from either snapshot is left out, and so is one that went backwards (the module
+    was reloaded between the snapshots, so the difference means nothing). `arc.hit_ratio` is
+    hits / (hits + misses) over the run and is absent when there were no accesses.
+    """
+    out: dict[str, float] = {}
+    for name in ARC_COUNTERS:
+        if name in before and name in after and after[name] >= before[name]:
+            out[f"arc.{name}"] = float(after[name] - before[name])
+    accesses = out.get("arc.hits", 0.0) + out.get("arc.misses", 0.0)
+    if "arc.hits" in out and "arc.misses" in out and accesses > 0:
+        out["arc.hit_ratio"] = out["arc.hits"] / accesses
+    for name in ARC_GAUGES:
+        if name in after:
+            out[f"arc.{name}"] = float(after[name])
+    return out
+
+
+# ------------------------------------------------------------------ zpool iostat
+IOSTAT_FIELDS = ("alloc", "free", "read_ops", "write_ops", "read_bw", "write_bw")
+IOSTAT_SECTIONS = ("logs", "cache", "special", "dedup")
+_GROUP_RE = re.compile(r"^(mirror|raidz\d?|draid\d?\S*|replacing|spare|root)-\d+$")
+_NICE_MULT = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}
+
+
+def _iostat_number(text: str) -> float | None:
+    """A column value: "-" -> None, "123" (with -p) or "1.2M" (without) -> a number; ValueError otherwise."""
+    if text == "-":
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTPE]?)", text.strip())
+    if not m:
+        raise ValueError(text)
+    return float(m.group(1)) * _NICE_MULT[m.group(2)]
+
+
+def _iostat_items(text: str) -> list[tuple[str, int | None, list[float | None]] | None]:
+    """(name, indent or None with -H, first six values) per row; None for a blank line.
+
+    Headers, dash separators, timestamps (-T) and truncated or non-numeric rows are dropped.
+    """
+    items: list[tuple[str, int | None, list[float | None]] | None] = []
+    for line in text.splitlines():
+        if not line.strip():
+            items.append(None)
+            continue
+        scripted = "\t" in line
+        fields = line.split("\t") if scripted else line.split()
+        if len(fields) < 7 or fields[1:2] == ["alloc"]:
+            continue
+        try:
+            values = [_iostat_number(f) for f in fields[1:7]]
+        except ValueError:
+            continue
+        indent = None if scripted else len(line) - len(line.lstrip(" "))
+        items.append((fields[0].strip(), indent, values))
+    return items
+
+
+def _new_interval(pool: list[float | None]) -> dict[str, Any]:
+    stats = {k: v for k, v in zip(IOSTAT_FIELDS, pool) if v is not None}
+    empty: dict[str, Any] = {"vdevs": {}, "unassigned": {}, "top": {}}
+    return {"pool": stats, **empty, **{s: {} for s in IOSTAT_SECTIONS}}
+
+
+def _status_index(status: dict[str, Any] | None) -> tuple[dict[str, str], set[str]]:
+    """device -> section and the set of top-level vdevs, from parse_zpool_status()'s "tree"."""
+    where: dict[str, str] = {}
+    tops: set[str] = set()
+    for section, vdevs in ((status or {}).get("tree") or {}).items():
+        for top, leaves in vdevs.items():
+            tops.add(top)
+            for name in [top, *leaves]:
+                where[name] = section
+    return where, tops
+
+
+def _is_top(name: str, indent: int | None, where: dict[str, str], tops: set[str], open_group: bool) -> bool:
+    """Whether an iostat row is a top-level vdev: from zpool status when it knows the name, else from
+    the indentation (without -H), else by name: a mirror-N/raidzN-N row is, and so is any row not
+    following one in its blank-separated group."""
+    if name in tops:
+        return True
+    if name in where or indent is not None:
+        return indent == 2
+    return not open_group or bool(_GROUP_RE.match(name))
+
+
+def parse_zpool_iostat(text: str, status: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One dict per interval of `zpool iostat -Hpv -y POOL 1` output (also reads it without -H).
+
+    Each interval: {"pool": stats, "vdevs": {name: stats} (data vdevs, groups and leaves),
+    "logs", "cache", "special", "dedup": {name: stats}, "unassigned": {name: stats},
+    "top": {section: [top-level vdev names]}}; stats have the keys IOSTAT_FIELDS (ops/s, bytes/s with
+    an interval; alloc/free in bytes; a "-" column is left out).
+
+    With -H the pool row starts each interval and section labels are not printed at all: the logs,
+    special/dedup and cache groups are only separated by blank lines. Pass `status` (the result of
+    parse_zpool_status for the same pool, named the same way, i.e. both with or both without -P)
+    to file those rows; without it they land in "unassigned". Without -H the `logs`/`cache` label rows
+    and the indentation are used. A last interval with fewer rows than the one before (stream cut
+    short) is dropped; rows after a lost (truncated) pool row are skipped until the next pool row.
+    """
+    where, tops = _status_index(status)
+    intervals: list[dict[str, Any]] = []
+    pool_name = (status or {}).get("pool")
+    cur: dict[str, Any] | None = None
+    group, label, open_group = 0, "", False
+    for item in _iostat_items(text):
+        if item is None:
+            group, open_group = (group + 1 if cur else group), False
+            continue
+        name, indent, values = item
+        pool_name = pool_name or name
+        if name == pool_name and indent in (None, 0):
+            cur = _new_interval(values)
+            intervals.append(cur)
+            group, label, open_group = 0, "", False
+            continue
+        if cur is None:
+            continue  # stream started mid-interval
+        if name in IOSTAT_SECTIONS and all(v is None for v in values):
+            label = name  # section label row (without -H only)
+            continue
+        section = label or where.get(name) or ("data" if group == 0 else "unassigned")
+        rows = cur["vdevs" if section == "data" else section]
+        if name in rows:
+            cur = None  # a row seen twice: this interval's pool row was lost, skip to the next one
+            continue
+        rows[name] = {k: v for k, v in zip(IOSTAT_FIELDS, values) if v is not None}
+        if _is_top(name, indent, where, tops, open_group):
+            cur["top"].setdefault(section, []).append(name)
+        open_group = open_group or bool(_GROUP_RE.match(name))
+    if len(intervals) >= 2 and _row_count(intervals[-1]) < _row_count(intervals[-2]):
+        intervals.pop()
+    return intervals
+
+
+def _row_count(interval: dict[str, Any]) -> int:
+    return sum(len(interval[k]) for k in ("vdevs", "unassigned", *IOSTAT_SECTIONS))
+
+
+def _log_writes(interval: dict[str, Any]) -> tuple[float, float] | None:
+    """(write ops/s, write bytes/s) summed over top-level log vdevs; None when rows are unassigned
+    (-H output read without `status`: whether any of them is a log device is unknown)."""
+    if interval["unassigned"]:
+        return None
+    logs = interval["logs"]
+    names = interval["top"].get("logs", [])
+    return (sum(logs[n].get("write_ops", 0.0) for n in names),
+            sum(logs[n].get("write_bw", 0.0) for n in names))
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def summarize_iostat(intervals: list[dict[str, Any]]) -> dict[str, float]:
+    """Pool-level metrics over the intervals of parse_zpool_iostat (rates, so means over intervals).
+
+    zpool.read_ops_per_s, zpool.write_ops_per_s, zpool.read_bw_bytes, zpool.write_bw_bytes: means of
+    the pool row. zpool.log_write_ops_per_s, zpool.log_write_bw_bytes: means of the sum over top-level
+    log vdevs (a mirrored log counts once), 0 without log vdevs, absent when unknown (see _log_writes).
+    zpool.avg_write_io_bytes: mean write bw / mean write ops, absent without writes. {} for no intervals.
+    """
+    if not intervals:
+        return {}
+    out: dict[str, float] = {}
+    for field, key in (("read_ops", "read_ops_per_s"), ("write_ops", "write_ops_per_s"),
+                       ("read_bw", "read_bw_bytes"), ("write_bw", "write_bw_bytes")):
+        out[f"zpool.{key}"] = _mean([i["pool"].get(field, 0.0) for i in intervals])
+    logs = [_log_writes(i) for i in intervals]
+    if all(x is not None for x in logs):
+        out["zpool.log_write_ops_per_s"] = _mean([x[0] for x in logs if x is not None])
+        out["zpool.log_write_bw_bytes"] = _mean([x[1] for x in logs if x is not None])
+    if out["zpool.write_ops_per_s"] > 0:
+        out["zpool.avg_write_io_bytes"] = out["zpool.write_bw_bytes"] / out["zpool.write_ops_per_s"]
+    return out
+
+
+def iostat_series(intervals: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """1 Hz series (one point per interval) of the pool row: zpool_write_ops, zpool_write_bw_bytes,
+    zpool_read_ops, zpool_read_bw_bytes, and zpool_log_write_ops (top-level log vdevs; left out when
+    unknown, as in summarize_iostat)."""
+    out = {
+        "zpool_write_ops": [i["pool"].get("write_ops", 0.0) for i in intervals],
+        "zpool_write_bw_bytes": [i["pool"].get("write_bw", 0.0) for i in intervals],
+        "zpool_read_ops": [i["pool"].get("read_ops", 0.0) for i in intervals],
+        "zpool_read_bw_bytes": [i["pool"].get("read_bw", 0.0) for i in intervals],
+    }
+    logs = [_log_writes(i) for i in intervals]
+    if all(x is not None for x in logs):
+        out["zpool_log_write_ops"] = [x[0] for x in logs if x is not None]
+    return out
+
+
+# ------------------------------------------------------------------ zfs get / zpool get
+def _get_rows(text: str) -> list[list[str]]:
+    """Rows of `zfs get`/`zpool get` output: tab-separated with -H, whitespace-aligned without it."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if "\t" in line:
+            rows.append(line.split("\t"))
+            continue
+        fields = line.split(None, 3)
+        if fields[:3] == ["NAME", "PROPERTY", "VALUE"]:
+            continue
+        rows.append(fields)
+    return [r for r in rows if len(r) >= 3]
+
+
+def parse_zfs_get(text: str) -> dict[str, dict[str, str]]:
+    """dataset -> property -> value from `zfs get -Hp -o name,property,value[,source] ...`.
+
+    Also reads `zpool get -Hp -o name,property,value,source all POOL` (pool -> property -> value) and
+    the column-aligned output without -H (header skipped; values with spaces are only safe with -H).
+    Values are kept as text ("-" stays "-"; with -p sizes are plain byte counts).
+    """
+    out: dict[str, dict[str, str]] = {}
+    for row in _get_rows(text):
+        out.setdefault(row[0], {})[row[1]] = row[2]
+    return out
+
+
+def zfs_get_sources(text: str) -> dict[str, dict[str, str]]:
+    """dataset -> property -> source ("local", "default", "inherited from tank", "-") from the same
+    output as parse_zfs_get when it was asked for the source column; properties without one are left out.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for row in _get_rows(text):
+        if len(row) >= 4:
+            out.setdefault(row[0], {})[row[1]] = row[3]
+    return out
+
+
+# ------------------------------------------------------------------ zpool status
+STATUS_SECTIONS = ("logs", "cache", "spares", "special", "dedup")
+_SCAN_ACTIVE_RE = re.compile(r"\b(scrub|resilver)\b.*\bin progress\b")
+
+
+def _config_rows(lines: list[str]) -> list[tuple[int, str]]:
+    """(indent, name) for each device row of the `config:` block, header row excluded."""
+    rows: list[tuple[int, str]] = []
+    inside = False
+    for line in lines:
+        if line.strip() == "config:":
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line.strip() and not line.startswith("\t"):
+            break  # "errors:" or the next field ends the block
+        body = line[1:].rstrip()
+        if not body or body.split()[0] == "NAME":
+            continue
+        rows.append((len(body) - len(body.lstrip(" ")), body.split()[0]))
+    return rows
+
+
+def _status_tree(rows: list[tuple[int, str]]) -> dict[str, dict[str, list[str]]]:
+    """section -> top-level vdev -> its leaf devices (a plain disk is its own only leaf).
+
+    A row is a leaf when the next row is not indented deeper; top-level vdevs sit at indent 2.
+    """
+    tree: dict[str, dict[str, list[str]]] = {"data": {}}
+    section, top = "data", ""
+    for i, (indent, name) in enumerate(rows):
+        if indent == 0:
+            if i > 0 and name in STATUS_SECTIONS:
+                section = name
+                tree.setdefault(section, {})
+            continue  # the pool row or a section header
+        if indent == 2:
+            top = name
+            tree[section][top] = []
+        next_indent = rows[i + 1][0] if i + 1 < len(rows) else -1
+        if next_indent <= indent and top:
+            tree[section][top].append(name)
+    return tree
+
+
+def parse_zpool_status(text: str) -> dict[str, Any]:
+    """Pool, state, active scan and leaf devices per section from `zpool status [-P] POOL`.
+
+    Returns {"pool", "state", "scan_active": "scrub"|"resilver"|None, "data", "logs", "cache",
+    "spares", "special", "dedup", "errors", "tree"}. Device lists hold leaf devices only (mirror-0,
+    raidz1-0 and other grouping rows are left out), with full paths when the output came from -P;
+    "tree" maps section -> top-level vdev -> leaves (what parse_zpool_iostat needs to read -H output).
+    A paused or finished scrub is not active. Only the first pool of the output is read.
+    """
+    lines = text.splitlines()
+    fields: dict[str, str] = {}
+    for line in lines:
+        m = re.match(r"^\s*(pool|state|scan|errors):\s?(.*)$", line)
+        if m is None:
+            continue
+        if m.group(1) == "pool" and "pool" in fields:
+            break  # the next pool
+        fields.setdefault(m.group(1), m.group(2).strip())
+    scan = _SCAN_ACTIVE_RE.search(fields.get("scan", ""))
+    tree = _status_tree(_config_rows(lines))
+    out: dict[str, Any] = {
+        "pool": fields.get("pool"),
+        "state": fields.get("state"),
+        "scan_active": scan.group(1) if scan else None,
+        "errors": fields.get("errors", ""),
+        "tree": tree,
+    }
+    for section in ("data",) + STATUS_SECTIONS:
+        out[section] = [leaf for leaves in tree.get(section, {}).values() for leaf in leaves]
+    return out
+
+
+# ------------------------------------------------------------------ version
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def zfs_version(text: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of the kernel module from /sys/module/zfs/version ("2.3.2-2~bpo12+2")
+    or `zfs version` output ("zfs-2.3.2-2~bpo12+2\\nzfs-kmod-2.3.2-2~bpo12+2").
+
+    The zfs-kmod line wins over the userland line: the module decides how I/O is served. None when
+    no version number is found (empty text, module not loaded).
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    kmod = [ln for ln in lines if ln.startswith("zfs-kmod-")]
+    for line in kmod + lines:
+        m = _VERSION_RE.search(line.removeprefix("zfs-kmod-").removeprefix("zfs-"))
+        if m:
+            return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    return None
+
+
+# ------------------------------------------------------------------ txgs
+TXG_COLUMNS = ("txg", "birth", "state", "ndirty", "nread", "nwritten", "reads", "writes",
+               "otime", "qtime", "wtime", "stime")
+
+
+def parse_txgs(text: str) -> list[dict[str, Any]]:
+    """Rows of /proc/spl/kstat/zfs/POOL/txgs: one dict per txg with the TXG_COLUMNS keys.
+
+    state is a letter (O open, Q quiescing, W waiting for sync, S syncing, C committed); every other
+    column is an int (times in ns, sizes in bytes). Columns are located by the header row, so extra or
+    reordered columns are tolerated; rows that are short or not numeric (a truncated read) are skipped.
+    """
+    header: list[str] | None = None
+    rows: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        fields = line.split()
+        if fields[:1] == ["txg"]:
+            header = fields
+            continue
+        if header is None or len(fields) != len(header):
+            continue
+        raw = dict(zip(header, fields))
+        try:
+            row: dict[str, Any] = {k: (raw[k] if k == "state" else int(raw[k])) for k in TXG_COLUMNS}
+        except (KeyError, ValueError):
+            continue
+        rows.append(row)
+    return rows
+
+
+def last_committed_txg(rows: list[dict[str, Any]]) -> int:
+    """Highest committed (state C) txg in a snapshot, 0 if none: the `before_last_txg` for txg_summary."""
+    return max((r["txg"] for r in rows if r["state"] == "C"), default=0)
+
+
+def txg_summary(before_last_txg: int, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Txg metrics for a run from the txgs snapshot taken after it.
+
+    Only txgs committed (state C) after `before_last_txg` count: zfs.txgs_synced (how many),
+    zfs.txg_ndirty_max_bytes (largest dirty data of one txg), zfs.txg_sync_time_max_s (longest
+    stime, ns -> s) and zfs.txg_written_bytes (sum of nwritten). All 0 when none committed.
+    """
+    synced = [r for r in rows if r["state"] == "C" and r["txg"] > before_last_txg]
+    return {
+        "zfs.txgs_synced": float(len(synced)),
+        "zfs.txg_ndirty_max_bytes": float(max((r["ndirty"] for r in synced), default=0)),
+        "zfs.txg_sync_time_max_s": max((r["stime"] for r in synced), default=0) / 1e9,
+        "zfs.txg_written_bytes": float(sum(r["nwritten"] for r in synced)),
+    }
+
+
+def pool_ashift(vdev_props: dict[str, dict[str, str]]) -> int | None:
+    """The largest ashift of a pool's vdevs from parse_zfs_get() of
+    `zpool get -Hp -o name,property,value,source ashift POOL all-vdevs` (OpenZFS >= 2.2).
+
+    The pool property `zpool get ashift POOL` is 0 ("auto") unless set at creation, so it cannot be used;
+    the root vdev (root-0) also reports 0. None when no vdev reports a positive ashift.
+    """
+    values = [int(p["ashift"]) for p in vdev_props.values() if p.get("ashift", "").isdigit()]
+    return max((v for v in values if v > 0), default=None)
+
+
+# ------------------------------------------------------------------ module parameters
+def parse_module_params(text: str) -> dict[str, str]:
+    """name -> value from `grep -H . /sys/module/zfs/parameters/*` ("/sys/.../zfs_txg_timeout:5");
+    the name is the file's basename, the value everything after the first colon."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        path, sep, value = line.partition(":")
+        if sep and path.strip():
+            out[path.strip().rsplit("/", 1)[-1]] = value.strip()
+    return out
