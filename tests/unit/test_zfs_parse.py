@@ -396,3 +396,18 @@ def test_parse_module_params_real():
     assert params["zfs_dirty_data_max"] == "312139366"
     assert params["zfs_dio_enabled"] == "1"
     assert params["zio_taskq_read"] == "fixed,1,8 null scale null"
+
+
+def test_lab_pool_full_paths_match_between_status_and_iostat():
+    # another engineer's pool on a real virtio disk (read-only commands): -P names agree, ashift is per vdev
+    status = parse_zpool_status(fixture("lab-zpool-status-P.txt"))
+    assert status["pool"] == "tbzvolissues"
+    assert status["data"] == ["/dev/disk/by-id/virtio-tbdata0-part1"] and status["logs"] == []
+    intervals = parse_zpool_iostat(fixture("lab-zpool-iostat-HpvP-y.txt"), status)
+    assert [i["pool"]["read_ops"] for i in intervals] == [32, 0]
+    assert intervals[1]["vdevs"]["/dev/disk/by-id/virtio-tbdata0-part1"]["write_bw"] == 325240
+    s = summarize_iostat(intervals)
+    assert s["zpool.write_ops_per_s"] == 35 and s["zpool.log_write_ops_per_s"] == 0
+    assert s["zpool.avg_write_io_bytes"] == pytest.approx(325246 / 70)
+    # the vdev property listing uses short names even so, and the pool property says 0
+    assert pool_ashift(parse_zfs_get(fixture("lab-zpool-get-ashift-all-vdevs.txt"))) == 12
