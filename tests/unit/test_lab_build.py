@@ -76,3 +76,60 @@ def test_sshd_config_allows_key_root_login_only() -> None:
     out = build._sshd_config("#PermitRootLogin prohibit-password\nX 1\n")
     assert "PermitRootLogin prohibit-password" in out and "PasswordAuthentication no" in out
     assert "UseDNS no" in out
+
+
+def test_ensure_image_uses_the_cache_without_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    from dataclasses import asdict
+
+    (tmp_path / "versions.json").write_text(json.dumps(asdict(V)))
+    key = build.image_key(V, build.guest_files_hash())
+    img = tmp_path / f"image-{key}"
+    img.mkdir()
+    (img / "manifest.json").write_text(json.dumps({"key": key, "versions": asdict(V), "host_key": "ssh-ed25519 A"}))
+
+    def no_build(*a: object, **k: object) -> None:
+        raise AssertionError("must not build or resolve")
+
+    monkeypatch.setattr(build, "build", no_build)
+    got = build.ensure_image(cache=tmp_path)
+    assert got.key == key and got.rootfs == img / "rootfs.img" and got.versions == V
+    # a change to the guest files (lab-init) means another key: the image must be rebuilt
+    monkeypatch.setattr(build, "guest_files_hash", lambda: "changed")
+    with pytest.raises(AssertionError, match="must not build"):
+        build.ensure_image(cache=tmp_path)
+
+
+def test_build_falls_back_to_bookworm_when_backports_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = replace(V, suite="bookworm", kernel_abi="6.1.0-50-amd64", zfs_version="2.1.11-1+deb12u1")
+    asked: list[tuple[str, ...]] = []
+
+    def resolve(cache: Path, progress: object, *, offline_ok: bool = True,
+                suites: tuple[str, ...] = (build.BACKPORTS, build.SUITE)) -> build.Versions:
+        asked.append(tuple(suites))
+        return V if build.BACKPORTS in suites else old
+
+    built: list[str] = []
+
+    def build_versions(cache: Path, versions: build.Versions, steps: object) -> str:
+        built.append(versions.suite)
+        if versions.suite == build.BACKPORTS:
+            raise build.LabBuildError("builder-zfs-dkms", tmp_path / "builder.log", "dkms: build failed")
+        return "image"
+
+    monkeypatch.setattr(build, "resolve_versions", resolve)
+    monkeypatch.setattr(build, "_build_versions", build_versions)
+    monkeypatch.setattr(build, "_check_tools", lambda: None)
+    lines: list[str] = []
+    assert build.build(lines.append, cache=tmp_path) == "image"  # type: ignore[comparison-overlap]
+    assert built == ["bookworm-backports", "bookworm"]
+    assert asked[-1] == ("bookworm",)
+    assert any("falling back to bookworm" in line for line in lines)
+
+
+def test_failed_step_names_itself_its_log_and_the_tail(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    err = build.LabBuildError("guest-apt", log)
+    assert "lab build step 'guest-apt' failed" in str(err) and str(log) in str(err)
+    assert "line 99" in str(err) and "line 10\n" not in str(err)

@@ -114,3 +114,20 @@ def test_unknown_lab_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(UserError, match="is not up"):
         vm.require_up("sleepy")
     assert vm.status("sleepy")["state"] == "down"
+
+
+def test_saved_state_key_depends_on_image_config_and_accelerator() -> None:
+    from dataclasses import replace
+
+    k = vm.saved_key(IMG, vm.LabConfig(), "tcg")
+    assert k == vm.saved_key(IMG, vm.LabConfig(), "tcg")
+    assert k != vm.saved_key(IMG, vm.LabConfig(memory_mb=4096), "tcg")
+    assert k != vm.saved_key(IMG, vm.LabConfig(disk_size=16 << 30), "tcg")
+    assert k != vm.saved_key(IMG, vm.LabConfig(slog=True), "tcg")
+    assert k != vm.saved_key(IMG, vm.LabConfig(), "kvm")
+    assert k != vm.saved_key(replace(IMG, key="k2"), vm.LabConfig(), "tcg")
+    assert vm.qemu_version().startswith("QEMU emulator version")
+
+
+def test_restored_guests_get_a_new_vm_generation_id() -> None:
+    assert "vmgenid,guid=auto" in _argv()

@@ -199,7 +199,8 @@ class _Apt:
         return cp.stdout if cp.returncode == 0 else ""
 
 
-def resolve_versions(cache: Path, progress: Progress, *, offline_ok: bool = True) -> Versions:
+def resolve_versions(cache: Path, progress: Progress, *, offline_ok: bool = True,
+                     suites: Sequence[str] = (BACKPORTS, SUITE)) -> Versions:
     """Exact kernel ABI and zfs version from bookworm-backports (fallback: bookworm's 6.1 + 2.1.11)."""
     mirror, security = host_mirrors()
     log = cache / "logs" / "resolve.log"
@@ -214,7 +215,7 @@ def resolve_versions(cache: Path, progress: Progress, *, offline_ok: bool = True
             progress("resolve: package index unreachable; using the versions of the last build")
             return Versions(**json.loads(last.read_text()))
         raise
-    for suite in (BACKPORTS, SUITE):
+    for suite in suites:
         img = apt.show(f"linux-image-amd64/{suite}")
         zfs = apt.show(f"zfs-dkms/{suite}")
         if not img or not zfs:
@@ -555,6 +556,23 @@ def _build(progress: Progress, cache: Path, force: bool) -> Image:
     if force:
         for p in (cache / "modules" / modules_key(versions), cache / "guest"):
             remove_tree(p)
+    try:
+        return _build_versions(cache, versions, steps)
+    except LabBuildError as e:
+        if versions.suite != BACKPORTS or e.step in ("debootstrap", "resolve"):
+            raise
+        progress(f"lab build: step {e.step} failed with {versions.suite} ({e.log}); falling back to {SUITE}'s "
+                 "kernel and zfs")
+        versions = resolve_versions(cache, progress, suites=(SUITE,))
+        progress(f"lab build: kernel {versions.kernel_abi}, zfs {versions.zfs_version} from {versions.suite}")
+        try:
+            return _build_versions(cache, versions, steps)
+        except LabBuildError as e2:
+            raise e2 from e
+
+
+def _build_versions(cache: Path, versions: Versions, steps: _Steps) -> Image:
+    """Build every step for one set of versions (the builder and guest chroots in parallel)."""
     base = build_base(cache, versions, steps)
     results: dict[str, Path] = {}
     errors: list[BaseException] = []
@@ -574,5 +592,6 @@ def _build(progress: Progress, cache: Path, force: bool) -> Image:
     if errors:
         raise errors[0]
     image = build_image(cache, results["guest"], results["modules"], versions, steps)
-    progress(f"lab build: image {image.key} ready in {image.dir} (total {time.monotonic() - steps.t0:.0f} s)")
+    steps.progress(f"lab build: image {image.key} ready in {image.dir} "
+                   f"(total {time.monotonic() - steps.t0:.0f} s)")
     return image
