@@ -225,6 +225,23 @@ def sections_html(a: Analysis) -> list[str]:
     return out
 
 
+def timing_html(a: Analysis, limit: int = TOP_ROWS) -> str:
+    """The latest-finishing runs: expected vs wall, fio's MiB/s vs corrected (seed 000's timing KPI)."""
+    late = sorted(((t, r) for t in a.dataset.tests for r in t.runs if r.excess_s is not None and r.status == "done"),
+                  key=lambda tr: -(tr[1].excess_s or 0.0))[:limit]
+    if not late:
+        return '<h2 id="timing">Timing</h2><p>No wall-clock times in this journal: not measured.</p>'
+    rows = "".join(
+        f"<tr><td>#{t.number} {e(t.name)}</td><td class='num'>{r.row_id}</td><td class='num'>{fmt(r.expected_s)}</td>"
+        f"<td class='num'>{fmt(r.wall_s)}</td><td class='num'>{ex(fmt(r.excess_s), EXPLAIN['excess'])} "
+        f"({(r.excess_s or 0) / r.expected_s * 100 if r.expected_s else 0:.0f} %)</td>"
+        f"<td class='num'>{fmt(r.drain_s)}</td><td class='num'>{fmt(r.values['mibs'])}</td>"
+        f"<td class='num'>{ex(fmt(r.values['corrected']), EXPLAIN['corrected'])}</td></tr>" for t, r in late)
+    return (f'<h2 id="timing">Timing</h2><p class="small">The {len(late)} runs that finished latest after ramp + '
+            f'runtime.</p><table><tr><th>test</th><th>runs.id</th><th>expected s</th><th>wall s</th><th>late by s'
+            f'</th><th>drain s</th><th>fio MiB/s</th><th>corrected MiB/s</th></tr>{rows}</table>')
+
+
 def fingerprint_html(a: Analysis) -> str:
     rows = "".join(f"<tr><td><code>{e(f)}</code></td><td>{e(k)}</td><td>{e(v)}</td></tr>"
                    for f, k, v in fingerprint_rows(a))
@@ -240,7 +257,7 @@ def render_html(a: Analysis, series: Mapping[str, tuple[int, Mapping[str, Any]]]
               '<span>cell colour: red = worst … green = best of its test case</span></p>')
     explain = _list([f"<b>{e(k)}</b>: {e(v)}" for k, v in EXPLAIN.items()])
     body = "".join([head_html(a), *sections_html(a), f'<h2 id="leaderboards">Leaderboards</h2>{legend}{boards}',
-                    f'<h2 id="comparisons">Within-case comparisons</h2>{comps}',
+                    f'<h2 id="comparisons">Within-case comparisons</h2>{comps}', timing_html(a),
                     f'<h2 id="series">Time series</h2>{series_html(a, series or {})}', fingerprint_html(a),
                     f'<h2 id="method">How the numbers are obtained</h2>{explain}'])
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tankbench report</title>'

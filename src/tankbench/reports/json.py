@@ -77,6 +77,7 @@ def mix_dict(a: Analysis) -> dict[str, Any] | None:
 
 
 def write_json(a: Analysis, path: str) -> None:
+    """Indented for small journals; compact (C encoder, ~5× faster) above 10,000 runs."""
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(analysis_dict(a), f, indent=1, default=str)
+        json.dump(analysis_dict(a), f, indent=1 if a.dataset.n_runs <= 10_000 else None, default=str)
         f.write("\n")
