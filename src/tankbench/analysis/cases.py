@@ -22,7 +22,8 @@ METRIC_KEYS = VALUE_KEYS + EXTRA_METRIC_KEYS
 CHECK_KEYS = ("layout.sparse", "layout.allocated_bytes", "layout.apparent_bytes", "layout.sample_compress_ratio",
               "layout.verified", "preflight.dirty_bytes", "drain.dirty_end_bytes", "timing.threshold_s",
               "zfs.direct_ignored", "zfs.recordsize", "zfs.volblocksize", "zfs.ashift", "zfs.arc_c_max",
-              "zfs.txg_timeout", "zfs.compression")
+              "zfs.txg_timeout", "zfs.compression", "zfs.direct_forced", "zfs.misaligned", "zfs.partial_record_writes",
+              "zfs.working_set_fits_arc", "zfs.working_set_bytes", "zfs.runtime_near_txg", "zfs.block_bytes")
 
 
 @dataclass(frozen=True)

@@ -193,21 +193,30 @@ def _zfs_checks(ds: Dataset) -> dict[str, dict[str, Any]]:
 
 def _zfs_warnings(ds: Dataset, have: dict[str, dict[str, Any]]) -> Iterator[Warning]:
     tests = [t for t in ds.tests if t.id in have]
-    arc = [t for t in tests if "read" in t.case and (have[t.id].get("arc.c_max") or have[t.id].get(
-        "zfs.arc_c_max") or 0) >= t.size > 0]
+    arc = [t for t in tests if "read" in t.case and (have[t.id].get("zfs.working_set_fits_arc") or (
+        have[t.id].get("arc.c_max") or have[t.id].get("zfs.arc_c_max") or 0) >= t.size > 0)]
     yield from _mk("working-set-in-arc", "warning", arc, "Working set not larger than the ARC: reads come "
                    "from RAM", "use a test file larger than zfs_arc_max (or lower zfs_arc_max for the campaign)")
     hits = [t for t in tests if "read" in t.case and (have[t.id].get("arc.hit_ratio") or 0) > 0.9]
     yield from _mk("arc-hits", "warning", hits, "ARC hit ratio above 90 %: the reads measure the cache",
                    "make the working set larger than the ARC, or set primarycache=metadata for the test")
-    txg = [t for t in tests if "write" in t.case and t.runtime < 5 * float(have[t.id].get(
-        "zfs.txg_timeout") or DEFAULT_TXG_TIMEOUT)]
-    yield from _mk("runtime-vs-txg", "warning", txg, "Write runtime shorter than 5 txg intervals: a few txg "
-                   "commits decide the result", "set runtime to at least 5 × zfs_txg_timeout (default 25 s)")
+    txg = [t for t in tests if "write" in t.case and (have[t.id].get("zfs.runtime_near_txg") or t.runtime < 3 * float(
+        have[t.id].get("zfs.txg_timeout") or DEFAULT_TXG_TIMEOUT))]
+    yield from _mk("runtime-vs-txg", "warning", txg, "Write runtime shorter than 3 txg intervals: where the txg "
+                   "syncs fall decides the result", "set runtime to at least 3 × zfs_txg_timeout (15 s at the "
+                   "default 5 s; longer is better)")
     ign = [t for t in tests if have[t.id].get("zfs.direct_ignored")]
     yield from _mk("direct-ignored", "error", ign, "O_DIRECT was requested but ZFS ignored it (zvols, OpenZFS "
                    "<= 2.2): the test was buffered", "label these tests buffered, or use OpenZFS >= 2.3 with direct=always")
-    ash = [t for t in tests if _misaligned_ashift(have[t.id])]
+    forced = [t for t in tests if have[t.id].get("zfs.direct_forced")]
+    yield from _mk("direct-forced", "error", forced, "Buffered I/O on a dataset with direct=always (OpenZFS >= "
+                   "2.3): the \"buffered\" test measured direct I/O", "set direct=standard on the dataset for "
+                   "buffered tests")
+    partial = [t for t in tests if have[t.id].get("zfs.partial_record_writes")]
+    yield from _mk("partial-record-writes", "warning", partial, "bs is not a whole number of records/volblocks: "
+                   "overwrites read-modify-write whole blocks", "match bs to recordsize/volblocksize, or expect "
+                   "this cost in the numbers")
+    ash = [t for t in tests if have[t.id].get("zfs.misaligned") or _misaligned_ashift(have[t.id])]
     yield from _mk("ashift-alignment", "warning", ash, "recordsize/volblocksize smaller than or not a multiple of "
                    "the pool's sector size (2^ashift) (seed 001)", "use a recordsize/volblocksize that is a multiple "
                    "of 2^ashift, or recreate the pool with the right ashift")

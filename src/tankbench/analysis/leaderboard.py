@@ -151,7 +151,22 @@ def _slog(t: TestSummary) -> str:
 
 
 def _recordsize(t: TestSummary) -> str:
-    return str(t.props.get("recordsize", t.props.get("volblocksize", t.params.get("recordsize", ""))))
+    for k in ("recordsize", "volblocksize"):
+        v = t.params.get(k, t.props.get(k))
+        if v not in (None, ""):
+            return str(v)
+    return ""
+
+
+WORKLOAD = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
+
+
+def _workload_key(t: TestSummary) -> tuple[Any, ...]:
+    return tuple(sorted((k, str(v)) for k, v in t.params.items() if k in WORKLOAD))
+
+
+def _params_without(t: TestSummary, drop: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(sorted((k, str(v)) for k, v in t.params.items() if k not in drop))
 
 
 def _params_key(t: TestSummary, drop: str = "") -> tuple[Any, ...]:
@@ -170,10 +185,11 @@ AXES: tuple[Axis, ...] = (
     ("sync vs fsync vs fdatasync", lambda t: str(t.params.get("sync_mode", "")),
      lambda t: (t.target, _params_key(t, "sync_mode"))),
     ("zvol vs dataset", lambda t: t.target_kind if t.target_kind in ("zvol", "dataset") else "",
-     lambda t: (_params_key(t),)),
-    ("SLOG vs none", _slog, lambda t: (t.target_kind, _params_key(t), _props_key(t, ("slog", "logbias")))),
-    ("recordsize", _recordsize,
-     lambda t: (t.target_kind, _params_key(t, "recordsize"), _props_key(t, ("recordsize", "volblocksize")))),
+     lambda t: (_workload_key(t),)),
+    ("SLOG vs none", _slog, lambda t: (t.target_kind, _params_without(t, ("slog", "logbias")),
+                                       _props_key(t, ("slog", "logbias")))),
+    ("recordsize", _recordsize, lambda t: (t.target_kind, _params_without(t, ("recordsize", "volblocksize")),
+                                           _props_key(t, ("recordsize", "volblocksize")))),
 )
 
 
