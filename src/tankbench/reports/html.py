@@ -251,7 +251,9 @@ def fingerprint_html(a: Analysis) -> str:
 def render_html(a: Analysis, series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None) -> str:
     """The whole page as one string."""
     boards = "".join(leaderboard_html(lb) for lb in a.leaderboards)
-    comps = _list([e(c.text) for c in a.comparisons[:200]])
+    comps = _list([e(c.text) for c in a.comparisons[:200]]) + (
+        f'<p class="small">Showing 200 of {len(a.comparisons)} comparisons; all are in results.json.</p>'
+        if len(a.comparisons) > 200 else "")
     legend = ('<p class="legend"><span><i style="background:#3fa66b"></i>test</span><span><i style="background:'
               '#5b8def"></i>baseline</span><span><i style="background:#f0a020"></i>zvol (rows highlighted)</span>'
               '<span>cell colour: red = worst … green = best of its test case</span></p>')
