@@ -38,6 +38,8 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 BOOT_TIMEOUT = float(os.environ.get("TANKBENCH_LAB_BOOT_TIMEOUT", "300"))
 #: single-threaded TCG: as fast as MTTCG on 2 cores and free of its rare boot oops (see docs/lab.md)
 TCG_THREAD = os.environ.get("TANKBENCH_LAB_TCG_THREAD", "single")
+#: extra guest kernel arguments, for experiments (e.g. "initcall_debug")
+KERNEL_ARGS = os.environ.get("TANKBENCH_LAB_KERNEL_ARGS", "")
 #: qemu processes this Python process started (so they can be reaped, not left as zombies)
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -117,7 +119,8 @@ def guest_disk_paths(disks: int, slog: bool = False) -> list[str]:
 def kernel_cmdline(pubkey_blob: str, fio_port: int = GUEST_FIO_PORT) -> str:
     """The guest kernel's command line: root by label, lab-init as PID 1, panics power the VM off."""
     return (f"console=ttyS0 root=LABEL={labbuild.ROOT_LABEL} rw init=/usr/local/sbin/lab-init net.ifnames=0 "
-            f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob} lab.fioport={fio_port}")
+            f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob} lab.fioport={fio_port}"
+            + (f" {KERNEL_ARGS}" if KERNEL_ARGS else ""))
 
 
 def qemu_argv(*, name: str, image: labbuild.Image, config: LabConfig, accelerator: str, ssh_port: int,
