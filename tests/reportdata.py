@@ -10,6 +10,7 @@ from tankbench.journal.db import Journal
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LOCAL_JOURNAL = FIXTURES / "journal-local-file.sqlite"
+LAB_ZFS_JOURNAL = FIXTURES / "journal-lab-zfs.sqlite"
 LAB_JSON = sorted((FIXTURES / "fio-3.33-lab").glob("*.json"))
 LAB_FACTS = {"accelerator": "tcg", "zfs_version": "2.3.2", "kernel": "6.12.95"}
 
@@ -27,3 +28,11 @@ def imported_journal(tmp: Path) -> str:
     with Journal(str(path), create=True) as j:
         import_files(j, [str(p) for p in LAB_JSON], LAB_FACTS)
     return str(path)
+
+
+def lab_zfs_journal(tmp: Path) -> str:
+    """A private copy of the journal of a real `tankbench run` in the lab VM (OpenZFS, TCG): raw disk,
+    datasets (recordsize 4k/default) and zvols, with and without SLOG, ZFS metrics and checks."""
+    dst = tmp / "labzfs.sqlite"
+    shutil.copy(LAB_ZFS_JOURNAL, dst)
+    return str(dst)

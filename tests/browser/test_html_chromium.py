@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tankbench
-from tests.reportdata import imported_journal, local_journal
+from tests.reportdata import imported_journal, lab_zfs_journal, local_journal
 
 pytestmark = pytest.mark.browser
 
@@ -68,9 +68,9 @@ def test_console_error_detection_works(tmp_path: Path) -> None:
     assert console_errors(chromium("--dump-dom", page.as_uri()).stderr)
 
 
-@pytest.mark.parametrize("which", ["local", "lab"])
+@pytest.mark.parametrize("which", ["local", "lab", "labzfs"])
 def test_report_renders(tmp_path: Path, which: str) -> None:
-    journal = local_journal(tmp_path) if which == "local" else imported_journal(tmp_path)
+    journal = {"local": local_journal, "lab": imported_journal, "labzfs": lab_zfs_journal}[which](tmp_path)
     out = tmp_path / "rep"
     r = tankbench("report", "--journal", journal, "--out", str(out))
     assert r.returncode == 0, r.stderr
@@ -81,6 +81,8 @@ def test_report_renders(tmp_path: Path, which: str) -> None:
     assert 'id="warnings"' in dom.stdout and 'id="recommendations"' in dom.stdout
     if which == "local":
         assert 'data-series="load1"' in dom.stdout and 'id="emulated"' not in dom.stdout
+    elif which == "labzfs":
+        assert 'data-series="arc_hits_per_s"' in dom.stdout and '<tr class="zvol">' in dom.stdout
     else:
         assert 'id="emulated"' in dom.stdout and '<tr class="zvol">' in dom.stdout
     shot = tmp_path / f"{which}.png"

@@ -147,13 +147,17 @@ class TestSummary:
 
     @property
     def config(self) -> str:
-        """The configuration apart from the workload: target plus io/sync/iodepth/numjobs."""
+        """The configuration apart from rw and bs: target, io, sync mode, iodepth, numjobs and the other axes
+        (ZFS properties such as recordsize, slog, sync)."""
         p = self.params
         bits = [self.target, str(p.get("io", "")), str(p.get("sync_mode", ""))]
         if "iodepth" in p:
             bits.append(f"QD{p['iodepth']}")
         if p.get("numjobs", 1) not in (1, "1"):
             bits.append(f"{p['numjobs']} jobs")
+        workload = ("rw", "bs", "io", "sync_mode", "iodepth", "numjobs")
+        bits += [f"{k}={v}" if not isinstance(v, bool) else (k if v else f"no {k}")
+                 for k, v in sorted(p.items()) if k not in workload]
         return " ".join(b for b in bits if b)
 
 

@@ -118,8 +118,9 @@ def check_runs_detail(ds: Dataset) -> Iterator[Warning]:
     short: list[tuple[TestSummary, int]] = []
     for t, r in ((x, r) for x in ds.tests for r in x.runs if r.status == "done"):
         c = r.extra
-        if c.get("layout.sparse") or (c.get("layout.allocated_bytes", 1) or 0) < 0.9 * (c.get(
-                "layout.apparent_bytes", 0) or 0):
+        allocated = c.get("layout.allocated_bytes")  # block devices have none
+        if c.get("layout.sparse") or (allocated is not None and allocated < 0.9 * (c.get("layout.apparent_bytes")
+                                                                                    or 0)):
             sparse.append((t, r.row_id))
         if (c.get("layout.sample_compress_ratio") or 1.0) > 1.1:
             compressible.append((t, r.row_id))
@@ -206,8 +207,10 @@ def _zfs_warnings(ds: Dataset, have: dict[str, dict[str, Any]]) -> Iterator[Warn
                    "syncs fall decides the result", "set runtime to at least 3 × zfs_txg_timeout (15 s at the "
                    "default 5 s; longer is better)")
     ign = [t for t in tests if have[t.id].get("zfs.direct_ignored")]
-    yield from _mk("direct-ignored", "error", ign, "O_DIRECT was requested but ZFS ignored it (zvols, OpenZFS "
-                   "<= 2.2): the test was buffered", "label these tests buffered, or use OpenZFS >= 2.3 with direct=always")
+    yield from _mk("direct-ignored", "error", ign, "O_DIRECT was requested but ZFS served it through the ARC "
+                   "(zvols always; datasets on OpenZFS < 2.3, with direct=disabled or zfs_dio_enabled=0): the test "
+                   "measured cached I/O", "read these tests as buffered; for real direct I/O use a dataset on "
+                   "OpenZFS >= 2.3 with direct=standard or always")
     forced = [t for t in tests if have[t.id].get("zfs.direct_forced")]
     yield from _mk("direct-forced", "error", forced, "Buffered I/O on a dataset with direct=always (OpenZFS >= "
                    "2.3): the \"buffered\" test measured direct I/O", "set direct=standard on the dataset for "

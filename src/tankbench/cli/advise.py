@@ -44,7 +44,8 @@ def print_advice(a: Analysis) -> None:
         print(f"\nWorkload mix ({', '.join(f'{c} {w:.0%}' for c, w in a.mix.weights)}); {a.mix.formula}:")
         for i, e in enumerate(a.mix.entries[:15], 1):
             miss = f"  (missing: {', '.join(e.missing)})" if e.missing else ""
-            print(f"  {i:>2}. {e.config:<48} {fmt(e.expected):>12} {metric_label(a.mix.metric)}{miss}")
+            value = f"{fmt(e.expected)} {metric_label(a.mix.metric)}" if e.expected is not None else "incomplete"
+            print(f"  {i:>2}. {value:>16}  {e.config}{miss}")
         for c in a.mix.unknown_cases:
             print(f"  ! test case {c!r} is not in the journal")
     for g in a.goals:

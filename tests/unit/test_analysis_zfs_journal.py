@@ -1,0 +1,40 @@
+"""The real lab journal (OpenZFS 2.3 under TCG): ZFS warnings, zvol/dataset/SLOG/recordsize axes, ARC series."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.reportdata import lab_zfs_journal
+
+from tankbench.analysis.analyse import analyse_journal
+from tankbench.journal.db import Journal
+from tankbench.reports.html import load_series, render_html, select_series_tests
+
+
+def test_zfs_warnings_from_real_checks(tmp_path: Path) -> None:
+    a = analyse_journal(lab_zfs_journal(tmp_path))
+    by = {w.code: w for w in a.warnings}
+    assert a.emulated and "zfs-not-measured" not in by
+    assert {"direct-ignored", "working-set-in-arc", "arc-hits", "runtime-vs-txg"} <= set(by)
+    kinds = {t.id: t.target_kind for t in a.dataset.tests}
+    assert {kinds[i] for i in by["direct-ignored"].test_ids} == {"zvol"}  # O_DIRECT on a zvol goes through the ARC
+    assert all(kinds[i] == "dataset" for i in by["sparse-file"].test_ids)  # block devices have no allocated size
+
+
+def test_zfs_axes_and_cost(tmp_path: Path) -> None:
+    a = analyse_journal(lab_zfs_journal(tmp_path))
+    axes = {c.axis for c in a.comparisons}
+    assert {"zvol vs dataset", "SLOG vs none", "recordsize", "sync vs fsync vs fdatasync"} <= axes
+    lb = next(lb for lb in a.leaderboards if lb.case == "write seq 4k")
+    assert lb.rows[0].test.is_baseline and lb.rows[0].test.target_kind == "raw"
+    zvol = [r for r in lb.rows if r.test.target_kind == "zvol"]
+    assert zvol and all("load1 than first place" in r.cost.text for r in zvol)
+
+
+def test_html_has_arc_series_and_zvol_rows(tmp_path: Path) -> None:
+    path = lab_zfs_journal(tmp_path)
+    a = analyse_journal(path)
+    with Journal(path, create=False) as j:
+        page = render_html(a, load_series(j, select_series_tests(a)))
+    assert 'data-series="arc_hits_per_s"' in page and 'id="emulated"' in page
+    assert page.count('<tr class="zvol">') == 5
