@@ -19,7 +19,7 @@ import threading
 import time
 import zlib
 
-_children = []  # process groups started by this agent
+_children = []  # type: list[int]  # process groups started by this agent
 _lock = threading.Lock()
 _stdout_lock = threading.Lock()
 
@@ -282,6 +282,27 @@ def _zero_fraction(path, size, samples=16, chunk=65536):
     return zeros / total if total else 0.0
 
 
+def _settled_stat(path, size, sync_cmd, max_s=60.0):
+    """stat() once allocation is visible: ZFS updates st_blocks only when the txg holding the writes syncs,
+    so flush (`sync`, then e.g. `zpool sync POOL`) and poll briefly before judging the file sparse."""
+    t0 = time.monotonic()
+    st = os.stat(path)
+    if st.st_blocks * 512 >= size * 0.98:
+        return st
+    for argv in (["sync"], sync_cmd):
+        if argv:
+            try:
+                subprocess.run(argv, timeout=max_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+    while time.monotonic() - t0 < max_s:
+        st = os.stat(path)
+        if st.st_blocks * 512 >= size * 0.98:
+            break
+        time.sleep(0.5)
+    return st
+
+
 def op_prepare_file(req):
     """Lay out a test file with incompressible data, then verify it is allocated (not sparse)."""
     path, size = req["path"], int(req["size"])
@@ -291,7 +312,7 @@ def op_prepare_file(req):
         os.makedirs(directory)
         created_dir = True
     laid_out = False
-    st = os.stat(path) if os.path.exists(path) else None
+    st = _settled_stat(path, size, req.get("sync_cmd")) if os.path.exists(path) else None
     allocated = st.st_blocks * 512 if st else 0
     need = st is None or st.st_size != size or allocated < size * 0.98 or req.get("force")
     if not need and _sample_compress_ratio(path, size) < 0.9:
@@ -309,7 +330,7 @@ def op_prepare_file(req):
             os.fsync(f.fileno())
         laid_out = True
     layout_s = time.monotonic() - t0
-    st = os.stat(path)
+    st = _settled_stat(path, size, req.get("sync_cmd"))
     ratio = _sample_compress_ratio(path, size)
     emit("result", checks={
         "layout.apparent_bytes": st.st_size, "layout.allocated_bytes": st.st_blocks * 512,

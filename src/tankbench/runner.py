@@ -207,7 +207,10 @@ class CampaignRunner:
             if t.kind == "dataset":
                 assert self.zfs is not None
                 self.zfs.provision(test)
-            res = self.host.call_agent({"op": "prepare_file", "path": test_file_path(test), "size": t.size},
+            request: dict[str, Any] = {"op": "prepare_file", "path": test_file_path(test), "size": t.size}
+            if t.kind == "dataset" and self.spec.pool is not None:
+                request["sync_cmd"] = ["zpool", "sync", self.spec.pool.pool_name]
+            res = self.host.call_agent(request,
                                        timeout=max(600.0, t.size / (5 << 20)))
             checks = dict(res["checks"])
             if not checks.get("layout.verified"):

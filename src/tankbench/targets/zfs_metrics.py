@@ -22,9 +22,10 @@ def zfs_capture(test: Test, pool: str) -> dict[str, Any]:
     ds = dataset_name(test)
     return {
         "capture_files": [ARCSTATS, txgs_path(pool)],
-        "during_cmd": ["zpool", "iostat", "-Hpv", "-y", pool, "1"],
+        "during_cmd": ["zpool", "iostat", "-HpvP", "-y", pool, "1"],
         "after_cmds": [["zfs", "get", "-Hp", "-o", "name,property,value,source", "all", ds],
-                       ["zpool", "get", "-Hp", "-o", "name,property,value,source", "ashift", pool],
+                       # the pool-level ashift reads 0 unless set at creation; the vdevs carry the real one
+                       ["zpool", "get", "-Hp", "-o", "name,property,value,source", "ashift", pool, "all-vdevs"],
                        ["zpool", "status", "-P", pool]],
         "sync_cmd": ["zpool", "sync", pool],
     }
@@ -60,11 +61,12 @@ def from_capture(test: Test, res: dict[str, Any], version_text: str, params: dic
     checks: dict[str, Any] = {}
     arc_after = zparse.parse_arcstats(after.get(ARCSTATS, ""))
     metrics.update(zparse.arc_delta(zparse.parse_arcstats(before.get(ARCSTATS, "")), arc_after))
-    intervals = zparse.parse_zpool_iostat(res.get("during_output", ""))
+    status = zparse.parse_zpool_status(_after(res, "zpool status"))
+    intervals = zparse.parse_zpool_iostat(res.get("during_output", ""), status)
     metrics.update(zparse.summarize_iostat(intervals))
     samples = zparse.iostat_series(intervals)
     rows_before = zparse.parse_txgs(before.get(txgs_path(pool), ""))
-    last_txg = max((int(r.get("txg", 0)) for r in rows_before), default=0)
+    last_txg = zparse.last_committed_txg(rows_before)  # the txg open at the start belongs to this run
     metrics.update(zparse.txg_summary(last_txg, zparse.parse_txgs(after.get(txgs_path(pool), ""))))
     ds = dataset_name(test)
     props = zparse.parse_zfs_get(_after(res, "zfs get")).get(ds, {})
@@ -78,7 +80,6 @@ def from_capture(test: Test, res: dict[str, Any], version_text: str, params: dic
                                     if k != "encryption") and bool(props)
     if "compressratio" in props:
         metrics["zfs.compressratio"] = float(str(props["compressratio"]).rstrip("x") or 0)
-    status = zparse.parse_zpool_status(_after(res, "zpool status"))
     checks["zfs.slog_present"] = bool(status.get("logs"))
     checks["zfs.scan_active"] = status.get("scan_active")
     # logical: what fio wrote; physical: what reached the vdev disks (diskstats), incl. metadata and ZIL
@@ -104,10 +105,9 @@ def _honesty(test: Test, version_text: str, props: dict[str, str], arc: dict[str
     out: dict[str, Any] = {}
     version = zparse.zfs_version(version_text)
     out["zfs.version"] = ".".join(str(x) for x in version) if version else ""
-    if test.params.get("io") == "direct":
-        out.update(zchecks.direct_io_check(version, test.target.kind, "direct", props.get("direct")))
-    ashift_rows = zparse.parse_zfs_get(zpool_get)
-    ashift = int(next(iter(ashift_rows.values()), {}).get("ashift", "0") or 0) if ashift_rows else 0
+    out.update(zchecks.direct_io_check(version, test.target.kind, str(test.params.get("io", "direct")),
+                                       props.get("direct"), params.get("zfs_dio_enabled")))
+    ashift = zparse.pool_ashift(zparse.parse_zfs_get(zpool_get)) or 0
     rs = int(props["recordsize"]) if props.get("recordsize", "").isdigit() else None
     vbs = int(props["volblocksize"]) if props.get("volblocksize", "").isdigit() else None
     if ashift:
