@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -27,13 +28,15 @@ def sh(host: SshHost, script: str, timeout: float = 300) -> str:
 
 
 @pytest.fixture(scope="module")
-def pool(lab: SshHost) -> str:
+def pool(lab: SshHost) -> Iterator[str]:
     """A pool 'tank' on the two data disks by id, with the log disk as SLOG."""
     data = vm.lab_data_disks(LAB)
     log = vm.lab_log_disks(LAB)
     assert data == ["/dev/disk/by-id/virtio-tbdata0", "/dev/disk/by-id/virtio-tbdata1"]
     sh(lab, f"zpool create -f -o ashift=12 -O atime=off tank {shlex.join(data)} log {shlex.join(log)}")
-    return "tank"
+    yield "tank"
+    # free the disks for the next module's campaigns (tests/lab/test_zfs_campaign.py creates its own pool)
+    sh(lab, "zpool destroy tank && wipefs -a -q " + shlex.join(data + log))
 
 
 def test_lab_host_identity(lab: SshHost) -> None:
@@ -123,9 +126,22 @@ def test_lab_ssh_cli_returns_remote_exit_status(lab: SshHost) -> None:
     assert cp.returncode == 0 and cp.stdout == "a b $HOME\n"
 
 
-def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost) -> None:
-    """Two labs side by side (own ports, dirs, disks); `lab down` stops only its own qemu."""
-    other = vm.lab_host("pytest-b", disks=1)
+def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two labs side by side (own ports, dirs, disks); `lab down` stops only its own qemu.
+
+    The second lab is first handed the first lab's ssh port (as if another process took a port between
+    the check and qemu's bind): qemu refuses it and the boot retries with new ports.
+    """
+    taken = [lab.port]
+    real_free_port = vm.free_port
+
+    def first_port_taken(exclude: tuple[int, ...] | list[int] = ()) -> int:
+        return taken.pop() if taken else real_free_port(exclude)
+
+    monkeypatch.setattr(vm, "free_port", first_port_taken)
+    messages: list[str] = []
+    other = vm.lab_host("pytest-b", disks=1, progress=messages.append)
+    assert not taken and any("port was taken" in m for m in messages), messages
     try:
         a, b = vm.status(LAB), vm.status("pytest-b")
         assert {a["ssh_port"], a["fio_port"]}.isdisjoint({b["ssh_port"], b["fio_port"]})
