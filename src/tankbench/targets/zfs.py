@@ -98,8 +98,13 @@ class ZfsProvisioner:
         return self.host.run(["zfs", "list", "-H", "-o", "name", name], timeout=120).returncode == 0
 
     def tag_of(self, name: str) -> str:
-        out = self.host.run(["zfs", "get", "-H", "-o", "value", TAG, name], timeout=120)
-        return out.stdout.strip() if out.returncode == 0 else ""
+        """The campaign tag set on `name` itself; an inherited tag does not count (a user's dataset created
+        inside ours inherits the property but is not ours)."""
+        out = self.host.run(["zfs", "get", "-H", "-o", "value,source", TAG, name], timeout=120)
+        if out.returncode != 0:
+            return ""
+        value, _, source = out.stdout.strip().partition("\t")
+        return value if source == "local" else ""
 
     def require_ours(self, name: str) -> None:
         tag = self.tag_of(name)
@@ -148,7 +153,10 @@ class ZfsProvisioner:
         argv += [name, *self.pool.vdevs]
         if self.pool.log and "slog" not in self.spec.matrix:
             argv += ["log", *self.pool.log]
-        self.zfs(*argv)
+        res = self.host.run(argv, timeout=300)
+        if res.returncode != 0:
+            raise UserError(f"{self.spec.path}: creating pool {name} failed: {res.stderr.strip()}",
+                            "a vdev may belong to another (imported) pool or be in use; tankbench does not force it")
         self.note(f"created pool {name} on {', '.join(self.pool.vdevs)} (tagged {TAG}={self.cid})")
 
     # -- per test -----------------------------------------------------------------------------
@@ -200,26 +208,32 @@ class ZfsProvisioner:
 
     def destroy(self, ds: str) -> None:
         """Destroy one dataset/zvol, only after reading back this campaign's tag on it."""
-        if self.exists(ds) and self.tag_of(ds) == self.cid and not ds.rstrip("/") == self.root:
+        if ds != self.root and self.exists(ds) and self.tag_of(ds) == self.cid:
             self.zfs("zfs", "destroy", ds)
 
-    def clean(self) -> list[str]:
-        """Destroy everything tagged as this campaign's, children first; an untagged dataset stops it."""
+    def clean(self) -> tuple[list[str], list[str]]:
+        """Destroy what carries this campaign's own tag, deepest first; keep anything untagged and every
+        dataset above it; destroy a pool tankbench created only when nothing else is left in it.
+        Returns (destroyed, kept)."""
         gone: list[str] = []
-        if not self.exists(self.root):
-            return gone
-        names = self.zfs("zfs", "list", "-H", "-r", "-o", "name", "-t", "filesystem,volume", self.root).split()
-        for name in sorted(names, key=lambda n: -n.count("/")):
-            if self.tag_of(name) != self.cid or self.host.run(["zfs", "get", "-H", "-o", "source", TAG, name],
-                                                              timeout=60).stdout.strip() != "local":
-                raise UserError(f"{name} is inside this campaign's dataset but not tagged as created by it",
-                                "tankbench leaves it (and its parents) alone; move or remove it yourself")
-            self.zfs("zfs", "destroy", name)
-            gone.append(name)
+        kept: list[str] = []
+        if self.exists(self.root):
+            names = self.zfs("zfs", "list", "-H", "-r", "-o", "name", "-t", "filesystem,volume", self.root).split()
+            foreign = [n for n in names if self.tag_of(n) != self.cid]
+            for name in sorted(names, key=lambda n: -n.count("/")):
+                if name in foreign or any(f.startswith(name + "/") for f in foreign):
+                    kept.append(name)
+                    continue
+                self.zfs("zfs", "destroy", name)
+                gone.append(name)
         if self.pool.creates and self.tag_of(self.pool.name) == self.cid:
-            self.zfs("zpool", "destroy", self.pool.name)
-            gone.append(f"pool {self.pool.name}")
-        return gone
+            rest = self.zfs("zfs", "list", "-H", "-r", "-o", "name", "-t", "all", self.pool.name).split()
+            if rest == [self.pool.name]:
+                self.zfs("zpool", "destroy", self.pool.name)
+                gone.append(f"pool {self.pool.name}")
+            else:
+                kept.append(f"pool {self.pool.name} (holds {', '.join(r for r in rest if r != self.pool.name)})")
+        return gone, kept
 
 
 def _in_logs(status: str, dev: str) -> bool:

@@ -1,0 +1,43 @@
+"""`tankbench clean`: destroy the ZFS datasets, zvols and pool a campaign created — only those it tagged."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tankbench.cli.presets import resolve_campaign
+from tankbench.errors import UserError
+from tankbench.runner import open_host
+from tankbench.spec import load_spec
+from tankbench.targets.zfs import TAG, ZfsProvisioner
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "clean", help="destroy what a campaign created on ZFS (tagged only)",
+        description=f"Destroy the datasets, zvols and pool that CAMPAIGN created, identified by the {TAG} "
+                    "property set on each of them. Anything without that tag of its own (including a dataset a "
+                    "user created inside the campaign's) is kept, with every dataset above it. The journal is "
+                    "not touched.")
+    p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML) or preset name")
+    p.add_argument("--scale", metavar="NAME", default="", help="the [scale.NAME] the campaign ran with")
+    p.set_defaults(func=cmd_clean)
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    spec = load_spec(resolve_campaign(args.campaign), args.scale)
+    if spec.pool is None:
+        raise UserError(f"{spec.path}: the campaign has no [pool]: nothing on ZFS to clean",
+                        "file and raw targets keep their test data; remove it yourself if you want")
+    host = open_host(spec, lambda m: print(m, file=sys.stderr))
+    try:
+        gone, kept = ZfsProvisioner(host, spec).clean()
+    finally:
+        host.close()
+    for name in gone:
+        print(f"destroyed {name}")
+    for name in kept:
+        print(f"kept {name} (not created by this campaign)")
+    if not gone and not kept:
+        print("nothing to clean")
+    return 0
