@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tankbench.cli.presets import resolve_campaign
@@ -23,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)")
     p.add_argument("--journal", metavar="PATH", help="journal file (default: tankbench-results/<name>/journal.sqlite)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--no-report", action="store_true",
+                   help="do not write the report (index.html, summary.md, …) next to the journal afterwards")
     p.set_defaults(func=cmd_run)
 
 
@@ -30,4 +33,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(resolve_campaign(args.campaign), args.scale)
     outcome = run_campaign(spec, args.journal, quiet=args.quiet)
     print(summary_line(outcome), file=sys.stderr if args.quiet else sys.stdout)
+    if not args.no_report:
+        write_report(outcome.journal, args.quiet)
     return outcome.exit_status
+
+
+def write_report(journal: str, quiet: bool) -> None:
+    """The report of the whole journal, in report/ beside it (what `tankbench report` writes)."""
+    from tankbench.analysis.analyse import analyse_dataset, load
+    from tankbench.journal.db import Journal
+    from tankbench.reports.write import write_all
+
+    out = os.path.join(os.path.dirname(os.path.abspath(journal)), "report")
+    with Journal(journal, create=False) as j:
+        analysis = analyse_dataset(load(j), "mibs")
+        paths = write_all(analysis, out, j)
+    if not quiet:
+        print(f"report: {paths[0]} (and {', '.join(os.path.basename(p) for p in paths[1:])})")
