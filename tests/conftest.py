@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,23 @@ def tankbench(*args: str, cwd: str | os.PathLike[str] | None = None, timeout: fl
 @pytest.fixture
 def cli():
     return tankbench
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def loopdev(tmp_path: Path) -> Iterator[str]:
+    """A real loop device over a 64 MiB file, detached afterwards (only the one we attached)."""
+    img = tmp_path / "disk.img"
+    with open(img, "wb") as f:
+        f.truncate(64 << 20)
+    dev = sh("losetup", "--find", "--show", str(img))
+    try:
+        yield dev
+    finally:
+        subprocess.run(["umount", str(tmp_path / "mnt")], capture_output=True)
+        subprocess.run(["losetup", "-d", dev], check=True)
+
+

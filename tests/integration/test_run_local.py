@@ -60,7 +60,7 @@ def test_run_records_everything_and_resume_adds_nothing(tmp_path: Path):
     runs = rows(j, "SELECT status, warmup, run_no, wall_s, drain_s, metrics, checks, samples, fio_json FROM runs")
     assert len(runs) == 12 and {r[0] for r in runs} == {"done"}
     assert sorted({(r[1], r[2]) for r in runs}) == [(0, 1), (0, 2), (1, 0)]  # (warmup, run_no)
-    for status, _w, _n, wall, drain, metrics, checks, samples, fio_json in runs:
+    for _status, _w, _n, wall, drain, metrics, checks, samples, fio_json in runs:
         m, c_, s = json.loads(metrics), json.loads(checks), json.loads(samples)
         assert wall >= 1.0 and drain is not None
         assert m["total.iops"] > 0 and m["fio.runtime_s"] > 0.5 and "sys.load1_start" in m
@@ -88,20 +88,30 @@ def test_run_records_everything_and_resume_adds_nothing(tmp_path: Path):
         assert col in header
 
 
-def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path: Path):
-    c = write_campaign(tmp_path, runtime="2s", rw='["read", "write", "randread", "randwrite"]')
+def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path: Path, loopdev: str):
+    """Done means (issue 2): a 16-test campaign over a loop device and a file, killed with kill -9 in the
+    middle, resumes to completion with no completed run lost or duplicated."""
+    c = write_campaign(tmp_path, runtime="1s", rw='["read", "write", "randread", "randwrite"]')
+    c.write_text(c.read_text() + f"""
+[[target]]
+name = "loop"
+kind = "raw"
+path = "{loopdev}"
+confirm = "{loopdev}"
+size = "16M"
+""")
     j = tmp_path / "j.sqlite"
     proc = subprocess.Popen([sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if j.exists() and rows(j, "SELECT count(*) FROM runs WHERE status='done'")[0][0] >= 3 and \
+            if j.exists() and rows(j, "SELECT count(*) FROM runs WHERE status='done'")[0][0] >= 6 and \
                     rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] == 1:
                 break
             time.sleep(0.2)
         else:
-            raise AssertionError("the campaign never reached its 4th run")
+            raise AssertionError("the campaign never reached its 7th run")
         fio_pid = rows(j, "SELECT pid FROM runs WHERE status='running'")[0][0]
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -124,7 +134,9 @@ def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path:
     after = rows(j, "SELECT id, test_id, run_no, status FROM runs ORDER BY id")
     assert [r for r in after if r[0] in {d[0] for d in done_before}] == done_before, "completed runs are kept as they were"
     done = [(r[1], r[2]) for r in after if r[3] == "done"]
-    assert len(done) == 8 and len(set(done)) == 8, "every test done exactly once"
+    assert len(done) == 16 and len(set(done)) == 16, "every test done exactly once"
+    kinds = rows(j, "SELECT DISTINCT t.target_kind FROM runs r JOIN tests t ON t.id = r.test_id")
+    assert sorted(k[0] for k in kinds) == ["file", "raw"]
     assert [r[3] for r in after].count("crashed") == 1
 
 

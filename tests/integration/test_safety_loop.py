@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import tankbench
+from tests.conftest import sh, tankbench
 
 CAMPAIGN = """
 [campaign]
@@ -30,24 +30,6 @@ size = "8M"
 rw = ["write"]
 bs = ["4k"]
 """
-
-
-def sh(*argv: str) -> str:
-    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
-
-
-@pytest.fixture
-def loopdev(tmp_path: Path) -> Iterator[str]:
-    """A real loop device over a 64 MiB file, detached afterwards (only the one we attached)."""
-    img = tmp_path / "disk.img"
-    with open(img, "wb") as f:
-        f.truncate(64 << 20)
-    dev = sh("losetup", "--find", "--show", str(img))
-    try:
-        yield dev
-    finally:
-        subprocess.run(["umount", str(tmp_path / "mnt")], capture_output=True)
-        subprocess.run(["losetup", "-d", dev], check=True)
 
 
 @pytest.fixture
