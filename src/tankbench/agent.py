@@ -505,17 +505,20 @@ def drain(max_s, threshold_bytes, sync_cmd=None):
 
 
 def op_fio_run(req):
-    """Run fio once under a watchdog with samplers; measure wall time and drain; return everything."""
+    """Run fio (or a given command) once under a watchdog with samplers; measure wall time and drain; return everything."""
     workdir = req["workdir"]
     os.makedirs(workdir, exist_ok=True)
     job = os.path.join(workdir, "job.fio")
     out = os.path.join(workdir, "fio.json")
-    with open(job, "w") as f:
-        f.write(req["job_text"])
     if os.path.exists(out):
         os.unlink(out)
     deadline = float(req["deadline_s"])
-    argv = ["fio", "--output-format=json", "--output=" + out, job]
+    if req.get("argv"):  # a copy test (cp, rsync, dd): timed, sampled and drained exactly like fio
+        argv = list(req["argv"])
+    else:
+        with open(job, "w") as f:
+            f.write(req["job_text"])
+        argv = ["fio", "--output-format=json", "--output=" + out, job]
     sync_cmd = req.get("sync_cmd")
     presync_s = 0.0
     if sync_cmd:  # start from a clean slate: no dirty data of the previous test carried into this one

@@ -97,7 +97,14 @@ class Test:
     @property
     def test_case(self) -> str:
         """The leaderboard group, e.g. "write seq 4k", "read random 1M"."""
+        if self.params.get("workload", "fio") != "fio":
+            return f"copy {self.params['workload']} {self.params.get('copy_size', '')}".strip()
         return test_case_of(str(self.params.get("rw", "")), str(self.params.get("bs", "")))
+
+    @property
+    def is_copy(self) -> bool:
+        """A copy test (cp, rsync, dd of a random-filled source) instead of an fio job."""
+        return self.params.get("workload", "fio") != "fio"
 
 
 def test_case_of(rw: str, bs: str) -> str:

@@ -170,6 +170,7 @@ class CampaignRunner:
         self.outcome = Outcome()
         self._raw_laid_out: set[str] = set()
         self._raw_checks: dict[str, dict[str, Any]] = {}
+        self._copy_source_ready = False
 
     # -- resume bookkeeping --------------------------------------------------------------
     def pending(self, tests: list[Test]) -> Iterator[tuple[Test, list[tuple[int, bool, int]]]]:
@@ -197,6 +198,13 @@ class CampaignRunner:
     def prepare(self, test: Test) -> dict[str, Any]:
         """Precondition the target and return the checks that prove it (verified, not assumed)."""
         t = test.target
+        if test.is_copy:
+            if t.kind in ("dataset", "zvol"):
+                assert self.zfs is not None
+                self.zfs.provision(test)
+            elif t.kind == "file":
+                self.host.run(["mkdir", "-p", t.path], check=True, timeout=60)
+            return {"copy.source_bytes": self.spec.copy_size}
         if t.kind == "zvol":
             assert self.zfs is not None
             dev = self.zfs.provision(test)
@@ -235,6 +243,10 @@ class CampaignRunner:
         request = {"op": "fio_run", "job_text": job_text(test), "deadline_s": deadline,
                    "workdir": f"{self.workdir}/{test.id}", "devices": checks.get("devices", []),
                    "interval": spec.sample_interval, "drain_max_s": spec.drain_max}
+        if test.is_copy:
+            request["argv"] = copy_argv(str(test.params["workload"]), self.copy_source(), test_file_path(test))
+            request["sync_cmd"] = ["sync"]
+            request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + spec.deadline_grace + 60
         if test.target.kind in ("dataset", "zvol") and spec.pool is not None:
             request.update(zfs_capture(test, spec.pool.pool_name))
 
@@ -256,20 +268,34 @@ class CampaignRunner:
         self.journal.finish_run(row, run)
         return run
 
+    def copy_source(self) -> str:
+        """A random-filled source file for copy tests, laid out and verified once per run of the campaign."""
+        path = f"{self.workdir}/copy-source.bin"
+        if not self._copy_source_ready:
+            res = self.host.call_agent({"op": "prepare_file", "path": path, "size": self.spec.copy_size},
+                                       timeout=max(600.0, self.spec.copy_size / (5 << 20)))
+            if not res["checks"].get("layout.verified"):
+                raise HostError(f"{self.host.name}: copy source {path} failed verification: {res['checks']}")
+            self._copy_source_ready = True
+        return path
+
     def result_to_run(self, test: Test, run_no: int, warm: bool, attempt: int, started: float,
                       res: dict[str, Any], checks: dict[str, Any]) -> Run:
         """Combine fio's JSON and the agent's measurements into one validated Run."""
         metrics: dict[str, float] = dict(res.get("metrics", {}))
         notes = []
         status = "done"
-        try:
-            metrics.update(metrics_from_fio(load_fio_json(res.get("fio_json", ""))))
-            if metrics.get("fio.error"):
+        if test.is_copy:
+            metrics.update(copy_metrics(self.spec.copy_size, float(res["wall_s"]), float(res.get("drain_s", 0.0))))
+        else:
+            try:
+                metrics.update(metrics_from_fio(load_fio_json(res.get("fio_json", ""))))
+                if metrics.get("fio.error"):
+                    status = "failed"
+                    notes.append(f"fio reported error {int(metrics['fio.error'])}")
+            except FioOutputError as e:
                 status = "failed"
-                notes.append(f"fio reported error {int(metrics['fio.error'])}")
-        except FioOutputError as e:
-            status = "failed"
-            notes.append(str(e))
+                notes.append(str(e))
         if res.get("exit_status") not in (0, None) and status == "done":
             status = "failed"
         if res.get("exit_status"):
@@ -283,7 +309,7 @@ class CampaignRunner:
         all_checks = dict(checks)
         all_checks.update(res.get("checks", {}))
         all_checks["timing.threshold_s"] = round(threshold, 3)
-        all_checks["timing.issue"] = wall - test.expected_s > threshold
+        all_checks["timing.issue"] = wall - test.expected_s > threshold and not test.is_copy
         all_checks["preflight.load1"] = self.pre.load1
         all_checks["preflight.dirty_bytes"] = self.pre.dirty_bytes
         all_checks.pop("devices", None)
@@ -293,8 +319,9 @@ class CampaignRunner:
             metrics.update(zm)
             all_checks.update(zc)
             res = dict(res, samples=dict(res.get("samples", {}), **zs))
-        metrics["timing.excess_s"] = round(wall - test.expected_s, 4)
-        if wall > 0 and metrics.get("total.io_bytes"):
+        if not test.is_copy:
+            metrics["timing.excess_s"] = round(wall - test.expected_s, 4)
+        if wall > 0 and metrics.get("total.io_bytes") and not test.is_copy:
             metrics["timing.corrected_bw_bytes"] = metrics["total.io_bytes"] / wall
         return Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status=status, started=started,
                    ended=time.time(), host=self.host.name, fingerprint_id=self.fingerprint.id,
@@ -353,11 +380,34 @@ class CampaignRunner:
             o.runs_failed += 1
 
 
+def copy_argv(workload: str, source: str, dest: str) -> list[str]:
+    """The copy command of a copy test: seed 000 compared fio with what cp, rsync and dd really do."""
+    if workload == "cp":
+        return ["cp", "--", source, dest]
+    if workload == "rsync":
+        return ["rsync", "--whole-file", source, dest]
+    return ["dd", f"if={source}", f"of={dest}", "bs=1M", "status=none"]
+
+
+def copy_metrics(size: int, wall: float, drain: float) -> dict[str, float]:
+    """Apparent MiB/s (the command returned) vs durable MiB/s (the data reached the disks: + drain)."""
+    durable = wall + drain
+    return {"copy.bytes": float(size), "copy.seconds": wall, "copy.durable_seconds": durable,
+            "copy.apparent_bw_bytes": size / wall if wall > 0 else 0.0,
+            "copy.durable_bw_bytes": size / durable if durable > 0 else 0.0,
+            "write.io_bytes": float(size), "write.bw_bytes": size / wall if wall > 0 else 0.0,
+            "total.io_bytes": float(size), "total.bw_bytes": size / wall if wall > 0 else 0.0,
+            "timing.corrected_bw_bytes": size / durable if durable > 0 else 0.0}
+
+
 def describe(run: Run) -> str:
     """One line: IOPS, MiB/s, p99 and the timing KPI of a run."""
     m = run.metrics
     bits = []
-    if "total.iops" in m:
+    if "copy.bytes" in m:
+        bits.append(f"apparent {m['copy.apparent_bw_bytes'] / 1048576:.1f} MiB/s, "
+                    f"durable {m['copy.durable_bw_bytes'] / 1048576:.1f} MiB/s")
+    elif "total.iops" in m:
         bits.append(f"{m['total.iops']:.0f} IOPS, {m.get('total.bw_bytes', 0) / 1048576:.1f} MiB/s")
     p99 = max(m.get("read.lat_p99_ns", 0), m.get("write.lat_p99_ns", 0))
     if p99:

@@ -171,3 +171,38 @@ def test_second_run_on_same_journal_is_refused_while_first_runs(tmp_path: Path):
         assert second.returncode == 2 and "another `tankbench run` is using" in second.stderr
     finally:
         first.wait(timeout=120)
+
+
+def test_copy_workloads_record_apparent_and_durable_throughput(tmp_path: Path):
+    c = tmp_path / "copy.toml"
+    c.write_text(f"""
+[campaign]
+name = "copy"
+runtime = "1s"
+host = "local"
+copy_size = "32M"
+
+[[target]]
+name = "scratch"
+kind = "file"
+path = "{tmp_path / 'dst'}"
+size = "8M"
+
+[matrix]
+workload = ["cp", "rsync", "dd"]
+rw = ["write"]
+bs = ["1M"]
+""")
+    j = tmp_path / "j.sqlite"
+    res = tankbench("run", str(c), "--journal", str(j), "--no-report", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    got = rows(j, "SELECT t.name, r.status, r.metrics, r.wall_s, r.drain_s FROM runs r JOIN tests t ON t.id = r.test_id")
+    assert sorted(g[0] for g in got) == ["file-scratch-copy-cp-32M", "file-scratch-copy-dd-32M",
+                                         "file-scratch-copy-rsync-32M"]
+    for _name, status, metrics, wall, drain in got:
+        m = json.loads(metrics)
+        assert status == "done" and m["copy.bytes"] == 32 << 20
+        assert m["copy.seconds"] == wall and abs(m["copy.durable_seconds"] - (wall + drain)) < 1e-9
+        assert m["copy.durable_bw_bytes"] <= m["copy.apparent_bw_bytes"]
+    copied = tmp_path / "dst" / "tankbench-scratch.fiodata"
+    assert copied.stat().st_size == 32 << 20

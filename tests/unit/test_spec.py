@@ -115,3 +115,14 @@ def test_spec_error_names_file_key_value_and_hint():
         parse_spec(DEMO.replace("iodepth = [1]", "iodepth = [0]"), "demo.toml")
     assert str(e.value) == "demo.toml: matrix.iodepth = 0: must be between 1 and 65536"
     assert e.value.hint
+
+
+def test_copy_workloads_drop_fio_axes_and_skip_rsync_on_block_devices():
+    text = SEED.replace('sync_mode = ["async", "fsync"]', 'sync_mode = ["async", "fsync"]\nworkload = ["fio", "cp", "rsync", "dd"]')
+    tests = expand(parse_spec(text + '\n[[target]]\nname = "f"\nkind = "file"\npath = "/tmp/x"\nsize = "8M"\n', "s"))
+    copies = [t for t in tests if t.is_copy]
+    assert sorted(t.name for t in copies) == ["baseline-copy-cp-256M-raw-disk", "baseline-copy-dd-256M-raw-disk",
+                                             "file-f-copy-cp-256M", "file-f-copy-dd-256M", "file-f-copy-rsync-256M"]
+    assert {t.test_case for t in copies} == {"copy cp 256M", "copy dd 256M", "copy rsync 256M"}
+    fio_ids = {t.id for t in expand(parse_spec(SEED, "s")) if t.target.kind == "raw"}
+    assert fio_ids <= {t.id for t in tests}, "adding the workload axis keeps the ids of the fio tests"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from tankbench.model import Test
-from tankbench.units import fmt_seconds_fio, fmt_size
+from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
 
 
 def test_file_path(test: Test) -> str:
@@ -19,8 +19,12 @@ def test_file_path(test: Test) -> str:
 
 
 def job_text(test: Test, filename: str | None = None) -> str:
-    """An fio job file that runs exactly this test."""
+    """An fio job file that runs exactly this test (for a copy test: a comment naming the command)."""
     p = test.params
+    if test.is_copy:
+        return (f"; tankbench test {test.number:04d} {test.name} (id {test.id})\n"
+                f"; copy test, not an fio job: {p['workload']} of a {p['copy_size']} random-filled source onto "
+                f"{filename or test_file_path(test)}, timed until the command returns and until the data is durable\n")
     g: dict[str, object] = {
         "ioengine": p.get("ioengine", "libaio"),
         "filename": filename or test_file_path(test),
@@ -64,11 +68,11 @@ def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
         from tankbench.targets.zfs import script_lines
         lines.append("# Create the dataset/zvol with the test's properties (tagged as tankbench's), as tankbench does.")
         lines += script_lines(test, campaign_id)
-    if test.target.kind == "zvol":
+    if test.target.kind == "zvol" and not test.is_copy:
         size = test.target.size
         lines += ["# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
                   f"head -c {size} /dev/urandom | dd of={q(path)} bs=1M iflag=fullblock conv=fsync status=none"]
-    if test.target.kind in ("file", "dataset"):
+    if test.target.kind in ("file", "dataset") and not test.is_copy:
         size = test.target.size
         lines += [
             "# Lay out the test file with incompressible data first, so reads hit real blocks (not a sparse file).",
@@ -78,7 +82,18 @@ def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
             f'  head -c {size} /dev/urandom > "$f" && sync "$f"',
             "fi",
         ]
-    else:
+    elif test.target.kind in ("raw", "zvol"):
         lines.append(f"# WARNING: writes to the block device {path} if the job writes.")
+    if test.is_copy:
+        if test.target.kind == "file":
+            lines.append(f'mkdir -p "$(dirname {q(path)})"')
+        from tankbench.runner import copy_argv
+        size = parse_size(str(test.params["copy_size"]))
+        src = "/var/tmp/tankbench-copy-source.bin"
+        lines += [f"[ -s {src} ] || head -c {size} /dev/urandom > {src}",
+                  "t0=$(date +%s.%N)", shlex.join(copy_argv(str(test.params["workload"]), src, path)),
+                  "t1=$(date +%s.%N)", "sync", "t2=$(date +%s.%N)",
+                  'awk -v a="$t0" -v b="$t1" -v c="$t2" \'BEGIN { printf "command %.2f s, durable after %.2f s\\n", b - a, c - a }\'']
+        return "\n".join(lines) + "\n"
     lines.append(f"exec fio --output-format=json {q(fio_name)}")
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ from typing import Any
 from tankbench.errors import UserError
 from tankbench.model import Target, Test
 from tankbench.spec.parse import AXES, FIO_AXES, ZFS_AXES_FOR, Spec
+from tankbench.units import fmt_size
 
 
 def _matches(rule: Mapping[str, tuple[Any, ...]], target: Target, params: Mapping[str, Any]) -> bool:
@@ -30,7 +31,10 @@ def _zfs_stem(target: Target, params: Mapping[str, Any], varying: set[str], seve
     kind = "fs" if target.kind == "dataset" else "zvol"
     head = "zfs-slog" if params.get("slog") else "zfs"
     name = f"{kind}-{target.name}" if several else kind
-    parts = [f"{head}-{name}-{params['rw']}-{params['bs']}"]
+    if params.get("workload", "fio") != "fio":
+        parts = [f"{head}-{name}-copy-{params['workload']}-{params['copy_size']}"]
+    else:
+        parts = [f"{head}-{name}-{params['rw']}-{params['bs']}"]
     block_axis = "recordsize" if target.kind == "dataset" else "volblocksize"
     block = params.get(block_axis, target.props.get(block_axis, "default"))
     if target.kind == "dataset" or block_axis in varying or block_axis in target.props:
@@ -45,28 +49,42 @@ def _zfs_stem(target: Target, params: Mapping[str, Any], varying: set[str], seve
 def test_name(target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> str:
     """Seed 000's style: `baseline-write-1M-raw-disk`, `zfs-fs-write-4k-def-sync-disabled`, then the fio
     axes that vary (`-qd4-buffered-fsync`)."""
-    rw, bs = params["rw"], params["bs"]
+    if params.get("workload", "fio") != "fio":
+        rw, bs = f"copy-{params['workload']}", params["copy_size"]
+    else:
+        rw, bs = params["rw"], params["bs"]
     if target.kind == "raw":
         parts = [f"baseline-{target.name}-{rw}-{bs}-raw-disk" if several else f"baseline-{rw}-{bs}-raw-disk"]
     elif target.kind == "file":
         parts = [f"{target.kind}-{target.name}-{rw}-{bs}"]
     else:
         parts = _zfs_stem(target, params, varying, several)
-    if "iodepth" in varying:
+    if "iodepth" in varying and "iodepth" in params:
         parts.append(f"qd{params['iodepth']}")
-    if "numjobs" in varying:
+    if "numjobs" in varying and "numjobs" in params:
         parts.append(f"jobs{params['numjobs']}")
-    if "size" in varying:
+    if "size" in varying and "size" in params:
         parts.append(f"size{params['size']}")
     if "rwmixread" in varying and "rwmixread" in params:
         parts.append(f"mix{params['rwmixread']}")
-    if "ioengine" in varying:
+    if "ioengine" in varying and "ioengine" in params:
         parts.append(str(params["ioengine"]))
-    if "io" in varying:
+    if "io" in varying and "io" in params:
         parts.append(str(params["io"]))
-    if "sync_mode" in varying:
+    if "sync_mode" in varying and "sync_mode" in params:
         parts.append(str(params["sync_mode"]))
     return "-".join(parts)
+
+
+def copy_params(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
+    """A copy test has no fio axes (they would only duplicate it): keep the ZFS axes, the command, the size."""
+    if params.get("workload", "fio") == "fio":
+        params.pop("workload", None)  # the default: ids of fio tests stay as they were before the axis existed
+        return params
+    out = {k: v for k, v in params.items() if k not in FIO_AXES}
+    out["workload"] = params["workload"]
+    out["copy_size"] = fmt_size(spec.copy_size)
+    return out
 
 
 def axes_for(target: Target, axes: list[str]) -> list[str]:
@@ -90,13 +108,16 @@ def expand(spec: Spec) -> list[Test]:
     for target in spec.targets:
         t_axes = axes_for(target, axes)
         for combo in itertools.product(*(spec.matrix[a] for a in t_axes)):
-            params = dict(zip(t_axes, combo))
+            params = copy_params(dict(zip(t_axes, combo)), spec)
+            if params.get("workload") == "rsync" and target.kind in ("raw", "zvol"):
+                continue  # rsync replaces the destination file: it cannot write into a block device
             if not any(_matches(rule, target, params) for rule in spec.excludes):
                 points.append((target, params))
     for inc in spec.includes:
         for target in spec.targets:
             if inc.get("target", target.name) == target.name:
-                points.append((target, {a: inc.get(a, spec.matrix[a][0]) for a in axes_for(target, axes)}))
+                points.append((target, copy_params({a: inc.get(a, spec.matrix[a][0])
+                                                    for a in axes_for(target, axes)}, spec)))
     tests: list[Test] = []
     seen: set[str] = set()
     varying = {a for a in axes if len(spec.matrix[a]) > 1}

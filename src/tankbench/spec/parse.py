@@ -16,7 +16,9 @@ from tankbench.units import fmt_size, parse_duration, parse_size
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
 HOST_KINDS = ("auto", "local", "lab", "ssh")
 #: fio axes tankbench understands; any other fio option goes under [fio] (same for every test)
-FIO_AXES = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
+FIO_AXES = ("workload", "rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
+#: `workload`: fio, or a copy command (seed 000's non-synthetic tests) writing campaign.copy_size bytes
+WORKLOADS = ("fio", "cp", "rsync", "dd")
 #: ZFS axes, outermost first so that consecutive tests share one dataset configuration
 ZFS_AXES = ("slog", "encryption", "recordsize", "volblocksize", "compression", "sync", "logbias", "primarycache",
             "atime", "direct")
@@ -40,11 +42,11 @@ ZFS_CHOICES = {
 TARGET_PROPS = ("recordsize", "volblocksize", "compression", "encryption", "sync", "logbias", "primarycache",
                 "secondarycache", "atime", "direct", "checksum", "dedup", "copies", "redundant_metadata",
                 "xattr", "dnodesize", "special_small_blocks")
-DEFAULT_AXES: dict[str, list[Any]] = {"iodepth": [1], "numjobs": [1], "io": ["direct"], "sync_mode": ["async"]}
+DEFAULT_AXES: dict[str, list[Any]] = {"workload": ["fio"], "iodepth": [1], "numjobs": [1], "io": ["direct"], "sync_mode": ["async"]}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 CAMPAIGN_KEYS = ("name", "description", "runtime", "ramp", "warmup", "repeats", "cooldown", "deadline_grace",
-                 "timing_threshold", "max_tests", "host", "drain_max", "sample_interval")
+                 "timing_threshold", "max_tests", "host", "drain_max", "sample_interval", "copy_size")
 TOP_KEYS = ("campaign", "host", "pool", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report",
             "scale")
 TARGET_KEYS = ("name", "kind", "path", "size", "confirm", "props")
@@ -121,6 +123,7 @@ class Spec:
     max_tests: int
     drain_max: float
     sample_interval: float
+    copy_size: int
     host: HostSpec
     targets: tuple[Target, ...]
     matrix: Mapping[str, tuple[Any, ...]]
@@ -279,6 +282,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     drain_max = ctx.duration("campaign.drain_max", camp.get("drain_max", "10m"), positive=True)
     interval = ctx.duration("campaign.sample_interval", camp.get("sample_interval", "1s"), positive=True)
     cooldown = _cooldown(ctx, camp.get("cooldown", "0s"))
+    copy_size = ctx.size("campaign.copy_size", camp.get("copy_size", "256M"))
     host = _host(ctx, camp.get("host"), doc.get("host"))
     targets = _targets(ctx, doc.get("target"))
     pool = _pool(ctx, doc.get("pool"), targets)
@@ -293,6 +297,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     return Spec(path=path, text=text, name=name, description=str(camp.get("description", "")), runtime=runtime,
                 ramp=ramp, warmup=warmup, repeats=repeats, cooldown=cooldown, deadline_grace=grace,
                 timing_threshold=threshold, max_tests=max_tests, drain_max=drain_max, sample_interval=interval,
+                copy_size=copy_size,
                 host=host, targets=targets, matrix=frozen_map(matrix), excludes=excludes, includes=includes,
                 fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale)
 
@@ -490,6 +495,8 @@ def _axis_value(ctx: _Ctx, key: str, axis: str, v: object) -> Any:
         return ctx.boolean(key, v)
     if axis == "rw":
         return ctx.choice(key, v, RW_VALUES)
+    if axis == "workload":
+        return ctx.choice(key, v, WORKLOADS)
     if axis in ("bs", "size"):
         return fmt_size(ctx.size(key, v))
     if axis == "iodepth":
