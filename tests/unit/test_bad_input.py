@@ -67,3 +67,9 @@ def test_unreadable_campaign(tmp_path: Path):
     res = tankbench("plan", str(f), env={"TANKBENCH_TEST_UNPRIVILEGED": "1"})
     # root can read mode-000 files; what matters is that it never shows a traceback
     assert "Traceback" not in res.stderr and res.returncode == 2
+
+
+def test_unknown_scale_names_the_scales_there_are(tmp_path: Path):
+    res = tankbench("plan", "zvol-issues", "--scale", "huge", cwd=tmp_path)
+    assert res.returncode == 2 and "no [scale.huge] in this campaign (scales: quick)" in res.stderr
+    assert "Hint: " in res.stderr and os.listdir(tmp_path) == []
