@@ -12,7 +12,7 @@ from tankbench import __version__
 from tankbench.errors import HostError, UserError
 
 # The order subcommands are listed in --help; modules not named here are appended alphabetically.
-ORDER = ["plan", "run", "show", "results", "report", "compare", "advise", "import", "lab", "presets"]
+ORDER = ["plan", "run", "show", "results", "report", "compare", "advise", "importfio", "presets", "clean", "lab"]
 
 
 def build_parser() -> argparse.ArgumentParser:
