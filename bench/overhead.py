@@ -57,7 +57,7 @@ def measure(engine: str, io: str, iodepth: int, runtime: int, rounds: int, work:
     journal = d / "j.sqlite"
     bare, tb, sampler_share = [], [], []
     subprocess.run(["sh", str(d / "export" / "0001-job.sh")], capture_output=True, check=True)  # layout
-    for i in range(rounds):
+    for _ in range(rounds):
         bare.append(bare_iops(job))
         tankbench("run", str(campaign), "--journal", str(journal), "-q")
         conn = sqlite3.connect(journal)
