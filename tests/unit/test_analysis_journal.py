@@ -6,11 +6,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.reportdata import imported_journal, local_journal
 
 from tankbench.analysis.analyse import analyse_journal
 from tankbench.analysis.cases import MIB
 from tankbench.errors import UserError
+from tests.reportdata import imported_journal, local_journal
 
 
 def _raw_means(path: str) -> dict[str, float]:

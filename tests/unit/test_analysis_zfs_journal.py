@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.reportdata import lab_zfs_journal
-
 from tankbench.analysis.analyse import analyse_journal
 from tankbench.journal.db import Journal
 from tankbench.reports.html import load_series, render_html, select_series_tests
+from tests.reportdata import lab_zfs_journal
 
 
 def test_zfs_warnings_from_real_checks(tmp_path: Path) -> None:

@@ -7,14 +7,13 @@ import json
 import re
 from pathlib import Path
 
-from tests.reportdata import imported_journal, local_journal
-
 from tankbench.analysis.analyse import analyse_journal
 from tankbench.journal.db import Journal
 from tankbench.reports.csv import write_csv
 from tankbench.reports.html import load_series, render_html, select_series_tests
 from tankbench.reports.json import analysis_dict
 from tankbench.reports.markdown import summary_markdown
+from tests.reportdata import imported_journal, local_journal
 
 
 def _html(journal: str) -> str:

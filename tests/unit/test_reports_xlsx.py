@@ -6,10 +6,10 @@ from pathlib import Path
 
 from openpyxl import load_workbook
 from openpyxl.formatting.rule import ColorScale
-from tests.reportdata import imported_journal, local_journal
 
 from tankbench.analysis.analyse import analyse_journal
 from tankbench.reports.xlsx import sheet_title, write_xlsx
+from tests.reportdata import imported_journal, local_journal
 
 
 def _write(tmp_path: Path, journal: str) -> tuple[object, object]:
