@@ -22,9 +22,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def lab() -> Iterator[SshHost]:
     """A running lab named 'pytest' (2 data disks + a log disk), its SshHost; powered off afterwards."""
     host = vm.lab_host(LAB, disks=2, slog=True)
+    pid = vm.require_up(LAB).pid
     try:
         yield host
     finally:
         host.close()
         if vm.read_state(LAB) is not None:
             vm.down(LAB)
+        # `lab down` leaves no qemu behind
+        assert not vm.is_our_qemu(pid, LAB), f"qemu {pid} of lab {LAB} still running after lab down"

@@ -354,6 +354,8 @@ def _wait_ready(state: LabState, proc: subprocess.Popen[bytes], d: Path, t0: flo
             if proc.poll() is not None:
                 if "Kernel panic" in console or "Oops" in console:
                     return "panic"
+                if "forwarding rule" in (d / "qemu.log").read_text(errors="replace"):
+                    return "port-taken"  # another process took a port between our check and qemu's bind
                 raise HostError(f"lab {state.name}: qemu exited ({proc.returncode}) during boot: "
                                 f"{(d / 'qemu.log').read_text(errors='replace')[-800:]}{console[-1500:]}")
             if "Kernel panic" in console or "Oops:" in console:
@@ -420,11 +422,20 @@ def up(name: str = "default", config: LabConfig | None = None, progress: Progres
             restored = _up_restored(name, d, image, config, accel, progress)
             if restored is not None:
                 return restored
-        for attempt in (1, 2):
+        attempt = 0
+        port_retries = 3
+        while attempt < 2:
+            attempt += 1
             outcome, state = _boot(name, d, image, config, accel, progress, panics=attempt - 1,
                                    overlay=d / "root.qcow2" if overlay else None)
             if outcome == "ready":
                 return state
+            if outcome == "port-taken" and port_retries > 0:
+                port_retries -= 1
+                attempt -= 1
+                progress(f"lab {name}: a forwarded port was taken meanwhile; retrying with new ports")
+                _reap(state.pid)
+                continue
             # A guest panic (rare MTTCG/static-key race): qemu exited because of panic=-1 + -no-reboot.
             shutil.copy(d / "console.log", d / f"console.panic{attempt}.log")
             progress(f"lab {name}: the guest panicked during boot; retrying once")
