@@ -20,16 +20,18 @@ class Progress:
         self.quiet = quiet
         self.tty = stream.isatty() and os.environ.get("TERM") != "dumb"
         self.t0 = time.monotonic()
-        self._estimate_per_run = 0.0
+        self._run_seconds = 0.0  # time inside runs only: a one-off layout must not inflate the ETA
+        self._started = 0.0
 
     def eta(self, expected_per_run: float) -> float:
         """Seconds left: measured pace once runs finished, the expected duration before that."""
         left = self.total - self.done
         if self.done:
-            return left * (time.monotonic() - self.t0) / self.done
+            return left * self._run_seconds / self.done
         return left * expected_per_run
 
     def start(self, index: int, n_tests: int, number: int, name: str, label: str, expected: float) -> None:
+        self._started = time.monotonic()
         if self.quiet:
             return
         msg = (f"[{index}/{n_tests}] {number:04d} {name} {label}  "
@@ -43,6 +45,7 @@ class Progress:
 
     def finish(self, status: str, detail: str) -> None:
         self.done += 1
+        self._run_seconds += time.monotonic() - self._started
         if self.quiet:
             return
         if self.tty:

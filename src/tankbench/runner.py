@@ -349,8 +349,8 @@ class CampaignRunner:
                 label = "warm-up" if warm else f"run {run_no}/{self.spec.repeats}"
                 if attempt > 1:
                     label += f" (attempt {attempt}, after a crash)"
-                self.progress.start(index, len(work), test.number, test.name, label, test.expected_s + 1)
                 checks = self.prepare(test)
+                self.progress.start(index, len(work), test.number, test.name, label, test.expected_s + 1)
                 if test.target.name not in devices_of:
                     devices_of[test.target.name] = self.devices(test.target)
                 checks["devices"] = devices_of[test.target.name]
