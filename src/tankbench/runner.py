@@ -264,7 +264,16 @@ class CampaignRunner:
                       note=f"the host failed during the run: {e}")
             self.journal.finish_run(row, run)
             raise
-        run = self.result_to_run(test, run_no, warm, attempt, started, res, checks)
+        try:
+            run = self.result_to_run(test, run_no, warm, attempt, started, res, checks)
+        except (KeyError, ValueError, TypeError) as e:  # a bug of ours must not lose what was measured
+            self.progress.note(f"warning: could not process the result of {test.name}: {type(e).__name__}: {e}")
+            run = Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status="failed",
+                      started=started, ended=time.time(), host=self.host.name, fingerprint_id=self.fingerprint.id,
+                      expected_s=test.expected_s, wall_s=res.get("wall_s"), drain_s=res.get("drain_s"),
+                      samples=res.get("samples", {}), fio_json=res.get("fio_json", ""),
+                      exit_status=res.get("exit_status"), stderr_tail=res.get("stderr_tail", ""),
+                      note=f"tankbench could not process this result ({type(e).__name__}: {e}); raw output kept")
         self.journal.finish_run(row, run)
         return run
 

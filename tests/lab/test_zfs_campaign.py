@@ -21,6 +21,7 @@ HEAD = f"""
 name = "{{name}}"
 runtime = "2s"
 ramp = "0s"
+copy_size = "16M"
 
 [host]
 kind = "lab"
@@ -58,6 +59,10 @@ sync = ["always"]
 rw = ["randwrite"]
 bs = ["4k"]
 iodepth = [2]
+
+[[include]]
+target = "fs"
+workload = "cp"
 """
 
 
@@ -87,9 +92,15 @@ def test_zfs_axes_are_real(lab: SshHost, tmp_path: Path):
     res = tankbench("run", str(campaign), "--journal", str(journal), cwd=tmp_path, timeout=1800)
     assert res.returncode == 0, res.stdout + res.stderr
     rows = runs(journal)
-    # dataset: 2 slog x 2 recordsize; zvol: 2 slog (recordsize does not apply)
-    assert len(rows) == 6 and {r["status"] for r in rows} == {"done"}
+    # dataset: 2 slog x 2 recordsize; zvol: 2 slog (recordsize does not apply); one cp copy test
+    assert len(rows) == 7 and {r["status"] for r in rows} == {"done"}, [r["note"] for r in rows]
+    copies = [r for r in rows if r["canonical"]["params"].get("workload") == "cp"]
+    assert len(copies) == 1 and copies[0]["metrics"]["copy.bytes"] == 16 << 20
+    assert copies[0]["metrics"]["copy.durable_seconds"] >= copies[0]["metrics"]["copy.seconds"]
+    assert "arc.hits" in copies[0]["metrics"] and copies[0]["checks"]["zfs.props_match"] is True
     for r in rows:
+        if r in copies:
+            continue
         params, checks, metrics = r["canonical"]["params"], r["checks"], r["metrics"]
         assert checks["zfs.props_match"] is True, checks
         assert checks["zfs.props"]["sync"] == "always"

@@ -110,10 +110,10 @@ def _honesty(test: Test, version_text: str, props: dict[str, str], arc: dict[str
     ashift = zparse.pool_ashift(zparse.parse_zfs_get(zpool_get)) or 0
     rs = int(props["recordsize"]) if props.get("recordsize", "").isdigit() else None
     vbs = int(props["volblocksize"]) if props.get("volblocksize", "").isdigit() else None
-    if ashift:
+    if ashift and "bs" in test.params:  # copy tests have no fio block size
         out.update(zchecks.alignment_check(ashift, rs, vbs, parse_size(str(test.params["bs"]))))
     if arc.get("c_max"):
         out.update(zchecks.working_set_check(test.target.size, int(arc["c_max"])))
-    if params.get("zfs_txg_timeout"):
+    if params.get("zfs_txg_timeout") and not test.is_copy:
         out.update(zchecks.txg_check(test.runtime, float(params["zfs_txg_timeout"])))
     return out
