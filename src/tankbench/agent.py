@@ -259,27 +259,18 @@ def op_probe(req):
         swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0), zfs=bool(zfs_version))
 
 
-def _sample_compress_ratio(path, size, samples=16, chunk=65536):
-    """Compressed/original size of evenly spread samples (≈1.0 means incompressible)."""
-    raw, comp = 0, 0
+def _sample_layout(path, size, samples=16, chunk=65536):
+    """(compressed/original size, fraction of zero bytes) of evenly spread samples, read once.
+    A ratio near 1.0 means incompressible data: the file or region really holds written random blocks."""
+    raw = comp = zeros = 0
     with open(path, "rb") as f:
         for i in range(samples):
             f.seek(max(0, (size - chunk) * i // max(1, samples - 1)))
             data = f.read(chunk)
             raw += len(data)
             comp += len(zlib.compress(data, 1))
-    return comp / raw if raw else 0.0
-
-
-def _zero_fraction(path, size, samples=16, chunk=65536):
-    zeros, total = 0, 0
-    with open(path, "rb") as f:
-        for i in range(samples):
-            f.seek(max(0, (size - chunk) * i // max(1, samples - 1)))
-            data = f.read(chunk)
-            total += len(data)
             zeros += data.count(0)
-    return zeros / total if total else 0.0
+    return (comp / raw, zeros / raw) if raw else (0.0, 0.0)
 
 
 def _settled_stat(path, size, sync_cmd, max_s=60.0):
@@ -315,7 +306,7 @@ def op_prepare_file(req):
     st = _settled_stat(path, size, req.get("sync_cmd")) if os.path.exists(path) else None
     allocated = st.st_blocks * 512 if st else 0
     need = st is None or st.st_size != size or allocated < size * 0.98 or req.get("force")
-    if not need and _sample_compress_ratio(path, size) < 0.9:
+    if not need and _sample_layout(path, size)[0] < 0.9:
         need = True
     t0 = time.monotonic()
     if need:
@@ -331,12 +322,12 @@ def op_prepare_file(req):
         laid_out = True
     layout_s = time.monotonic() - t0
     st = _settled_stat(path, size, req.get("sync_cmd"))
-    ratio = _sample_compress_ratio(path, size)
+    ratio, zero_fraction = _sample_layout(path, size)
     emit("result", checks={
         "layout.apparent_bytes": st.st_size, "layout.allocated_bytes": st.st_blocks * 512,
         "layout.sparse": st.st_blocks * 512 < st.st_size * 0.98,
         "layout.sample_compress_ratio": round(ratio, 4),
-        "layout.zero_fraction": round(_zero_fraction(path, size), 4),
+        "layout.zero_fraction": round(zero_fraction, 4),
         "layout.laid_out_now": laid_out, "layout.seconds": round(layout_s, 3),
         "layout.verified": st.st_size == size and st.st_blocks * 512 >= st.st_size * 0.98 and ratio > 0.9,
     }, created_dir=created_dir)
@@ -348,7 +339,7 @@ def op_prepare_raw(req):
     Reads of never-written blocks (a new disk, a sparse virtual disk) can be served without touching the
     medium; a region that samples as incompressible has been written and is left alone."""
     path, size = req["path"], int(req["size"])
-    before = _sample_compress_ratio(path, size)
+    before = _sample_layout(path, size)[0]
     laid_out = False
     t0 = time.monotonic()
     if before < 0.9:
@@ -363,9 +354,9 @@ def op_prepare_raw(req):
         finally:
             os.close(fd)
         laid_out = True
-    ratio = _sample_compress_ratio(path, size)
+    ratio, zero_fraction = _sample_layout(path, size)
     emit("result", checks={"layout.apparent_bytes": size, "layout.sample_compress_ratio": round(ratio, 4),
-                           "layout.zero_fraction": round(_zero_fraction(path, size), 4),
+                           "layout.zero_fraction": round(zero_fraction, 4),
                            "layout.laid_out_now": laid_out, "layout.seconds": round(time.monotonic() - t0, 3),
                            "layout.sparse": False, "layout.verified": ratio > 0.9})
 
