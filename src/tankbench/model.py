@@ -97,14 +97,19 @@ class Test:
     @property
     def test_case(self) -> str:
         """The leaderboard group, e.g. "write seq 4k", "read random 1M"."""
-        if self.params.get("workload", "fio") != "fio":
-            return f"copy {self.params['workload']} {self.params.get('copy_size', '')}".strip()
-        return test_case_of(str(self.params.get("rw", "")), str(self.params.get("bs", "")))
+        return test_case_for(self.params)
 
     @property
     def is_copy(self) -> bool:
         """A copy test (cp, rsync, dd of a random-filled source) instead of an fio job."""
         return self.params.get("workload", "fio") != "fio"
+
+
+def test_case_for(params: Mapping[str, Any]) -> str:
+    """The default test case of a test's params: (rw, bs) for fio, the command and size for a copy test."""
+    if params.get("workload", "fio") != "fio":
+        return f"copy {params['workload']} {params.get('copy_size', '')}".strip()
+    return test_case_of(str(params.get("rw", "")), str(params.get("bs", "")))
 
 
 def test_case_of(rw: str, bs: str) -> str:

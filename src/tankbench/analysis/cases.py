@@ -9,7 +9,7 @@ from typing import Any
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
 from tankbench.journal.db import Journal, TestRow
-from tankbench.model import Fingerprint, test_case_of
+from tankbench.model import Fingerprint, test_case_for
 
 MIB = 1024.0 * 1024.0
 
@@ -187,7 +187,7 @@ class Dataset:
 
 def case_name(params: Mapping[str, Any], keys: tuple[str, ...]) -> str:
     """"write seq 4k" for the default keys (rw, bs); extra keys are appended as key=value."""
-    base = test_case_of(str(params.get("rw", "")), str(params.get("bs", ""))) if {"rw", "bs"} <= set(keys) else ""
+    base = test_case_for(params) if {"rw", "bs"} <= set(keys) else ""
     extra = [f"{k}={params.get(k, '-')}" for k in keys if k not in ("rw", "bs")]
     return " ".join([b for b in [base] if b] + extra)
 
