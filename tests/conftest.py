@@ -14,6 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
+def zfs_fixture(name: str) -> str:
+    """Text of a real OpenZFS output captured in the lab (tests/fixtures/zfs/)."""
+    return (FIXTURES / "zfs" / name).read_text()
+
+
 def tankbench(*args: str, cwd: str | os.PathLike[str] | None = None, timeout: float = 600,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `python -m tankbench ARGS` and capture its output."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tankbench.zfs.checks import (
@@ -15,12 +13,7 @@ from tankbench.zfs.checks import (
     working_set_check,
 )
 from tankbench.zfs.parse import parse_arcstats, parse_module_params, parse_zfs_get, pool_ashift, zfs_version
-
-ZFS = Path(__file__).resolve().parent.parent / "fixtures" / "zfs"
-
-
-def fixture(name: str) -> str:
-    return (ZFS / name).read_text()
+from tests.conftest import zfs_fixture as fixture
 
 
 # ------------------------------------------------------------------ direct I/O

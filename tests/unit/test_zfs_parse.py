@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tankbench.zfs.parse import (
@@ -22,12 +20,7 @@ from tankbench.zfs.parse import (
     zfs_get_sources,
     zfs_version,
 )
-
-ZFS = Path(__file__).resolve().parent.parent / "fixtures" / "zfs"
-
-
-def fixture(name: str) -> str:
-    return (ZFS / name).read_text()
+from tests.conftest import zfs_fixture as fixture
 
 
 # ------------------------------------------------------------------ arcstats
