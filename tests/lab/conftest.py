@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -9,7 +10,11 @@ import pytest
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import vm
 
-LAB = "pytest"
+#: this test session's own lab (parallel sessions and CI on one machine must not stop each other's lab);
+#: TANKBENCH_TEST_LAB names it explicitly, e.g. to keep one booted lab across pytest invocations
+LAB = os.environ.get("TANKBENCH_TEST_LAB") or f"pytest-{os.getpid()}"
+#: a second lab some tests boot beside the first
+LAB_B = f"{LAB[:29]}-b"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -20,7 +25,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[SshHost]:
-    """A running lab named 'pytest' (2 data disks + a log disk), its SshHost; powered off afterwards."""
+    """This session's running lab (2 data disks + a log disk), its SshHost; powered off afterwards."""
     host = vm.lab_host(LAB, disks=2, slog=True)
     pid = vm.require_up(LAB).pid
     try:

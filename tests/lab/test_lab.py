@@ -16,7 +16,7 @@ from tankbench.fio.parse import load_fio_json, metrics_from_fio
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import vm
 
-from .conftest import LAB
+from .conftest import LAB, LAB_B
 
 pytestmark = pytest.mark.lab
 
@@ -140,10 +140,10 @@ def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost, monke
 
     monkeypatch.setattr(vm, "free_port", first_port_taken)
     messages: list[str] = []
-    other = vm.lab_host("pytest-b", disks=1, progress=messages.append)
+    other = vm.lab_host(LAB_B, disks=1, progress=messages.append)
     assert not taken and any("port was taken" in m for m in messages), messages
     try:
-        a, b = vm.status(LAB), vm.status("pytest-b")
+        a, b = vm.status(LAB), vm.status(LAB_B)
         assert {a["ssh_port"], a["fio_port"]}.isdisjoint({b["ssh_port"], b["fio_port"]})
         assert a["dir"] != b["dir"] and a["pid"] != b["pid"]
         sh(other, "echo b > /tmp/who")
@@ -151,10 +151,10 @@ def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost, monke
         assert sh(other, "ls /dev/disk/by-id/").split() == ["virtio-tbdata0", "virtio-tbroot"]
     finally:
         other.close()
-        pid = int(vm.status("pytest-b")["pid"])  # type: ignore[call-overload]
-        cp = subprocess.run([sys.executable, "-m", "tankbench", "lab", "down", "--name", "pytest-b"],
+        pid = int(vm.status(LAB_B)["pid"])  # type: ignore[call-overload]
+        cp = subprocess.run([sys.executable, "-m", "tankbench", "lab", "down", "--name", LAB_B],
                             capture_output=True, text=True, timeout=180)
     assert cp.returncode == 0, cp.stderr
-    assert not os.path.exists(f"/proc/{pid}") or not vm.is_our_qemu(pid, "pytest-b")
-    assert vm.status("pytest-b")["state"] == "down"
+    assert not os.path.exists(f"/proc/{pid}") or not vm.is_our_qemu(pid, LAB_B)
+    assert vm.status(LAB_B)["state"] == "down"
     assert sh(lab, "hostname").strip() == "tankbench-lab"  # the first lab is untouched
