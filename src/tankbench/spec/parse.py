@@ -46,13 +46,20 @@ DEFAULT_AXES: dict[str, list[Any]] = {"workload": ["fio"], "iodepth": [1], "numj
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 CAMPAIGN_KEYS = ("name", "description", "runtime", "ramp", "warmup", "repeats", "cooldown", "deadline_grace",
-                 "timing_threshold", "max_tests", "host", "drain_max", "sample_interval", "copy_size")
+                 "timing_threshold", "max_tests", "host", "drain_max", "sample_interval", "copy_size",
+                 "order", "shuffle_seed", "racing", "ss", "ss_dur", "ss_ramp")
 TOP_KEYS = ("campaign", "host", "pool", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report",
             "scale")
 TARGET_KEYS = ("name", "kind", "path", "size", "confirm", "props")
 POOL_KEYS = ("name", "vdevs", "log", "confirm", "ashift", "properties", "parent")
 HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog")
-COOLDOWN_KEYS = ("fixed", "max", "load1", "dirty")
+COOLDOWN_KEYS = ("fixed", "max", "load1", "dirty", "auto", "idle_iops", "idle_for")
+#: time to answer (issue 11): where warm-ups go, in which order runs go, when repeats stop
+WARMUP_MODES = ("per-test", "per-config", "none")
+ORDERS = ("sequential", "round-robin", "shuffle")
+REPEATS_KEYS = ("min", "max", "ci")
+RACING_KEYS = ("margin", "min")
+SS_RE = re.compile(r"^(iops|bw)(_slope)?:[0-9]+(\.[0-9]+)?%?$")
 
 
 @dataclass(frozen=True)
@@ -93,16 +100,48 @@ class PoolSpec:
 
 @dataclass(frozen=True)
 class Cooldown:
-    """Pause between tests: `fixed` seconds, then until load1 and dirty data are low, at most `max_s`."""
+    """Pause between runs: `fixed` seconds, then until load1 and dirty data are low, at most `max_s`.
+
+    `auto`: also until the pool's txgs have synced and its disks have been idle (at most `idle_iops` ops/s)
+    for `idle_s` seconds; `load1_auto` takes the preflight load1 + 0.5 (at least 1.0) as the load threshold."""
 
     fixed_s: float = 0.0
     max_s: float = 0.0
     load1: float | None = None
     dirty_bytes: int | None = None
+    auto: bool = False
+    idle_iops: float = 5.0
+    idle_s: float = 3.0
+    load1_auto: bool = False
 
     @property
     def active(self) -> bool:
-        return self.fixed_s > 0 or self.max_s > 0
+        return self.fixed_s > 0 or self.max_s > 0 or self.auto
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Time to answer: warm-up placement, run order, adaptive repeats, racing and fio steady state.
+
+    `repeats_min == repeats_max` with `ci` None is the classic fixed number of repeats."""
+
+    warmup: str = "none"
+    repeats_min: int = 1
+    repeats_max: int = 1
+    ci: float | None = None
+    order: str = "sequential"
+    shuffle_seed: int = 0
+    racing: bool = False
+    racing_margin: float = 0.05
+    racing_min: int = 2
+    ss: str = ""
+    ss_dur_s: float = 0.0
+    ss_ramp_s: float = 0.0
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the number of repeats is decided while the campaign runs."""
+        return self.repeats_min < self.repeats_max and (self.ci is not None or self.racing)
 
 
 @dataclass(frozen=True)
@@ -133,6 +172,7 @@ class Spec:
     extras: Mapping[str, Any] = field(default_factory=frozen_map)
     pool: PoolSpec | None = None
     scale: str = ""
+    schedule: Schedule = field(default_factory=Schedule)
 
     @property
     def campaign_id(self) -> str:
@@ -274,8 +314,9 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
         raise ctx.err("campaign.name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "zvol-vs-dataset"')
     runtime = ctx.duration("campaign.runtime", camp.get("runtime", "60s"), positive=True)
     ramp = ctx.duration("campaign.ramp", camp.get("ramp", "0s"))
-    repeats = ctx.integer("campaign.repeats", camp.get("repeats", 1), 1, 1000)
-    warmup = ctx.boolean("campaign.warmup", camp.get("warmup", False))
+    schedule = _schedule(ctx, camp, runtime, name)
+    repeats = schedule.repeats_max
+    warmup = schedule.warmup != "none"
     grace = ctx.duration("campaign.deadline_grace", camp.get("deadline_grace", "60s"))
     threshold = _threshold(ctx, camp.get("timing_threshold", "10%"))
     max_tests = ctx.integer("campaign.max_tests", camp.get("max_tests", 5000), 1, 1_000_000)
@@ -293,13 +334,15 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     excludes = tuple(_rule(ctx, r, i, "exclude", matrix, targets) for i, r in enumerate(_list(ctx, doc, "exclude")))
     includes = tuple(_include(ctx, r, i, matrix, targets) for i, r in enumerate(_list(ctx, doc, "include")))
     fio = _fio(ctx, ctx.table(doc, "fio"))
+    if schedule.ss:  # fio's own steady-state detection: part of the job, so part of each test's id
+        fio.update({"ss": schedule.ss, "ss_dur": f"{schedule.ss_dur_s:g}s", "ss_ramp": f"{schedule.ss_ramp_s:g}s"})
     extras: dict[str, Any] = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
     return Spec(path=path, text=text, name=name, description=str(camp.get("description", "")), runtime=runtime,
                 ramp=ramp, warmup=warmup, repeats=repeats, cooldown=cooldown, deadline_grace=grace,
                 timing_threshold=threshold, max_tests=max_tests, drain_max=drain_max, sample_interval=interval,
                 copy_size=copy_size,
                 host=host, targets=targets, matrix=frozen_map(matrix), excludes=excludes, includes=includes,
-                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale)
+                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale, schedule=schedule)
 
 
 def _list(ctx: _Ctx, doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
@@ -324,16 +367,112 @@ def _threshold(ctx: _Ctx, value: object) -> float:
 
 
 def _cooldown(ctx: _Ctx, value: object) -> Cooldown:
+    if value == "auto":
+        value = {"auto": True}
     if not isinstance(value, dict):
         return Cooldown(fixed_s=ctx.duration("campaign.cooldown", value))
     ctx.unknown_keys(value, COOLDOWN_KEYS, "campaign.cooldown.")
+    auto = ctx.boolean("campaign.cooldown.auto", value.get("auto", False))
     fixed = ctx.duration("campaign.cooldown.fixed", value.get("fixed", "0s"))
     max_s = ctx.duration("campaign.cooldown.max", value.get("max", "5m"), positive=True)
-    load1 = value.get("load1")
-    if load1 is not None and (isinstance(load1, bool) or not isinstance(load1, (int, float)) or load1 < 0):
-        raise ctx.err("campaign.cooldown.load1", load1, "must be a non-negative number", "e.g. load1 = 0.5")
-    dirty = ctx.size("campaign.cooldown.dirty", value["dirty"], positive=False) if "dirty" in value else None
-    return Cooldown(fixed_s=fixed, max_s=max_s, load1=float(load1) if load1 is not None else None, dirty_bytes=dirty)
+    load1 = value.get("load1", "auto" if auto else None)
+    load1_auto = auto and load1 == "auto"
+    if load1_auto or load1 is False:
+        load1 = None
+    elif load1 is not None and (isinstance(load1, bool) or not isinstance(load1, (int, float)) or load1 < 0):
+        raise ctx.err("campaign.cooldown.load1", load1, "must be a non-negative number",
+                      'e.g. load1 = 0.5; with auto = true also "auto" (preflight load1 + 0.5) or false (not checked)')
+    dirty = ctx.size("campaign.cooldown.dirty", value.get("dirty", "4M" if auto else 0), positive=False) \
+        if auto or "dirty" in value else None
+    if not auto:
+        for key in ("idle_iops", "idle_for"):
+            if key in value:
+                raise ctx.err(f"campaign.cooldown.{key}", value[key], "only applies to an automatic cooldown",
+                              'add auto = true, or write cooldown = "auto"')
+    idle = value.get("idle_iops", 5.0)
+    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle < 0:
+        raise ctx.err("campaign.cooldown.idle_iops", idle, "must be a non-negative number",
+                      "e.g. idle_iops = 5 (disk operations per second that still count as idle)")
+    idle_s = ctx.duration("campaign.cooldown.idle_for", value.get("idle_for", "3s"))
+    return Cooldown(fixed_s=fixed, max_s=max_s, load1=float(load1) if load1 is not None else None, dirty_bytes=dirty,
+                    auto=auto, idle_iops=float(idle), idle_s=idle_s, load1_auto=load1_auto)
+
+
+def _fraction(ctx: _Ctx, key: str, value: object, hint: str) -> float:
+    """"5%" or 0.05 -> 0.05 (a positive fraction below 1)."""
+    frac = -1.0
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        frac = float(value)
+    elif isinstance(value, str) and value.endswith("%"):
+        try:
+            frac = float(value[:-1]) / 100.0
+        except ValueError:
+            pass
+    if not 0 < frac < 1:
+        raise ctx.err(key, value, "must be a percentage between 0 and 100", hint)
+    return frac
+
+
+def _schedule(ctx: _Ctx, camp: Mapping[str, Any], runtime: float, name: str) -> Schedule:
+    """warmup, repeats, order, racing and steady state (issue 11: time to answer)."""
+    warm = camp.get("warmup", False)
+    if isinstance(warm, bool):
+        mode = "per-test" if warm else "none"  # `true` keeps its old meaning: every test gets a run 0
+    else:
+        mode = ctx.choice("campaign.warmup", warm, WARMUP_MODES + ("false",))
+        mode = "none" if mode == "false" else mode
+    rmin, rmax, ci = _repeats(ctx, camp.get("repeats", 1))
+    order = ctx.choice("campaign.order", camp.get("order", "sequential"), ORDERS)
+    seed = camp.get("shuffle_seed", int(short_hash({"campaign": name}, 8), 16))
+    seed = ctx.integer("campaign.shuffle_seed", seed, 0, 2**32 - 1)
+    racing, margin, race_min = _racing(ctx, camp.get("racing", False), rmin)
+    ss = ctx.string("campaign.ss", camp.get("ss", ""))
+    if ss and not SS_RE.match(ss):
+        raise ctx.err("campaign.ss", ss, "not an fio steady-state criterion",
+                      'e.g. "iops:5%" (IOPS within 5 % of their mean) or "bw_slope:0.5%"')
+    for key in ("ss_dur", "ss_ramp"):
+        if key in camp and not ss:
+            raise ctx.err(f"campaign.{key}", camp[key], "needs campaign.ss", 'add e.g. ss = "iops:5%"')
+    dur = ctx.duration("campaign.ss_dur", camp.get("ss_dur", "30s"), positive=True) if ss else 0.0
+    ss_ramp = ctx.duration("campaign.ss_ramp", camp.get("ss_ramp", "0s")) if ss else 0.0
+    if ss and ss_ramp + dur > runtime:
+        raise ctx.err("campaign.ss_dur", camp.get("ss_dur", "30s"), "ss_ramp + ss_dur is longer than the runtime",
+                      "fio could never see steady state: lengthen campaign.runtime (the longest a run may take)")
+    return Schedule(warmup=mode, repeats_min=rmin, repeats_max=rmax, ci=ci, order=order, shuffle_seed=seed,
+                    racing=racing, racing_margin=margin, racing_min=race_min, ss=ss, ss_dur_s=dur, ss_ramp_s=ss_ramp)
+
+
+def _repeats(ctx: _Ctx, value: object) -> tuple[int, int, float | None]:
+    """`repeats = 3`, or adaptive `repeats = { min = 2, max = 10, ci = "5%" }`."""
+    if not isinstance(value, dict):
+        n = ctx.integer("campaign.repeats", value, 1, 1000)
+        return n, n, None
+    ctx.unknown_keys(value, REPEATS_KEYS, "campaign.repeats.")
+    rmin = ctx.integer("campaign.repeats.min", value.get("min", 2), 1, 1000)
+    rmax = ctx.integer("campaign.repeats.max", value.get("max", max(rmin, 10)), 1, 1000)
+    if rmax < rmin:
+        raise ctx.err("campaign.repeats.max", rmax, f"is smaller than min ({rmin})", f"e.g. max = {max(rmin, 10)}")
+    ci = None
+    if "ci" in value:
+        ci = _fraction(ctx, "campaign.repeats.ci", value["ci"],
+                       'e.g. ci = "5%": stop once the 95 % CI of the mean is within ±5 % of the mean')
+        if rmin < 2:
+            raise ctx.err("campaign.repeats.min", rmin, "a confidence interval needs at least 2 repeats", "min = 2")
+    return rmin, rmax, ci
+
+
+def _racing(ctx: _Ctx, value: object, rmin: int) -> tuple[bool, float, int]:
+    """`racing = true`, or `racing = { margin = "5%", min = 2 }`."""
+    if isinstance(value, bool):
+        return value, 0.05, max(2, rmin)
+    if not isinstance(value, dict):
+        raise ctx.err("campaign.racing", value, "must be true, false or a table",
+                      'e.g. racing = { margin = "5%", min = 2 }')
+    ctx.unknown_keys(value, RACING_KEYS, "campaign.racing.")
+    margin = _fraction(ctx, "campaign.racing.margin", value.get("margin", "5%"),
+                       'e.g. margin = "5%": drop a test only when it is at least 5 % behind the leader')
+    race_min = ctx.integer("campaign.racing.min", value.get("min", max(2, rmin)), 2, 1000)
+    return True, margin, race_min
 
 
 def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
@@ -598,6 +737,7 @@ _FIO_RESERVED: dict[str, str] = {
     "iodepth": "use matrix.iodepth", "numjobs": "use matrix.numjobs", "direct": 'use matrix.io = ["direct"]',
     "buffered": 'use matrix.io = ["buffered"]', "sync": "use matrix.sync_mode", "fsync": "use matrix.sync_mode",
     "fdatasync": "use matrix.sync_mode", "size": "set the target's size or matrix.size",
+    "ss": "set campaign.ss", "ss_dur": "set campaign.ss_dur", "ss_ramp": "set campaign.ss_ramp",
 }
 
 
