@@ -11,6 +11,7 @@ from typing import Any
 
 from tankbench.errors import SpecError, UserError
 from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
+from tankbench.targets import kind_names
 from tankbench.units import fmt_size, parse_duration, parse_size
 
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
@@ -517,7 +518,7 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
             raise ctx.err(p + "name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "scratch"')
         if any(o.name == name for o in out):
             raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
-        kind = ctx.choice(p + "kind", t.get("kind"), ("raw", "file", "dataset", "zvol"))
+        kind = ctx.choice(p + "kind", t.get("kind"), kind_names())
         if kind in ("dataset", "zvol"):
             out.append(_zfs_target(ctx, t, p, name, kind))
             continue
@@ -694,7 +695,7 @@ def _match_value(ctx: _Ctx, key: str, axis: str, v: object, targets: tuple[Targe
         names = tuple(t.name for t in targets)
         return ctx.choice(key, v, names)
     if axis == "kind":
-        return ctx.choice(key, v, ("raw", "file", "dataset", "zvol"))
+        return ctx.choice(key, v, kind_names())
     return _axis_value(ctx, key, axis, v)
 
 
