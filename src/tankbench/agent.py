@@ -64,9 +64,9 @@ def read_text(path, default=""):
         return default
 
 
-def meminfo():
+def meminfo(root=""):
     out = {}
-    for line in read_text("/proc/meminfo").splitlines():
+    for line in read_text(root + "/proc/meminfo").splitlines():
         parts = line.split()
         if len(parts) >= 2:
             mult = 1024 if len(parts) > 2 and parts[2] == "kB" else 1
@@ -74,8 +74,8 @@ def meminfo():
     return out
 
 
-def loadavg():
-    parts = read_text("/proc/loadavg", "0 0 0 0/0 0").split()
+def loadavg(root=""):
+    parts = read_text(root + "/proc/loadavg", "0 0 0 0/0 0").split()
     return float(parts[0]), float(parts[1]), float(parts[2])
 
 
@@ -94,11 +94,11 @@ def procstat():
     return out
 
 
-def diskstats(names):
+def diskstats(names, root=""):
     """{name: (reads, read_sectors, writes, write_sectors)} for the named devices."""
     out = {}
     wanted = set(names)
-    for line in read_text("/proc/diskstats").splitlines():
+    for line in read_text(root + "/proc/diskstats").splitlines():
         p = line.split()
         if len(p) >= 10 and p[2] in wanted:
             out[p[2]] = (int(p[3]), int(p[5]), int(p[7]), int(p[9]))
@@ -571,23 +571,102 @@ def op_fio_run(req):
          after_outputs=after)
 
 
-def op_cooldown(req):
-    """Wait a fixed time, then until load1 and dirty data fall below thresholds (bounded)."""
-    t0 = time.monotonic()
-    time.sleep(float(req.get("fixed_s", 0)))
+def txg_pending(pool, root=""):
+    """Bytes still to sync in the pool's txgs (dirty data of open, quiescing, waiting and syncing txgs);
+    None when the kstat is missing (no ZFS, or no such pool)."""
+    text = read_text(root + "/proc/spl/kstat/zfs/%s/txgs" % pool, None)
+    if text is None:
+        return None
+    pending = 0
+    for line in text.splitlines()[1:]:
+        p = line.split()
+        if len(p) >= 4 and p[2] in ("O", "Q", "W", "S"):
+            try:
+                ndirty = int(p[3])
+            except ValueError:
+                continue
+            pending += ndirty if ndirty or p[2] == "O" else 1  # a txg still syncing counts even with 0 bytes
+    return pending
+
+
+def _quiet_conditions(state, root, dirty_max, load1_max, pool):
+    """Read memory, load and txgs once; record them in state; return {condition: met} for those asked for."""
+    m = meminfo(root)
+    state["dirty_bytes"] = m.get("Dirty", 0) + m.get("Writeback", 0)
+    state["load1"] = loadavg(root)[0]
+    ok = {}
+    if dirty_max is not None:
+        ok["dirty"] = state["dirty_bytes"] <= int(dirty_max)
+    if load1_max is not None:
+        ok["load1"] = state["load1"] <= float(load1_max)
+    if pool:
+        pending = txg_pending(pool, root)
+        if pending is not None:
+            state["txg_pending"] = pending
+            ok["txg"] = pending == 0
+    return ok
+
+
+def cooldown_wait(req, root="", clock=time.monotonic, sleep=time.sleep):
+    """Wait until the host is quiet; return how long it waited and which condition ended the wait.
+
+    Fixed mode: `fixed_s`, then until load1 and dirty + writeback memory are below their thresholds (at most
+    `max_s`). Auto mode (`mode` = "auto") also waits until the pool's txgs have synced and the named disks
+    have done at most `idle_iops` ops/s for `idle_s` seconds. `ended_by` names the condition met last
+    ("dirty", "txg", "disks", "load1"), "fixed" (or "quiet" without a fixed wait) when all were met at the
+    first look, or "max" when time ran out (`unmet` lists what was not)."""
+    t0 = clock()
+    fixed_s = float(req.get("fixed_s", 0))
     max_s = float(req.get("max_s", 0))
-    load1_max = req.get("load1")
-    dirty_max = req.get("dirty_bytes")
-    while time.monotonic() - t0 < max_s:
-        m = meminfo()
-        ok_load = load1_max is None or loadavg()[0] <= float(load1_max)
-        ok_dirty = dirty_max is None or m.get("Dirty", 0) + m.get("Writeback", 0) <= int(dirty_max)
-        if ok_load and ok_dirty:
+    auto = req.get("mode") == "auto"
+    load1_max, dirty_max = req.get("load1"), req.get("dirty_bytes")
+    devices = list(req.get("devices", [])) if auto else []
+    pool = req.get("pool") if auto else None
+    idle_iops, idle_s = float(req.get("idle_iops", 5.0)), float(req.get("idle_s", 3.0))
+    poll = float(req.get("poll_s", 1.0))
+    met_at = {}  # condition -> when it became (and stayed) true
+    idle_since = None
+    prev = (clock(), diskstats(devices, root)) if devices else None
+    state = {}
+    if fixed_s > 0:
+        sleep(fixed_s)
+    first = clock()
+    while True:
+        now = clock()
+        ok = _quiet_conditions(state, root, dirty_max, load1_max, pool)
+        if prev is not None:
+            cur = (now, diskstats(devices, root))
+            dt = max(1e-6, cur[0] - prev[0])
+            ops = sum(sum(cur[1][n][i] - prev[1][n][i] for i in (0, 2)) for n in cur[1] if n in prev[1])
+            state["dev_iops"] = round(ops / dt, 2)
+            if ops / dt > idle_iops:
+                idle_since = None
+            elif idle_since is None:
+                idle_since = prev[0]
+            prev = cur
+            ok["disks"] = idle_since is not None and now - idle_since >= idle_s
+        for name, good in ok.items():
+            if not good:
+                met_at.pop(name, None)
+            elif name not in met_at:
+                met_at[name] = now
+        if all(ok.values()):
+            last = max(met_at, key=lambda k: met_at[k]) if met_at else ""
+            ended_by = last if last and met_at[last] > first else ("fixed" if fixed_s > 0 else "quiet")
             break
-        time.sleep(1.0)
-    m = meminfo()
-    emit("result", waited_s=time.monotonic() - t0, load1=loadavg()[0],
-         dirty_bytes=m.get("Dirty", 0) + m.get("Writeback", 0))
+        if now - t0 >= max_s + fixed_s:
+            ended_by = "max"
+            break
+        sleep(poll)
+    state["unmet"] = sorted(k for k, v in ok.items() if not v)
+    state["waited_s"] = clock() - t0
+    state["ended_by"] = ended_by
+    return state
+
+
+def op_cooldown(req):
+    """Wait until the host is quiet (see cooldown_wait) and report how long and why the wait ended."""
+    emit("result", **cooldown_wait(req))
 
 
 def op_end_pids(req):

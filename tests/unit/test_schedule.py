@@ -1,0 +1,277 @@
+"""Time to answer (issue 11): stopping rule, racing, run order, warm-up placement, resume, campaign keys."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tankbench.errors import SpecError
+from tankbench.schedule import (
+    Observation,
+    Scheduler,
+    Slot,
+    config_groups,
+    race,
+    steady_state_checks,
+    stop_rule,
+    warmup_tests,
+)
+from tankbench.spec import expand, parse_spec
+
+CAMPAIGN = """
+[campaign]
+name = "sched"
+runtime = "60s"
+ramp = "0s"
+{extra}
+
+[[target]]
+name = "a"
+kind = "file"
+path = "/tmp/tb-a"
+size = "64M"
+
+[[target]]
+name = "b"
+kind = "file"
+path = "/tmp/tb-b"
+size = "64M"
+
+[matrix]
+rw = ["read", "write"]
+bs = ["4k"]
+iodepth = [1, 4]
+"""
+
+
+def spec_of(extra: str):  # type: ignore[no-untyped-def]
+    return parse_spec(CAMPAIGN.format(extra=extra), "sched.toml")
+
+
+# ------------------------------------------------------------------ stopping rule
+def test_stop_rule_uses_student_t_on_the_mean() -> None:
+    # n=2: t(0.975, 1) = 12.71, sd = 0.707 -> half width 6.35 > 5 % of 100.5: keep going
+    c = stop_rule([100.0, 101.0], 2, 2, 10, 0.05)
+    assert not c.stop and c.half_width == pytest.approx(6.353, abs=0.01) and c.target == pytest.approx(5.025)
+    # n=3, sd 0.25: t(0.975, 2) = 4.30 -> half width 0.62 < 5.0: stop on the CI
+    c = stop_rule([100.0, 100.5, 100.2], 3, 2, 10, 0.05)
+    assert c.stop and c.reason == "ci" and c.half_width == pytest.approx(0.6255, abs=0.01)
+
+
+def test_stop_rule_min_max_and_fixed() -> None:
+    assert not stop_rule([100.0, 100.0], 2, 3, 10, 0.05).stop, "never before min"
+    c = stop_rule([50.0, 150.0, 90.0], 3, 2, 3, 0.05)
+    assert c.stop and c.reason == "max", "max ends a noisy test"
+    assert stop_rule([1.0, 2.0, 3.0], 3, 3, 3, None).reason == "fixed"
+    assert not stop_rule([1.0, 2.0], 2, 3, 3, None).stop
+    # a failed run uses budget but gives no value: 2 runs, 1 value -> no interval, not stopped
+    assert not stop_rule([100.0], 2, 2, 10, 0.05).stop
+
+
+# ------------------------------------------------------------------ racing
+def test_race_drops_only_what_is_clearly_behind_with_evidence() -> None:
+    values = {"lead": [100.0, 101.0, 99.0], "close": [97.0, 101.0, 99.0], "slow": [60.0, 61.0, 59.0], "one": [10.0]}
+    drops = race(values, ["close", "slow", "one"], margin=0.05, min_n=2)
+    assert [d.test_id for d in drops] == ["slow"]
+    ev = drops[0].evidence
+    assert drops[0].leader_id == "lead" and ev["ci_high"] < ev["leader_ci_low"] * 0.95 == ev["bar"]
+    assert ev["n"] == 3 and ev["leader_n"] == 3
+    # a margin larger than the gap keeps it racing
+    assert race(values, ["slow"], margin=0.5, min_n=2) == []
+    assert race(values, ["slow"], margin=0.05, min_n=4) == [], "not before min runs"
+
+
+# ------------------------------------------------------------------ warm-ups and configurations
+def test_warmup_modes_and_configurations() -> None:
+    tests = expand(spec_of('warmup = "per-config"'))
+    groups = config_groups(tests)
+    assert [len(g) for g in groups] == [4, 4] and {t.target.name for t in groups[1]} == {"b"}
+    assert warmup_tests(tests, "per-config") == {groups[0][0].id, groups[1][0].id}
+    assert warmup_tests(tests, "per-test") == {t.id for t in tests}
+    assert warmup_tests(tests, "none") == set()
+
+
+def test_warmup_true_keeps_its_old_meaning() -> None:
+    assert spec_of("warmup = true").schedule.warmup == "per-test"
+    assert spec_of("warmup = false").schedule.warmup == "none"
+    assert spec_of('warmup = "per-config"').warmup is True
+
+
+def drive(
+    sched: Scheduler, value: Callable[[Slot], float], limit: int = 1000, stop_after: int | None = None
+) -> list[tuple[str, int, bool]]:
+    """Run the scheduler to the end (or `stop_after` runs), as the runner would; return the runs done."""
+    done: list[tuple[str, int, bool]] = []
+    while len(done) < limit:
+        batch = sched.next_batch()
+        if not batch:
+            break
+        for slot in batch:
+            if stop_after is not None and len(done) >= stop_after:
+                return done
+            sched.observe(slot.test.id, Observation(slot.run_no, slot.warmup, "done", value(slot)))
+            done.append((slot.test.id, slot.run_no, slot.warmup))
+        sched.end_batch()
+    return done
+
+
+def history(done: list[tuple[str, int, bool]], value: Callable[[str, int], float]) -> dict[str, list[Observation]]:
+    out: dict[str, list[Observation]] = {}
+    for tid, run_no, warm in done:
+        out.setdefault(tid, []).append(Observation(run_no, warm, "done", value(tid, run_no)))
+    return out
+
+
+def test_round_robin_interleaves_inside_a_configuration_with_one_warmup() -> None:
+    spec = spec_of('warmup = "per-config"\nrepeats = 3\norder = "round-robin"')
+    tests = expand(spec)
+    order = drive(Scheduler(tests, spec.schedule, {}), lambda s: 100.0)
+    g0 = [t.id for t in config_groups(tests)[0]]
+    assert order[0] == (g0[0], 0, True), "one warm-up before the configuration's first run"
+    assert order[1:5] == [(tid, 1, False) for tid in g0], "round 1: each test once"
+    assert order[5:9] == [(tid, 2, False) for tid in g0]
+    assert sum(1 for o in order if o[2]) == 2 and len(order) == 2 + 8 * 3
+
+
+def test_sequential_with_per_test_warmups_is_the_old_order() -> None:
+    spec = spec_of("warmup = true\nrepeats = 2")
+    tests = expand(spec)
+    order = drive(Scheduler(tests, spec.schedule, {}), lambda s: 1.0)
+    expected = [(t.id, n, n == 0) for t in tests for n in (0, 1, 2)]
+    assert order == expected
+
+
+def test_shuffle_is_seeded_and_recorded() -> None:
+    a = spec_of('repeats = 3\norder = "shuffle"\nshuffle_seed = 1')
+    b = spec_of('repeats = 3\norder = "shuffle"\nshuffle_seed = 2')
+    tests = expand(a)
+    run_a = drive(Scheduler(tests, a.schedule, {}), lambda s: 1.0)
+    assert run_a == drive(Scheduler(tests, a.schedule, {}), lambda s: 1.0), "same seed, same order"
+    assert run_a != drive(Scheduler(tests, b.schedule, {}), lambda s: 1.0)
+    assert sorted(run_a) == sorted(drive(Scheduler(tests, b.schedule, {}), lambda s: 1.0))
+    assert spec_of('order = "shuffle"').schedule.shuffle_seed == spec_of('order = "shuffle"').schedule.shuffle_seed
+
+
+@pytest.mark.parametrize("order", ["sequential", "round-robin", "shuffle"])
+def test_resume_continues_the_same_order(order: str) -> None:
+    spec = spec_of(
+        f'warmup = "per-config"\nrepeats = {{ min = 2, max = 6, ci = "5%" }}\norder = "{order}"\nracing = true'
+    )
+
+    def value(tid: str, run_no: int) -> float:  # deterministic, different noise per test
+        return 100.0 + (hash((tid, run_no)) % 7) * (3.0 if tid[0] in "0123" else 0.1)
+
+    tests = expand(spec)
+    full = drive(Scheduler(tests, spec.schedule, {}), lambda s: value(s.test.id, s.run_no))
+    for cut in (1, 5, 11, 17):
+        first = full[:cut]
+        sched = Scheduler(tests, spec.schedule, history(first, value))
+        assert first + drive(sched, lambda s: value(s.test.id, s.run_no)) == full, f"resume after {cut} runs"
+
+
+def test_adaptive_repeats_stop_early_on_stable_tests_and_decisions_have_evidence() -> None:
+    spec = spec_of('repeats = { min = 2, max = 10, ci = "5%" }\norder = "round-robin"')
+    tests = expand(spec)
+    noisy = tests[0].id
+    sched = Scheduler(tests, spec.schedule, {})
+    order = drive(sched, lambda s: 100.0 + (30.0 if s.run_no % 2 else -30.0) * (s.test.id == noisy) + 0.1 * s.run_no)
+    runs = {t.id: sum(1 for o in order if o[0] == t.id) for t in tests}
+    assert runs[noisy] == 10 and all(n == 2 for tid, n in runs.items() if tid != noisy)
+    kinds = {d.test_id: d.kind for d in sched.decisions}
+    assert kinds[noisy] == "max" and sum(k == "stop" for k in kinds.values()) == 7
+    stop = next(d for d in sched.decisions if d.kind == "stop")
+    c = stop.as_checks()
+    assert c["schedule.decision"] == "stop" and c["schedule.ci_half_width"] <= c["schedule.ci_target"]
+    assert "within ±5.0% of the mean" in stop.reason
+
+
+def test_racing_drops_losers_after_a_round() -> None:
+    spec = spec_of('repeats = { min = 2, max = 10, ci = "0.1%" }\norder = "round-robin"\nracing = { margin = "10%" }')
+    tests = expand(spec)
+    fast = {t.id for t in tests if t.params["iodepth"] == 4 and t.target.name == "a"}
+
+    def value(s: Slot) -> float:
+        return (200.0 if s.test.id in fast else 100.0) + (s.run_no % 3)
+
+    sched = Scheduler(tests, spec.schedule, {})
+    order = drive(sched, value)
+    drops = [d for d in sched.decisions if d.kind == "drop"]
+    assert {d.test_id for d in drops} == {t.id for t in tests if t.id not in fast}
+    assert all(d.after_runs == 2 and d.evidence["leader"] in fast for d in drops)
+    assert all(sum(1 for o in order if o[0] == d.test_id) == 2 for d in drops)
+    assert "upper 95 % bound" in drops[0].reason
+
+
+def test_remaining_runs_for_estimates() -> None:
+    spec = spec_of('warmup = "per-config"\nrepeats = { min = 2, max = 10, ci = "5%" }')
+    rem = Scheduler(expand(spec), spec.schedule, {}).remaining()
+    assert (rem.runs_low, rem.runs_high, rem.warmups, rem.configs) == (16, 80, 2, 2)
+
+
+# ------------------------------------------------------------------ campaign keys
+def test_schedule_keys_parse() -> None:
+    s = spec_of(
+        'repeats = { min = 2, max = 10, ci = "5%" }\nracing = { margin = "3%" }\nss = "iops:5%"\n'
+        'ss_dur = "20s"\nss_ramp = "5s"\ncooldown = "auto"\norder = "round-robin"'
+    )
+    sch = s.schedule
+    assert (sch.repeats_min, sch.repeats_max, sch.ci, sch.racing, sch.racing_margin) == (2, 10, 0.05, True, 0.03)
+    assert sch.adaptive and s.repeats == 10
+    assert dict(s.fio)["ss"] == "iops:5%" and dict(s.fio)["ss_dur"] == "20s" and dict(s.fio)["ss_ramp"] == "5s"
+    assert "ss=iops:5%" in __import__("tankbench.fio.jobs", fromlist=["job_text"]).job_text(expand(s)[0])
+    c = s.cooldown
+    assert c.auto and c.active and c.load1_auto and c.dirty_bytes == 4 << 20 and c.max_s == 300
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "hint"),
+    [
+        ('warmup = "per-run"', "campaign.warmup", "per-config"),
+        ("repeats = { min = 5, max = 2 }", "campaign.repeats.max", "max ="),
+        ('repeats = { min = 1, max = 5, ci = "5%" }', "campaign.repeats.min", "min = 2"),
+        ('repeats = { min = 2, ci = "120%" }', "campaign.repeats.ci", "ci ="),
+        ("repeats = { mni = 2 }", "campaign.repeats.mni", "min"),
+        ('order = "random"', "campaign.order", "shuffle"),
+        ('racing = "yes"', "campaign.racing", "margin"),
+        ('ss = "iops 5%"', "campaign.ss", "iops:5%"),
+        ('ss = "iops:5%"\nss_dur = "90s"', "campaign.ss_dur", "runtime"),
+        ('ss_dur = "10s"', "campaign.ss_dur", "campaign.ss"),
+        ("cooldown = { idle_iops = 3 }", "campaign.cooldown.idle_iops", "auto"),
+        ('cooldown = { auto = true, load1 = "high" }', "campaign.cooldown.load1", "auto"),
+    ],
+)
+def test_bad_schedule_keys_name_file_key_and_value(extra: str, key: str, hint: str) -> None:
+    with pytest.raises(SpecError) as e:
+        spec_of(extra)
+    text = str(e.value) + " " + e.value.hint
+    assert "sched.toml" in text and key in text and hint in text
+
+
+def test_ss_in_fio_table_is_refused() -> None:
+    with pytest.raises(SpecError) as e:
+        parse_spec(CAMPAIGN.format(extra="") + '\n[fio]\nss = "iops:5%"\n', "sched.toml")
+    assert "campaign.ss" in e.value.hint
+
+
+# ------------------------------------------------------------------ steady state
+def test_steady_state_checks_from_fio_json() -> None:
+    doc = {
+        "jobs": [
+            {
+                "steadystate": {
+                    "ss": "iops:5.000000%",
+                    "duration": 5,
+                    "attained": 1,
+                    "criterion": "3.204201%",
+                    "max_deviation": 540.6,
+                    "slope": 0.0,
+                }
+            }
+        ]
+    }
+    c = steady_state_checks(doc)
+    assert c["steadystate.attained"] is True and c["steadystate.criterion"] == "iops:5.000000%"
+    doc["jobs"][0]["steadystate"]["attained"] = 0
+    assert steady_state_checks(doc)["steadystate.attained"] is False
+    assert steady_state_checks({"jobs": [{"read": {}}]}) == {}
