@@ -5,13 +5,27 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
+from tankbench.schedule import Estimate
 from tankbench.units import fmt_duration
 
 
+def fmt_estimate(e: Estimate) -> str:
+    """ "12m" when the range is tight, else "10m–1h2m (likely 20m)"."""
+    days = f" ≈ {e.likely / 86400:.1f} days" if e.likely >= 2 * 86400 else ""
+    if e.high - e.low <= max(60.0, 0.1 * e.likely):
+        return fmt_duration(e.likely) + days
+    return f"{fmt_duration(e.low)}–{fmt_duration(e.high)} (likely {fmt_duration(e.likely)}{days})"
+
+
 class Progress:
-    """Reports test i/N, the current test, and the campaign's ETA from the pace so far."""
+    """Reports test i/N, the current test, and the campaign's ETA.
+
+    With `estimate` set (the runner's Estimator over the schedule's remaining work) the ETA is a range that
+    counts provisioning, layout, drain and cooldown, learned as the campaign goes; without it, the pace of
+    finished runs (or the expected fio time before any finished)."""
 
     def __init__(self, total_runs: int, stream: TextIO = sys.stderr, quiet: bool = False) -> None:
         self.total = total_runs
@@ -22,20 +36,36 @@ class Progress:
         self.t0 = time.monotonic()
         self._run_seconds = 0.0  # time inside runs only: a one-off layout must not inflate the ETA
         self._started = 0.0
+        self.estimate: Callable[[], Estimate] | None = None
+        self.runs_left: Callable[[], tuple[int, int]] | None = None  # (at least, at most) runs still to do
 
     def eta(self, expected_per_run: float) -> float:
         """Seconds left: measured pace once runs finished, the expected duration before that."""
+        if self.estimate is not None:
+            return self.estimate().likely
         left = self.total - self.done
         if self.done:
             return left * self._run_seconds / self.done
         return left * expected_per_run
 
+    def eta_text(self, expected_per_run: float) -> str:
+        """The ETA as shown: a range when the schedule is adaptive."""
+        if self.estimate is not None:
+            return fmt_estimate(self.estimate())
+        return fmt_duration(self.eta(expected_per_run))
+
     def start(self, index: int, n_tests: int, number: int, name: str, label: str, expected: float) -> None:
         self._started = time.monotonic()
         if self.quiet:
             return
-        msg = (f"[{index}/{n_tests}] {number:04d} {name} {label}  "
-               f"(run {self.done + 1}/{self.total}, ETA {fmt_duration(self.eta(expected))})")
+        total = str(self.total)
+        if self.runs_left is not None:
+            low, high = (self.done + n for n in self.runs_left())
+            total = str(low) if low == high else f"{low}–{high}"
+        msg = (
+            f"[{index}/{n_tests}] {number:04d} {name} {label}  "
+            f"(run {self.done + 1}/{total}, ETA {self.eta_text(expected)})"
+        )
         if self.tty:
             width = os.get_terminal_size(self.stream.fileno()).columns if self.stream.isatty() else 120
             self.stream.write("\r\033[K" + msg[: width - 1])

@@ -6,8 +6,8 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tankbench.copytest import copy_argv
@@ -18,6 +18,19 @@ from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
 from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
+from tankbench.schedule import (
+    Decision,
+    Estimator,
+    Scheduler,
+    config_key,
+    cooldown_checks,
+    cooldown_request,
+    decided_from_runs,
+    history_from_runs,
+    observation,
+    priors_for,
+    steady_state_from_text,
+)
 from tankbench.spec import Spec, expand
 from tankbench.targets import TargetKind, Workspace, kind_of
 from tankbench.units import fmt_duration
@@ -130,12 +143,6 @@ class Outcome:
         return 0 if not (self.runs_failed or self.runs_timeout or self.tests_skipped) else 1
 
 
-def planned_runs(spec: Spec) -> list[tuple[int, bool]]:
-    """(run_no, warmup) for one test: run 0 is the warm-up, repeats are 1..n."""
-    runs = [(0, True)] if spec.warmup else []
-    return runs + [(i, False) for i in range(1, spec.repeats + 1)]
-
-
 class CampaignRunner:
     """Runs every pending run of a campaign on one host; each run is journalled as it ends."""
 
@@ -160,28 +167,6 @@ class CampaignRunner:
         self.outcome = Outcome()
         self._copy_source_ready = False
         self._devices: dict[str, list[str]] = {}  # target name -> physical devices sampled
-
-    # -- resume bookkeeping --------------------------------------------------------------
-    def pending(self, tests: list[Test]) -> Iterator[tuple[Test, list[tuple[int, bool, int]]]]:
-        """For each test, the runs still to do as (run_no, warmup, attempt); skip tests that crashed twice."""
-        for test in tests:
-            existing = self.journal.runs(test.id, with_samples=False)
-            crashes = sum(1 for r in existing if r.status == "crashed")
-            if crashes >= 2:
-                note = f"skipped: crashed {crashes} times (the host or tankbench died during its runs)"
-                self.journal.set_skip_note(test.id, note)
-                self.outcome.tests_skipped.append(test.name)
-                self.progress.note(f"{test.number:04d} {test.name}: {note}")
-                continue
-            todo = []
-            for run_no, warm in planned_runs(self.spec):
-                mine = [r for r in existing if r.run_no == run_no and r.warmup == warm]
-                if any(r.status in FINISHED for r in mine):
-                    self.outcome.runs_skipped_existing += 1
-                    continue
-                todo.append((run_no, warm, len(mine) + 1))
-            if todo:
-                yield test, todo
 
     # -- one run -------------------------------------------------------------------------
     def prepare(self, test: Test) -> dict[str, Any]:
@@ -231,7 +216,7 @@ class CampaignRunner:
                       exit_status=res.get("exit_status"), stderr_tail=res.get("stderr_tail", ""),
                       note=f"tankbench could not process this result ({type(e).__name__}: {e}); raw output kept")
         self.journal.finish_run(row, run)
-        return run
+        return replace(run, row_id=row)
 
     def copy_source(self) -> str:
         """A random-filled source file for copy tests, laid out and verified once per run of the campaign."""
@@ -252,6 +237,7 @@ class CampaignRunner:
         all_checks = dict(checks)
         all_checks.update(res.get("checks", {}))
         all_checks.update(verdict.checks)
+        all_checks.update(steady_state_from_text(res.get("fio_json", "")))
         all_checks["preflight.load1"] = self.pre.load1
         all_checks["preflight.dirty_bytes"] = self.pre.dirty_bytes
         all_checks.pop("devices", None)
@@ -267,32 +253,72 @@ class CampaignRunner:
                    fio_json=res.get("fio_json", ""), exit_status=res.get("exit_status"),
                    stderr_tail=res.get("stderr_tail", ""), note="; ".join(verdict.notes))
 
-    def cooldown(self) -> None:
+    def cooldown(self, test: Test) -> dict[str, Any]:
+        """Wait before a run (fixed, or until the host is quiet); return cooldown.* checks for that run."""
         c = self.spec.cooldown
-        if c.active:
-            self.host.call_agent({"op": "cooldown", "fixed_s": c.fixed_s, "max_s": c.max_s, "load1": c.load1,
-                                  "dirty_bytes": c.dirty_bytes}, timeout=c.fixed_s + c.max_s + 120)
+        if not c.active:
+            return {}
+        pool = self.spec.pool.pool_name if self.spec.pool is not None and test.target.kind in ("dataset", "zvol") \
+            else ""
+        devices = self._devices.get(test.target.name) or self.devices(test)
+        res = self.host.call_agent(cooldown_request(c, devices, pool, self.pre.load1),
+                                   timeout=c.fixed_s + c.max_s + 120)
+        return cooldown_checks(res)
 
     def run(self, tests: list[Test]) -> Outcome:
-        """Every pending run, test by test; returns what happened."""
+        """Every pending run in the schedule's order (issue 11: warm-ups, rounds, adaptive repeats, racing)."""
         self.outcome.tests = len(tests)
-        work = list(self.pending(tests))
-        for kind in sorted({test.target.kind for test, _ in work}):
+        existing = [r for r in self.journal.runs(with_samples=False) if r.test_id in {t.id for t in tests}]
+        sched = Scheduler(tests, self.spec.schedule, history_from_runs(existing), decided_from_runs(existing))
+        self.outcome.runs_skipped_existing = sum(1 for r in existing if r.status in FINISHED)
+        self.skip_crashed(sched)
+        estimator = Estimator(self.spec, priors_for(self.host.accelerator == "tcg"))
+        estimator.learn(existing, {t.id: config_key(t) for t in tests})
+        self.progress.estimate = lambda: estimator.estimate(tests, sched.remaining())
+        self.progress.runs_left = lambda: ((r := sched.remaining()).runs_low + r.warmups, r.runs_high + r.warmups)
+        for kind in sorted({t.target.kind for t in tests if not sched.states[t.id].final}):
             self.kinds[kind].setup()
-        self.progress.total = sum(len(todo) for _, todo in work)
-        for index, (test, todo) in enumerate(work, 1):
-            for run_no, warm, attempt in todo:
-                label = "warm-up" if warm else f"run {run_no}/{self.spec.repeats}"
-                if attempt > 1:
-                    label += f" (attempt {attempt}, after a crash)"
+        seen_configs: set[str] = {config_key(t) for t in tests if sched.states[t.id].obs}
+        last_row: dict[str, int] = {r.test_id: r.row_id for r in existing}
+        prev_end: float | None = None
+        while batch := sched.next_batch():
+            for slot in batch:
+                test = slot.test
+                cool = self.cooldown(test) if prev_end is not None else {}
                 checks = self.prepare(test)
-                self.progress.start(index, len(work), test.number, test.name, label, test.expected_s + 1)
-                run = self.execute(test, run_no, warm, attempt, checks)
+                checks.update(cool)
+                self.progress.start(test.number, len(tests), test.number, test.name,
+                                    slot.label(self.spec.schedule.repeats_max), test.expected_s + 1)
+                run = self.execute(test, slot.run_no, slot.warmup, slot.attempt, checks)
                 self.count(run)
                 self.progress.finish(run.status, describe(run))
-            if index < len(work):
-                self.cooldown()
+                new_config = config_key(test) not in seen_configs
+                seen_configs.add(config_key(test))
+                estimator.observe(run, 0.0 if prev_end is None else run.started - prev_end, new_config)
+                prev_end = run.ended
+                last_row[test.id] = run.row_id
+                self.record(sched.observe(test.id, observation(run)), last_row, estimator)
+            self.record(sched.end_batch(), last_row, estimator)
         return self.outcome
+
+    def skip_crashed(self, sched: Scheduler) -> None:
+        """Tests that crashed twice are skipped (with a note in the journal), as before."""
+        for st in sched.states.values():
+            if st.final == "skip" or st.crashes >= 2:
+                note = f"skipped: crashed {st.crashes} times (the host or tankbench died during its runs)"
+                self.journal.set_skip_note(st.test.id, note)
+                self.outcome.tests_skipped.append(st.test.name)
+                self.progress.note(f"{st.test.number:04d} {st.test.name}: {note}")
+
+    def record(self, decisions: list[Decision], last_row: dict[str, int], estimator: Estimator) -> None:
+        """Journal each adaptive decision in the checks of the test's last run, and say it."""
+        for d in decisions:
+            if d.test_id in last_row:
+                self.journal.merge_run_checks(last_row[d.test_id], d.as_checks())
+            if d.kind in ("stop", "max", "drop"):
+                estimator.learn_repeats([d.after_runs])
+            if d.kind != "max" or self.spec.schedule.adaptive:
+                self.progress.note(f"    {d.kind}: {d.reason}")
 
     def devices(self, test: Test) -> list[str]:
         """Physical disks under the test's target, for /proc/diskstats sampling (ZFS: the pool's vdevs)."""

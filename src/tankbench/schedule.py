@@ -8,6 +8,7 @@ more measured run of each still-active test of the configuration being worked on
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -400,6 +401,16 @@ class Remaining:
     configs: int
 
 
+def decided_from_runs(runs: Iterable[Run]) -> dict[str, str]:
+    """Stops and drops already journalled (`schedule.decision` in a run's checks), so a resume keeps them;
+    "max" is not sticky: raising repeats.max in the campaign gives such tests more runs."""
+    return {
+        r.test_id: str(r.checks["schedule.decision"])
+        for r in runs
+        if r.checks.get("schedule.decision") in ("stop", "drop")
+    }
+
+
 def history_from_runs(runs: Iterable[Run]) -> dict[str, list[Observation]]:
     """Journal runs -> the scheduler's history, by test id."""
     out: dict[str, list[Observation]] = {}
@@ -414,7 +425,7 @@ def cooldown_request(c: Cooldown, devices: Sequence[str], pool: str, preflight_l
     """The agent's `cooldown` request for this campaign's cooldown (auto mode: txg, disks, dirty, load)."""
     load1 = c.load1
     if c.load1_auto:
-        load1 = max(1.0, preflight_load1 + 0.5)
+        load1 = max(1.0, preflight_load1 + 1.0)
     req: dict[str, Any] = {
         "op": "cooldown",
         "fixed_s": c.fixed_s,
@@ -461,6 +472,19 @@ def steady_state_checks(doc: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def steady_state_from_text(fio_json: str) -> dict[str, Any]:
+    """steady_state_checks of fio's JSON text; {} when there is none or it does not parse (the run's verdict
+    reports unreadable output already)."""
+    start = fio_json.find("{")
+    if start < 0:
+        return {}
+    try:
+        doc = json.loads(fio_json[start:])
+    except ValueError:
+        return {}
+    return steady_state_checks(doc) if isinstance(doc, dict) else {}
+
+
 def never_steady(runs: Iterable[Run]) -> list[Run]:
     """Measured runs that asked fio for steady state and never got there (the report marks them)."""
     return [r for r in runs if not r.warmup and r.status == "done" and r.checks.get("steadystate.attained") is False]
@@ -483,11 +507,32 @@ class Priors:
     run_overhead_s: float = 4.0  # agent start, samplers, drain, bookkeeping per run
     config_s: float = 15.0  # create dataset/zvol, add/remove a SLOG, settle udev
     layout_bytes_per_s: float = 100 * 2**20  # laying out a test file (seed 000's HDD wrote ~140 MiB/s)
-    cooldown_auto_s: float = 20.0  # a typical automatic cooldown before one was measured
+    cooldown_auto_s: float = 15.0  # a typical automatic cooldown before one was measured
+    run_cv: float = 0.03  # run-to-run coefficient of variation assumed for the CI stopping rule
+
+
+#: an emulated lab VM (qemu TCG), measured on tests/fixtures/journal-lab-zfs.sqlite: ~9 s per 3 s run beyond
+#: fio's wall time (agent, samplers, file checks, drain), ~20 s per new dataset/zvol, layout at ~5 MiB/s
+LAB_PRIORS = Priors(run_overhead_s=9.0, config_s=15.0, layout_bytes_per_s=5 * 2**20, cooldown_auto_s=20.0)
+
+
+def priors_for(emulated: bool) -> Priors:
+    """Priors for a host: a lab VM under emulation is several times slower at everything but fio's clock."""
+    return LAB_PRIORS if emulated else Priors()
 
 
 def _mean(xs: Sequence[float], default: float) -> float:
     return math.fsum(xs) / len(xs) if xs else default
+
+
+def expected_repeats(rmin: int, rmax: int, ci: float | None, cv: float) -> int:
+    """Repeats the CI rule needs when runs vary with coefficient of variation `cv` (max without a CI)."""
+    if ci is None:
+        return rmax
+    for n in range(max(2, rmin), rmax + 1):
+        if t_quantile(0.975, n - 1) * cv / math.sqrt(n) <= ci:
+            return n
+    return rmax
 
 
 class Estimator:
@@ -583,12 +628,13 @@ class Estimator:
         self.repeats_used.extend(counts)
 
     def _spread(self) -> float:
-        """Where between min and max repeats an adaptive test most likely ends: learned from finished tests;
-        before any, a quarter of the way (stable storage meets a 5 % CI in a few runs); fixed repeats: exactly."""
+        """Where between min and max repeats an adaptive test most likely ends (0..1): learned from finished
+        tests; before any, where the CI rule stops for runs with the prior's coefficient of variation."""
         s = self.spec.schedule
         if not s.adaptive:
             return 0.0
         if self.repeats_used:
             used = _mean([float(n) for n in self.repeats_used], s.repeats_min)
-            return min(1.0, max(0.0, (used - s.repeats_min) / (s.repeats_max - s.repeats_min)))
-        return 0.25
+        else:
+            used = float(expected_repeats(s.repeats_min, s.repeats_max, s.ci, self.priors.run_cv))
+        return min(1.0, max(0.0, (used - s.repeats_min) / (s.repeats_max - s.repeats_min)))

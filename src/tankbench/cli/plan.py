@@ -10,45 +10,152 @@ from tankbench.cli._common import print_json
 from tankbench.cli.presets import resolve_campaign
 from tankbench.errors import UserError
 from tankbench.fio.jobs import job_script, job_text
-from tankbench.runner import planned_runs
-from tankbench.spec import expand, load_spec
+from tankbench.journal import Journal
+from tankbench.model import Test
+from tankbench.progress import fmt_estimate
+from tankbench.runner import default_journal_path, local_has_zfs
+from tankbench.schedule import (
+    Estimate,
+    Estimator,
+    Scheduler,
+    config_key,
+    decided_from_runs,
+    history_from_runs,
+    priors_for,
+)
+from tankbench.spec import Spec, expand, load_spec
 from tankbench.units import fmt_duration
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="list the tests a campaign expands to",
-                       description="Expand CAMPAIGN's matrix into numbered tests with stable ids. Nothing runs.")
+    p = sub.add_parser(
+        "plan",
+        help="list the tests a campaign expands to",
+        description="Expand CAMPAIGN's matrix into numbered tests with stable ids. Nothing runs.",
+    )
     p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML), or the name of a preset")
-    p.add_argument("--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)")
+    p.add_argument(
+        "--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)"
+    )
     p.add_argument("--json", action="store_true", help="print the tests as JSON")
     p.add_argument("--export", metavar="DIR", help="write NNNN-job.sh and NNNN-job.fio per test into DIR")
+    p.add_argument(
+        "--journal",
+        metavar="PATH",
+        default="",
+        help="learn costs and what is done from this journal (default: the campaign's, if it exists)",
+    )
     p.set_defaults(func=cmd_plan)
+
+
+def runs_in_emulated_lab(spec: Spec) -> bool:
+    """Whether the campaign would run in the lab VM, which is emulated (TCG) on machines without KVM."""
+    return spec.host.kind == "lab" or (spec.host.kind == "auto" and not local_has_zfs())
+
+
+def estimate(
+    spec: Spec, tests: list[Test], journal_path: str = "", real_host: bool = False
+) -> tuple[Estimate, Scheduler, bool]:
+    """Time left for the campaign as a range; learned from its journal when one exists (else priors for the
+    host it runs on, or for a real ZFS host with `real_host`)."""
+    path = journal_path or default_journal_path(spec)
+    runs = []
+    if os.path.exists(path):
+        with Journal(path, create=False) as journal:
+            ids = {t.id for t in tests}
+            runs = [r for r in journal.runs(with_samples=False) if r.test_id in ids]
+    sched = Scheduler(tests, spec.schedule, history_from_runs(runs), decided_from_runs(runs))
+    est = Estimator(spec, priors_for(runs_in_emulated_lab(spec) and not real_host))
+    est.learn(runs, {t.id: config_key(t) for t in tests})
+    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop"))
+    return est.estimate(tests, sched.remaining()), sched, bool(runs)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     spec = load_spec(resolve_campaign(args.campaign), args.scale)
     tests = expand(spec)
-    runs = len(planned_runs(spec))
-    per_test = runs * (spec.ramp + spec.runtime) + spec.cooldown.fixed_s
+    est, sched, learned = estimate(spec, tests, args.journal)
+    real = estimate(spec, tests, args.journal, real_host=True)[0] if runs_in_emulated_lab(spec) else None
+    rem = sched.remaining()
     if args.export:
         export(tests, args.export, spec.campaign_id)
     if args.json:
-        print_json({"campaign": spec.name, "campaign_id": spec.campaign_id, "tests": [
-            {"number": t.number, "id": t.id, "name": t.name, "test_case": t.test_case, "target": t.target.name,
-             "target_kind": t.target.kind, "params": dict(t.params), "runs": runs} for t in tests],
-            "estimated_seconds": per_test * len(tests)})
+        print_json(
+            {
+                "campaign": spec.name,
+                "campaign_id": spec.campaign_id,
+                "tests": [
+                    {
+                        "number": t.number,
+                        "id": t.id,
+                        "name": t.name,
+                        "test_case": t.test_case,
+                        "target": t.target.name,
+                        "target_kind": t.target.kind,
+                        "params": dict(t.params),
+                        "runs": spec.schedule.repeats_max + (1 if sched.states[t.id].warmup else 0),
+                    }
+                    for t in tests
+                ],
+                "estimated_seconds": round(est.likely, 1),
+                "estimate": {
+                    "low_s": round(est.low, 1),
+                    "likely_s": round(est.likely, 1),
+                    "high_s": round(est.high, 1),
+                    "learned_from_journal": learned,
+                    "emulated_lab": real is not None,
+                },
+                "estimate_real_host": None
+                if real is None
+                else {"low_s": round(real.low, 1), "likely_s": round(real.likely, 1), "high_s": round(real.high, 1)},
+                "runs_left": {
+                    "measured_low": rem.runs_low,
+                    "measured_high": rem.runs_high,
+                    "warmups": rem.warmups,
+                    "configurations": rem.configs,
+                },
+            }
+        )
         return 0
     out = sys.stdout
     width = max((len(t.name) for t in tests), default=4)
     out.write(f"{'#':>4}  {'id':12}  {'name':{width}}  test case\n")
     for t in tests:
         out.write(f"{t.number:04d}  {t.id}  {t.name:{width}}  {t.test_case}\n")
-    out.write(f"\n{len(tests)} tests x {runs} run(s) each ({'warm-up + ' if spec.warmup else ''}"
-              f"{spec.repeats} repeat(s)); at least {fmt_duration(per_test * len(tests))} of fio time"
-              f"{' plus cooldowns' if spec.cooldown.active else ''}.\n")
+    out.write("\n" + summary(spec, tests, est, sched, learned) + "\n")
+    if real is not None and not learned:
+        out.write(
+            f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(real)}.\n"
+        )
     if args.export:
         out.write(f"Exported {len(tests)} job scripts to {args.export}/ (run any NNNN-job.sh with plain fio).\n")
     return 0
+
+
+def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, learned: bool) -> str:
+    """What the schedule will do and how long it takes, with what the estimate counts."""
+    s = spec.schedule
+    rem = sched.remaining()
+    repeats = (
+        f"{s.repeats_min}–{s.repeats_max} repeats (95 % CI within ±{s.ci:.0%})"
+        if s.ci is not None and s.repeats_min < s.repeats_max
+        else f"{s.repeats_max} repeat(s)"
+    )
+    warm = {"per-test": "a warm-up per test", "per-config": "a warm-up per configuration", "none": "no warm-up"}[
+        s.warmup
+    ]
+    lines = [
+        f"{len(tests)} tests on {len(sched.groups)} configurations, {repeats}, {warm}"
+        f"{', racing' if s.racing else ''}, order {s.order}"
+        f"{f', steady state {s.ss} over {fmt_duration(s.ss_dur_s)}' if s.ss else ''}.",
+        f"Runs left: {rem.runs_low}"
+        + (f"–{rem.runs_high}" if rem.runs_high != rem.runs_low else "")
+        + f" measured + {rem.warmups} warm-up(s).",
+        f"Estimated time: {fmt_estimate(est)} — fio time, per-run overhead (drain, samplers), "
+        f"provisioning and layout of {rem.configs} configuration(s) and cooldowns, "
+        + ("learned from the journal." if learned else "from priors until the journal has measured them."),
+    ]
+    return "\n".join(lines)
 
 
 def export(tests: list, directory: str, campaign_id: str = "") -> None:

@@ -126,6 +126,13 @@ class Journal:
              json.dumps(dict(run.samples), separators=(",", ":")), run.fio_json, run.exit_status,
              run.stderr_tail, run.note, row_id))
 
+    def merge_run_checks(self, row_id: int, checks: dict[str, Any]) -> None:
+        """Add checks to a finished run (e.g. the schedule's decision about its test, made after it ended)."""
+        row = self.conn.execute("SELECT checks FROM runs WHERE id=?", (row_id,)).fetchone()
+        merged = dict(json.loads(row["checks"] or "{}")) if row else {}
+        merged.update(checks)
+        self._tx("UPDATE runs SET checks=? WHERE id=?", (json.dumps(merged, sort_keys=True, default=str), row_id))
+
     def mark_crashed(self) -> list[tuple[int, str, int | None, str]]:
         """Turn runs left `running` by a dead process into `crashed`; return (row, test, pid, host) of each."""
         rows = self.conn.execute("SELECT id, test_id, pid, host FROM runs WHERE status='running'").fetchall()

@@ -104,7 +104,7 @@ class Cooldown:
     """Pause between runs: `fixed` seconds, then until load1 and dirty data are low, at most `max_s`.
 
     `auto`: also until the pool's txgs have synced and its disks have been idle (at most `idle_iops` ops/s)
-    for `idle_s` seconds; `load1_auto` takes the preflight load1 + 0.5 (at least 1.0) as the load threshold."""
+    for `idle_s` seconds; `load1_auto` takes the preflight load1 + 1.0 (at least 1.0) as the load threshold."""
 
     fixed_s: float = 0.0
     max_s: float = 0.0
@@ -382,7 +382,7 @@ def _cooldown(ctx: _Ctx, value: object) -> Cooldown:
         load1 = None
     elif load1 is not None and (isinstance(load1, bool) or not isinstance(load1, (int, float)) or load1 < 0):
         raise ctx.err("campaign.cooldown.load1", load1, "must be a non-negative number",
-                      'e.g. load1 = 0.5; with auto = true also "auto" (preflight load1 + 0.5) or false (not checked)')
+                      'e.g. load1 = 0.5; with auto = true also "auto" (preflight load1 + 1.0) or false (not checked)')
     dirty = ctx.size("campaign.cooldown.dirty", value.get("dirty", "4M" if auto else 0), positive=False) \
         if auto or "dirty" in value else None
     if not auto:
@@ -420,8 +420,10 @@ def _schedule(ctx: _Ctx, camp: Mapping[str, Any], runtime: float, name: str) -> 
     if isinstance(warm, bool):
         mode = "per-test" if warm else "none"  # `true` keeps its old meaning: every test gets a run 0
     else:
-        mode = ctx.choice("campaign.warmup", warm, WARMUP_MODES + ("false",))
-        mode = "none" if mode == "false" else mode
+        if warm not in WARMUP_MODES:
+            raise ctx.err("campaign.warmup", warm, 'must be true or false, or one of "per-test", "per-config", "none"',
+                          'warmup = "per-config": one warm-up run per provisioned configuration (docs/schedule.md)')
+        mode = str(warm)
     rmin, rmax, ci = _repeats(ctx, camp.get("repeats", 1))
     order = ctx.choice("campaign.order", camp.get("order", "sequential"), ORDERS)
     seed = camp.get("shuffle_seed", int(short_hash({"campaign": name}, 8), 16))
@@ -432,7 +434,7 @@ def _schedule(ctx: _Ctx, camp: Mapping[str, Any], runtime: float, name: str) -> 
         raise ctx.err("campaign.ss", ss, "not an fio steady-state criterion",
                       'e.g. "iops:5%" (IOPS within 5 % of their mean) or "bw_slope:0.5%"')
     for key in ("ss_dur", "ss_ramp"):
-        if key in camp and not ss:
+        if key in camp and "ss" not in camp:  # ss = "" (e.g. in a quick scale) turns it off with them
             raise ctx.err(f"campaign.{key}", camp[key], "needs campaign.ss", 'add e.g. ss = "iops:5%"')
     dur = ctx.duration("campaign.ss_dur", camp.get("ss_dur", "30s"), positive=True) if ss else 0.0
     ss_ramp = ctx.duration("campaign.ss_ramp", camp.get("ss_ramp", "0s")) if ss else 0.0
