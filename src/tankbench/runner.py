@@ -273,8 +273,8 @@ class CampaignRunner:
         self.outcome.runs_skipped_existing = sum(1 for r in existing if r.status in FINISHED)
         self.skip_crashed(sched)
         estimator = Estimator(self.spec, priors_for(self.host.accelerator == "tcg"))
-        estimator.learn(existing, {t.id: config_key(t) for t in tests})
-        self.progress.estimate = lambda: estimator.estimate(tests, sched.remaining())
+        estimator.learn(existing, tests)
+        self.progress.estimate = lambda: estimator.estimate(sched)
         self.progress.runs_left = lambda: ((r := sched.remaining()).runs_low + r.warmups, r.runs_high + r.warmups)
         for kind in sorted({t.target.kind for t in tests if not sched.states[t.id].final}):
             self.kinds[kind].setup()
@@ -294,7 +294,7 @@ class CampaignRunner:
                 self.progress.finish(run.status, describe(run))
                 new_config = config_key(test) not in seen_configs
                 seen_configs.add(config_key(test))
-                estimator.observe(run, 0.0 if prev_end is None else run.started - prev_end, new_config)
+                estimator.observe(run, test, 0.0 if prev_end is None else run.started - prev_end, new_config)
                 prev_end = run.ended
                 last_row[test.id] = run.row_id
                 self.record(sched.observe(test.id, observation(run)), last_row, estimator)

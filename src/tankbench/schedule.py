@@ -222,16 +222,28 @@ class Decision:
         return out
 
 
+def _rel(half: float | None, mean: float | None) -> str:
+    """A CI half width as a percentage of the mean ("n/a" without an interval)."""
+    if half is None or not mean:
+        return "n/a"
+    return f"±{half / abs(mean):.1%}"
+
+
 def _stop_decision(st: _TestState, check: StopCheck, round_no: int, ci: float | None) -> Decision:
     ev: dict[str, Any] = {"n": check.n, "mean": check.mean, "ci_half_width": check.half_width}
     if check.reason == "ci":
         ev["ci_target"] = check.target
-        text = f"95 % CI ±{check.half_width:.4g} within ±{ci:.1%} of the mean {check.mean:.4g} after {check.n} runs"
+        text = (
+            f"95 % CI of the mean {_rel(check.half_width, check.mean)} is within the target ±{ci:.1%} "
+            f"after {check.n} runs"
+        )
         return Decision(st.test.id, "stop", check.n, round_no, text, ev)
     if check.reason == "max":
         ev["ci_target"] = check.target
-        hw = "n/a" if check.half_width is None else f"±{check.half_width:.4g}"
-        text = f"max repeats ({check.n}) reached; 95 % CI {hw} vs target ±{ci:.1%} of the mean"
+        text = (
+            f"max repeats ({check.n}) reached with the 95 % CI of the mean at "
+            f"{_rel(check.half_width, check.mean)}, target ±{ci:.1%}"
+        )
         return Decision(st.test.id, "max", check.n, round_no, text, ev)
     return Decision(st.test.id, "max", check.n, round_no, f"all {check.n} planned repeats done", ev)
 
@@ -535,25 +547,49 @@ def expected_repeats(rmin: int, rmax: int, ci: float | None, cv: float) -> int:
     return rmax
 
 
+def _triple(values: Sequence[float], prior: float) -> tuple[float, float, float]:
+    """(low, likely, high) of a per-run cost: mean -/+ one sd once measured (at least -25 %/+50 % of the mean
+    while fewer than 3 were), half/twice the prior before."""
+    if not values:
+        return prior * 0.5, prior, prior * 2.0
+    mean = _mean(values, prior)
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    if len(values) < 3:
+        sd = max(sd, 0.5 * mean)
+    return max(0.0, min(mean - sd, 0.75 * mean if len(values) < 3 else mean)), mean, mean + sd
+
+
+def cost_kind(test: Test) -> str:
+    """Costs are learned per target kind (a zvol run costs more than a raw one), copy tests apart."""
+    return test.target.kind + ("-copy" if test.is_copy else "")
+
+
 class Estimator:
-    """Learns per-run overhead, per-configuration provisioning/layout and cooldown from journalled runs, and
-    turns what is left into a range. Pure: fed with observations, never reads the clock itself."""
+    """Learns per-run overhead and fio wall time, per-configuration provisioning/layout (both per target kind)
+    and cooldown from journalled runs, and turns what the scheduler has left into a range. Pure: fed with
+    observations, never reads the clock itself."""
 
     def __init__(self, spec: Spec, priors: Priors | None = None) -> None:
         self.spec = spec
         self.priors = priors or Priors()
-        self.overheads: list[float] = []  # seconds per run beyond fio's wall time (excluding cooldown)
-        self.config_costs: list[float] = []  # seconds spent before the first run of a configuration
+        self.overheads: dict[str, list[float]] = {}  # seconds per run beyond fio's wall time, without cooldown
+        self.config_costs: dict[str, list[float]] = {}  # seconds before the first run of a configuration
+        self.walls: dict[str, list[float]] = {}  # fio wall time per measured run / (ramp + runtime)
         self.cooldowns: list[float] = []
-        self.walls: list[float] = []  # fio wall time per measured run, as a fraction of ramp + runtime
         self.repeats_used: list[int] = []  # measured runs of tests the schedule has finished with
 
-    # fio time per run -------------------------------------------------------------------
-    def run_bounds(self, expected_s: float) -> tuple[float, float]:
-        """Shortest and longest fio time of one run: steady state can end a run after ramp + ss_ramp + ss_dur."""
-        s = self.spec.schedule
-        low = min(expected_s, self.spec.ramp + s.ss_ramp_s + s.ss_dur_s) if s.ss else expected_s
-        return low, expected_s
+    # what one run costs -------------------------------------------------------------------
+    def run_time(self, test: Test) -> tuple[float, float, float]:
+        """(low, likely, high) fio seconds of one run: steady state can end it after ramp + ss_ramp + ss_dur."""
+        s, expected = self.spec.schedule, test.expected_s
+        if test.is_copy:
+            expected = self.spec.copy_size / self.priors.layout_bytes_per_s
+        low = min(expected, self.spec.ramp + s.ss_ramp_s + s.ss_dur_s) if s.ss and not test.is_copy else expected
+        walls = self.walls.get(cost_kind(test), [])
+        if not walls:
+            return low, (low + expected) / 2, expected
+        w_low, w_likely, w_high = _triple(walls, 1.0)
+        return min(low, w_low * expected), w_likely * expected, max(expected, w_high * expected)
 
     def cooldown_bounds(self) -> tuple[float, float, float]:
         """(low, likely, high) seconds of one cooldown."""
@@ -565,62 +601,71 @@ class Estimator:
         likely = _mean(self.cooldowns, max(c.fixed_s, self.priors.cooldown_auto_s if c.auto else c.fixed_s))
         return c.fixed_s, min(max(likely, c.fixed_s), c.max_s + c.fixed_s), c.fixed_s + c.max_s
 
-    def config_cost(self, test: Test) -> float:
-        """Seconds to provision and lay out one configuration (learned mean once one was measured)."""
-        if self.config_costs:
-            return _mean(self.config_costs, 0.0)
+    def config_cost(self, test: Test) -> tuple[float, float, float]:
+        """(low, likely, high) seconds to provision and lay out one configuration of the test's kind."""
         layout = test.target.size / self.priors.layout_bytes_per_s if not test.is_copy else 0.0
         zfs = self.priors.config_s if test.target.kind in ("dataset", "zvol") else 0.0
-        return layout + zfs
+        return _triple(self.config_costs.get(cost_kind(test), []), layout + zfs)
 
     # learning -----------------------------------------------------------------------------
-    def observe(self, run: Run, gap_s: float, new_config: bool) -> None:
+    def observe(self, run: Run, test: Test, gap_s: float, new_config: bool) -> None:
         """One finished run; `gap_s`: seconds from the previous run's end to this one's start (prepare,
         provisioning, cooldown), `new_config`: the run was the first on its configuration."""
+        kind = cost_kind(test)
         cooled = float(run.checks.get("cooldown.waited_s", 0.0) or 0.0)
         if "cooldown.waited_s" in run.checks:
             self.cooldowns.append(cooled)
         total = (run.ended or run.started) - run.started
         wall = run.wall_s or 0.0
+        extra = max(0.0, total - wall)
         if new_config:
-            self.config_costs.append(max(0.0, gap_s - cooled))
-            self.overheads.append(max(0.0, total - wall))
+            self.config_costs.setdefault(kind, []).append(max(0.0, gap_s - cooled))
         else:
-            self.overheads.append(max(0.0, total - wall + gap_s - cooled))
+            extra += max(0.0, gap_s - cooled)
+        self.overheads.setdefault(kind, []).append(extra)
         if run.wall_s is not None and run.expected_s > 0 and not run.warmup:
-            self.walls.append(run.wall_s / run.expected_s)
+            self.walls.setdefault(kind, []).append(run.wall_s / run.expected_s)
 
-    def learn(self, runs: Sequence[Run], config_of: Mapping[str, str]) -> None:
-        """Learn from journalled runs in start order (`config_of`: test id -> config_key)."""
+    def learn(self, runs: Sequence[Run], tests: Sequence[Test]) -> None:
+        """Learn from journalled runs in start order."""
+        by_id = {t.id: t for t in tests}
         seen: set[str] = set()
         prev_end: float | None = None
         for r in sorted(runs, key=lambda r: r.started):
-            if r.status == "running" or r.ended is None:
+            test = by_id.get(r.test_id)
+            if r.status == "running" or r.ended is None or test is None:
                 continue
-            cfg = config_of.get(r.test_id, r.test_id)
+            cfg = config_key(test)
             gap = 0.0 if prev_end is None else max(0.0, r.started - prev_end)
-            if prev_end is None or gap < 3600:  # a gap of hours is a campaign stopped and resumed later
-                self.observe(r, gap, cfg not in seen)
+            if gap < 3600:  # a gap of hours is a campaign stopped and resumed later
+                self.observe(r, test, gap, cfg not in seen and prev_end is not None)
             seen.add(cfg)
             prev_end = r.ended
 
     # the range ---------------------------------------------------------------------------
-    def estimate(self, tests: Sequence[Test], remaining: Remaining) -> Estimate:
-        """Seconds left for `remaining` runs of `tests` (all tests share runtime and ramp)."""
-        if not tests:
-            return Estimate(0.0, 0.0, 0.0)
-        expected = tests[0].expected_s
-        run_low, run_high = self.run_bounds(expected)
-        frac = _mean(self.walls, 0.0)
-        run_likely = expected * frac if self.walls else (run_low + run_high) / 2
-        over = _mean(self.overheads, self.priors.run_overhead_s)
-        cd_low, cd_likely, cd_high = self.cooldown_bounds()
-        groups = config_groups(tests)
-        cfg = remaining.configs * _mean([self.config_cost(g[0]) for g in groups], 0.0)
-        likely_runs = remaining.runs_low + (remaining.runs_high - remaining.runs_low) * self._spread()
-        low = (remaining.runs_low + remaining.warmups) * (run_low + over + cd_low) + cfg
-        high = (remaining.runs_high + remaining.warmups) * (max(run_high, run_likely) + over + cd_high) + cfg
-        likely = (likely_runs + remaining.warmups) * (run_likely + over + cd_likely) + cfg
+    def estimate(self, sched: Scheduler) -> Estimate:
+        """Seconds left for what the scheduler has still to do: at best, likely, at worst."""
+        s = self.spec.schedule
+        spread = self._spread()
+        cd = self.cooldown_bounds()
+        total = [0.0, 0.0, 0.0]
+        for group in sched.groups:
+            live = [st for st in group if not st.final]
+            if not live:
+                continue
+            if not any(st.obs for st in group):
+                for i, v in enumerate(self.config_cost(group[0].test)):
+                    total[i] += v
+            for st in live:
+                lo = max(0, s.repeats_min - st.measured)
+                hi = max(0, s.repeats_max - st.measured)
+                warm = 1 if st.warmup and not st.finished(0, True) else 0
+                runs = (lo + warm, lo + (hi - lo) * spread + warm, hi + warm)
+                run = self.run_time(st.test)
+                over = _triple(self.overheads.get(cost_kind(st.test), []), self.priors.run_overhead_s)
+                for i in range(3):
+                    total[i] += runs[i] * (run[i] + over[i] + cd[i])
+        low, likely, high = total
         return Estimate(low, min(max(likely, low), high), high)
 
     def learn_repeats(self, counts: Iterable[int]) -> None:

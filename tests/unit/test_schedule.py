@@ -183,7 +183,7 @@ def test_adaptive_repeats_stop_early_on_stable_tests_and_decisions_have_evidence
     stop = next(d for d in sched.decisions if d.kind == "stop")
     c = stop.as_checks()
     assert c["schedule.decision"] == "stop" and c["schedule.ci_half_width"] <= c["schedule.ci_target"]
-    assert "within ±5.0% of the mean" in stop.reason
+    assert "is within the target ±5.0%" in stop.reason
 
 
 def test_racing_drops_losers_after_a_round() -> None:

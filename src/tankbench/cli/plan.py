@@ -18,7 +18,6 @@ from tankbench.schedule import (
     Estimate,
     Estimator,
     Scheduler,
-    config_key,
     decided_from_runs,
     history_from_runs,
     priors_for,
@@ -66,9 +65,9 @@ def estimate(
             runs = [r for r in journal.runs(with_samples=False) if r.test_id in ids]
     sched = Scheduler(tests, spec.schedule, history_from_runs(runs), decided_from_runs(runs))
     est = Estimator(spec, priors_for(runs_in_emulated_lab(spec) and not real_host))
-    est.learn(runs, {t.id: config_key(t) for t in tests})
+    est.learn(runs, tests)
     est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop"))
-    return est.estimate(tests, sched.remaining()), sched, bool(runs)
+    return est.estimate(sched), sched, bool(runs)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

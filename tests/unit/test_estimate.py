@@ -1,0 +1,94 @@
+"""Estimates (issue 11): ranges that count provisioning, layout, drain and cooldown, learned from the journal,
+checked against what a real lab campaign took."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tankbench.cli.plan import estimate
+from tankbench.cli.presets import resolve_campaign
+from tankbench.journal import Journal
+from tankbench.progress import fmt_estimate
+from tankbench.schedule import (
+    Estimate,
+    Estimator,
+    Scheduler,
+    expected_repeats,
+    history_from_runs,
+    priors_for,
+)
+from tankbench.spec import expand, load_spec, parse_spec
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+SEED_DAYS = 8.8
+
+
+def lab_runs(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The real lab journal (a copy: opening a journal may convert it to WAL)."""
+    shutil.copy(FIXTURES / "journal-lab-zfs.sqlite", tmp_path / "j.sqlite")
+    with Journal(str(tmp_path / "j.sqlite"), create=False) as j:
+        return j.runs(with_samples=False)
+
+
+@pytest.mark.parametrize("k", [4, 8, 14, 20, 28])
+def test_estimate_learned_so_far_brackets_what_the_lab_campaign_really_took(tmp_path: Path, k: int) -> None:
+    spec = load_spec(str(FIXTURES / "journal-lab-zfs.toml"), "quick")
+    tests = expand(spec)
+    runs = sorted(lab_runs(tmp_path), key=lambda r: r.started)
+    seen, rest = runs[:k], runs[k:]
+    actual = rest[-1].ended - seen[-1].ended
+    sched = Scheduler(tests, spec.schedule, history_from_runs(seen))
+    est = Estimator(spec, priors_for(True))
+    est.learn(seen, tests)
+    e = est.estimate(sched)
+    assert sched.remaining().runs_low == len(rest)
+    assert e.low <= actual <= e.high * 1.05, (k, e, actual)
+    assert abs(e.likely - actual) <= 0.4 * actual or k == 28, (k, e, actual)
+
+
+def test_fio_time_alone_was_the_dishonest_estimate(tmp_path: Path) -> None:
+    """The issue's "ETA 2m16s, took 12m04s": fio time alone is a fraction of what a lab campaign takes."""
+    runs = lab_runs(tmp_path)
+    took = max(r.ended for r in runs) - min(r.started for r in runs)
+    fio_only = sum(r.expected_s for r in runs)
+    assert fio_only < 0.25 * took
+    spec = load_spec(str(FIXTURES / "journal-lab-zfs.toml"), "quick")
+    e, _, learned = estimate(spec, expand(spec), str(tmp_path / "none.sqlite"))
+    assert not learned and 0.7 * took <= e.likely <= 1.6 * took, (e, took)
+
+
+def test_zvol_issues_full_scale_fits_the_seeds_time_on_a_real_host() -> None:
+    spec = load_spec(resolve_campaign("zvol-issues"))
+    tests = expand(spec)
+    e, sched, _ = estimate(spec, tests, "/nonexistent/journal.sqlite", real_host=True)
+    assert len(tests) == 2695 and len(sched.groups) == 52
+    assert e.likely <= SEED_DAYS * 86400, fmt_estimate(e)
+    assert e.low < e.likely < e.high
+    old = parse_spec(
+        Path(resolve_campaign("zvol-issues"))
+        .read_text()
+        .replace('runtime = "90s"', 'runtime = "180s"')
+        .replace('warmup = "per-config"', "warmup = true")
+        .replace('repeats = { min = 2, max = 3, ci = "5%" }', "repeats = 1")
+        .replace('cooldown = { auto = true, max = "2m" }', 'cooldown = "2m"')
+        .replace('ss = "iops:5%"', 'ss = ""'),
+        "old.toml",
+    )
+    e_old = estimate(old, expand(old), "/nonexistent/journal.sqlite", real_host=True)[0]
+    assert e_old.likely > 2 * e.likely * 0.9, "the old schedule (190 s + 2 min per test, a warm-up each)"
+
+
+def test_expected_repeats_follow_the_ci_rule() -> None:
+    assert expected_repeats(2, 10, 0.05, 0.03) == 4  # t(3) * 0.03 / 2 = 0.048
+    assert expected_repeats(2, 3, 0.05, 0.03) == 3
+    assert expected_repeats(2, 10, 0.05, 0.005) == 2
+    assert expected_repeats(2, 10, None, 0.03) == 10
+
+
+def test_format_of_a_range() -> None:
+    assert fmt_estimate(Estimate(600, 610, 620)) == "10m10s"
+    text = fmt_estimate(Estimate(3 * 86400, 8 * 86400, 20 * 86400))
+    assert text.startswith("72h") and "likely 192h" in text and "8.0 days" in text
