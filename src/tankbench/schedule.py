@@ -683,3 +683,27 @@ class Estimator:
         else:
             used = float(expected_repeats(s.repeats_min, s.repeats_max, s.ci, self.priors.run_cv))
         return min(1.0, max(0.0, (used - s.repeats_min) / (s.repeats_max - s.repeats_min)))
+
+
+# ------------------------------------------------------------------ comparing two schedules' leaderboards
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
+    """Kendall's tau-b between two score lists of the same items (1: same order, -1: reversed; ties counted)."""
+    n = len(a)
+    if n != len(b) or n < 2:
+        raise ValueError("kendall_tau needs two lists of the same length, at least 2")
+    concordant = discordant = ties_a = ties_b = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            da, db = a[i] - a[j], b[i] - b[j]
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ties_a += 1
+            elif db == 0:
+                ties_b += 1
+            elif (da > 0) == (db > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denom = math.sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b))
+    return (concordant - discordant) / denom if denom else 1.0

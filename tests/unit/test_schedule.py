@@ -275,3 +275,13 @@ def test_steady_state_checks_from_fio_json() -> None:
     doc["jobs"][0]["steadystate"]["attained"] = 0
     assert steady_state_checks(doc)["steadystate.attained"] is False
     assert steady_state_checks({"jobs": [{"read": {}}]}) == {}
+
+
+def test_kendall_tau() -> None:
+    from tankbench.schedule import kendall_tau
+
+    assert kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):
+        kendall_tau([1.0], [1.0])
