@@ -99,6 +99,12 @@ def test_adaptive_schedule_journals_every_decision(tmp_path: Path) -> None:
         if ch["steadystate.attained"]:
             assert r["wall_s"] < 4.0 + 1.5
     assert "stop:" in res.stderr or "max:" in res.stderr or "drop:" in res.stderr
+    report = json.loads((tmp_path / "report" / "results.json").read_text())
+    codes = {w["code"]: w for w in report["warnings"]}
+    decided = {ch["schedule.decision"] for ch in last.values()}
+    for kind in decided:
+        assert f"schedule-{kind}" in codes, (kind, sorted(codes))
+        assert "#" in codes[f"schedule-{kind}"]["message"], "the report names the tests and the evidence"
     again = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
     assert again.returncode == 0 and len(runs_of(j)) == len(runs), "a resume after the end adds no run"
     plan = tankbench("plan", str(c), "--journal", str(j), cwd=tmp_path)

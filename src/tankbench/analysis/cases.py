@@ -23,7 +23,8 @@ CHECK_KEYS = ("layout.sparse", "layout.allocated_bytes", "layout.apparent_bytes"
               "layout.verified", "preflight.dirty_bytes", "drain.dirty_end_bytes", "timing.threshold_s",
               "zfs.direct_ignored", "zfs.recordsize", "zfs.volblocksize", "zfs.ashift", "zfs.arc_c_max",
               "zfs.txg_timeout", "zfs.compression", "zfs.direct_forced", "zfs.misaligned", "zfs.partial_record_writes",
-              "zfs.working_set_fits_arc", "zfs.working_set_bytes", "zfs.runtime_near_txg", "zfs.block_bytes")
+              "zfs.working_set_fits_arc", "zfs.working_set_bytes", "zfs.runtime_near_txg", "zfs.block_bytes",
+              "steadystate.attained", "schedule.decision", "schedule.reason", "cooldown.ended_by")
 
 
 @dataclass(frozen=True)

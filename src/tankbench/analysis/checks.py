@@ -233,11 +233,34 @@ def _misaligned_ashift(z: dict[str, Any]) -> bool:
     return bool(rs % (1 << int(ashift)))
 
 
+def check_schedule(ds: Dataset) -> Iterator[Warning]:
+    """Issue 11: runs that never reached fio's steady state, and what the adaptive schedule decided (stop early,
+    drop from a race, max repeats without the CI), each with its evidence, so nothing is decided silently."""
+    unsteady = [(t, r) for t in ds.tests for r in t.measured
+                if r.extra.get("steadystate.attained") is not None and not r.extra["steadystate.attained"]]
+    yield from _mk("never-steady", "warning", list({t.id: t for t, _ in unsteady}.values()),
+                   f"{len(unsteady)} measured runs never reached fio's steady state (campaign.ss): they ran the "
+                   "whole runtime on a moving target", "lengthen campaign.runtime, loosen campaign.ss, or find what "
+                   "drifts (a cache filling, txg bursts)", (r.row_id for _, r in unsteady))
+    for kind, sev, msg, fix in (
+            ("drop", "info", "A race stopped repeating these tests, clearly behind their test case's leader",
+             "set racing = false to give every test its full repeats"),
+            ("max", "info", "These tests reached repeats.max before their confidence interval met repeats.ci",
+             "raise repeats.max, or find the noise"),
+            ("stop", "info", "These tests stopped early: their confidence interval met repeats.ci",
+             "set a fixed repeats = N for a fixed number of runs")):
+        hits = [(t, r) for t in ds.tests for r in t.runs if r.extra.get("schedule.decision") == kind
+                and (kind != "max" or "max repeats" in str(r.extra.get("schedule.reason", "")))]
+        detail = "; ".join(f"#{t.number}: {r.extra.get('schedule.reason', '')}" for t, r in hits[:3])
+        yield from _mk(f"schedule-{kind}", sev, [t for t, _ in hits], f"{msg} ({detail}{' …' if len(hits) > 3 else ''})",
+                       fix, (r.row_id for _, r in hits))
+
+
 def validity_warnings(ds: Dataset) -> tuple[Warning, ...]:
     """All warnings, most severe first."""
     out: list[Warning] = []
     for check in (check_emulated, check_fingerprints, check_failures, check_repeats, check_timing, check_options,
-                  check_runs_detail, check_zfs):
+                  check_runs_detail, check_zfs, check_schedule):
         out.extend(check(ds))
     order = {"error": 0, "warning": 1, "info": 2}
     return tuple(sorted(out, key=lambda w: order[w.severity]))
