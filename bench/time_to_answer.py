@@ -61,9 +61,9 @@ DEVICES = (
 CASES = (("randread", 4096), ("randread", 16384), ("randwrite", 4096), ("randwrite", 16384))
 
 SCHEDULES = {
-    "reference": 'runtime = "4s"\nwarmup = true\nrepeats = 3\ncooldown = "1s"\n',
+    "reference": 'runtime = "3s"\nwarmup = true\nrepeats = 3\ncooldown = "1s"\n',
     "adaptive": (
-        'runtime = "4s"\nss = "iops:5%"\nss_dur = "2s"\nwarmup = "per-config"\n'
+        'runtime = "3s"\nss = "iops:5%"\nss_dur = "2s"\nwarmup = "per-config"\n'
         'repeats = { min = 2, max = 4, ci = "5%" }\nracing = { margin = "5%" }\norder = "round-robin"\n'
         'cooldown = { auto = true, max = "2s", load1 = false, idle_for = "1s", idle_iops = 1000000 }\n'
     ),

@@ -92,3 +92,22 @@ def test_format_of_a_range() -> None:
     assert fmt_estimate(Estimate(600, 610, 620)) == "10m10s"
     text = fmt_estimate(Estimate(3 * 86400, 8 * 86400, 20 * 86400))
     assert text.startswith("72h") and "likely 192h" in text and "8.0 days" in text
+
+
+def test_progress_line_shows_runs_and_eta_as_ranges() -> None:
+    import io
+
+    from tankbench.progress import Progress
+
+    out = io.StringIO()
+    p = Progress(0, stream=out)
+    p.runs_left = lambda: (8, 16)
+    p.estimate = lambda: Estimate(100.0, 300.0, 900.0)
+    p.start(1, 4, 1, "file-a-read-4k", "run 1/4", 5.0)
+    line = out.getvalue()
+    assert "(run 1/8–16, ETA 1m40s–15m00s (likely 5m00s))" in line, line
+    p.finish("done", "x")
+    p.runs_left = lambda: (3, 3)
+    p.estimate = lambda: Estimate(60.0, 61.0, 62.0)
+    p.start(2, 4, 2, "file-a-write-4k", "run 1/4", 5.0)
+    assert "(run 2/4, ETA 1m01s)" in out.getvalue().splitlines()[-1]
