@@ -239,10 +239,15 @@ def main() -> int:
         got = fio_bw(loops["d0"], "randread", 4096)
         want = DEVICES[0].truth("randread", 4096)
         print(f"throttle check: d0 randread 4k {got / 4096:.0f} IOPS (limit {want / 4096:.0f})")
-        if abs(got - want) > 0.1 * want:
+        if got > 1.1 * want:
             sys.exit(
                 "Error: the block throttle does not hold on loop devices here; the testbed would not be "
                 "of known behaviour\nHint: run on a host whose kernel throttles direct I/O to loop devices"
+            )
+        if got < 0.8 * want:
+            print(
+                "warning: the machine is too busy to reach the throttle's limit: 'tau vs truth' will suffer; "
+                "the reference/adaptive comparison still runs on the same machine"
             )
         results = {}
         for name in ("reference", "adaptive"):
