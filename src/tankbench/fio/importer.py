@@ -139,6 +139,19 @@ def _group_key(opts: Mapping[str, Any], job: Mapping[str, Any]) -> str:
     return json.dumps([job.get("jobname", ""), job.get("groupid", 0), sorted(opts.items())], default=str)
 
 
+def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
+    """fio < 2.2 printed no options: say what the JSON proves (the directions that did I/O), not fio's defaults."""
+    did = [d for d in ("read", "write", "trim") if isinstance(job.get(d), dict) and job[d].get("io_bytes")]
+    rw = {("read",): "read", ("write",): "write", ("trim",): "trim"}.get(tuple(did), "rw")
+    # without options, the job's name is all that tells its tests apart
+    return {
+        "rw": rw,
+        "bs": "unknown",
+        "options": "unknown (fio wrote no options in its JSON)",
+        "jobname": str(job.get("jobname", "")),
+    }
+
+
 def read_fio_file(path: str) -> list[ImportedJob]:
     """Parse one fio JSON file (local `jobs` or `--client` `client_stats`) into runs, one per distinct job:
     parallel entries of a job (numjobs without group_reporting, several clients) aggregate into one run.
@@ -155,6 +168,8 @@ def read_fio_file(path: str) -> list[ImportedJob]:
     groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for job in job_entries(doc):
         opts = {**_global_options(doc, job), **(job.get("job options") or {})}
+        if "global options" not in doc and "job options" not in job:
+            opts = _unknown_options(job)
         groups.setdefault(_group_key(opts, job), (opts, []))[1].append(job)
     out = []
     for opts, jobs in groups.values():
@@ -162,6 +177,7 @@ def read_fio_file(path: str) -> list[ImportedJob]:
         one = {"fio version": doc.get("fio version", ""), "jobs": jobs}
         try:
             metrics = dict(metrics_from_jobs(jobs))
+            test = job_to_test(opts, str(jobs[0].get("jobname", "")))
         except (TypeError, ValueError, KeyError) as e:
             raise UserError(f"{path}: job {jobs[0].get('jobname', '')!r}: unexpected fio JSON ({e})", hint) from e
         for host in hosts if len(hosts) > 1 else ():  # each client's own share, beside the run's sum
@@ -169,7 +185,7 @@ def read_fio_file(path: str) -> list[ImportedJob]:
             metrics.update({f"client[{host}].{k}": mine[k] for k in ("total.iops", "total.bw_bytes")})
         out.append(
             ImportedJob(
-                job_to_test(opts, str(jobs[0].get("jobname", ""))),
+                test,
                 metrics,
                 max(int(j.get("error", 0)) for j in jobs),
                 json.dumps(one),
