@@ -142,7 +142,7 @@ def _group_key(opts: Mapping[str, Any], job: Mapping[str, Any]) -> str:
 def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
     """fio < 2.2 printed no options: say what the JSON proves (the directions that did I/O), not fio's defaults."""
     did = [d for d in ("read", "write", "trim") if isinstance(job.get(d), dict) and job[d].get("io_bytes")]
-    rw = {("read",): "read", ("write",): "write", ("trim",): "trim"}.get(tuple(did), "rw")
+    rw = did[0] if len(did) == 1 else "rw"
     # without options, the job's name is all that tells its tests apart
     return {
         "rw": rw,
