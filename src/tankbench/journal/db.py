@@ -82,9 +82,11 @@ def _connect_ro(path: str) -> sqlite3.Connection:
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return conn
-        except sqlite3.OperationalError as e:  # e.g. WAL journal on read-only media: no -shm can be made
+        except sqlite3.OperationalError as e:
             conn.close()
             last = e
+            if getattr(e, "sqlite_errorname", "") != "SQLITE_CANTOPEN":  # e.g. busy: never read it immutable
+                break  # only a WAL journal on read-only media (no -shm can be made there) needs immutable
         except sqlite3.DatabaseError as e:
             conn.close()
             raise _not_journal(path, str(e)) from e
