@@ -343,7 +343,11 @@ def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
     if table is None:
         if shortcut is None:
             return HostSpec()
-        return HostSpec(kind=ctx.choice("campaign.host", shortcut, HOST_KINDS))
+        kind = ctx.choice("campaign.host", shortcut, HOST_KINDS)
+        if kind == "ssh":
+            raise ctx.err("campaign.host", shortcut, "an ssh host needs an address",
+                          'write a [host] table: kind = "ssh", address = "bench.example.org"')
+        return HostSpec(kind=kind)
     if not isinstance(table, dict):
         raise ctx.err("host", table, "must be a table", 'write [host] with kind = "local" | "lab" | "ssh"')
     ctx.unknown_keys(table, HOST_KEYS, "host.")
@@ -370,6 +374,8 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
         raise ctx.err("[[target]]", None, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ctx.err("target", value, "must be an array of tables", "write each target as [[target]]")
+    if not value:
+        raise ctx.err("target", value, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
     out: list[Target] = []
     for i, t in enumerate(value):
         p = f"target[{i}]."
