@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -15,7 +14,8 @@ from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text, test_file_path
 from tankbench.hosts.base import Host
 from tankbench.hosts.lab import LabHost
-from tankbench.journal import Journal
+from tankbench.journal import Journal, host_crash_count
+from tankbench.journal.lock import JournalLock
 from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
 from tankbench.spec import Spec, expand
@@ -62,6 +62,8 @@ class Preflight:
     load1: float
     dirty_bytes: int
     zfs_params: dict[str, str] = field(default_factory=dict)
+    #: the host's boot id: a run left `running` under another boot id died with its host
+    boot_id: str = ""
 
 
 def target_kinds(ws: Workspace) -> dict[str, TargetKind]:
@@ -84,31 +86,7 @@ def preflight(host: Host, spec: Spec, kinds: dict[str, TargetKind] | None = None
     for t in spec.targets:
         kinds[t.kind].check(t, probe)
     return Preflight(fingerprint=probe["fingerprint"], load1=probe["load1"], dirty_bytes=probe["dirty_bytes"],
-                     zfs_params=probe.get("zfs_params", {}))
-
-
-class JournalLock:
-    """One `run` per journal at a time (flock: released by the kernel even after kill -9)."""
-
-    def __init__(self, journal_path: str) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(journal_path)), exist_ok=True)
-        self.path = journal_path + ".lock"
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-
-    def __enter__(self) -> JournalLock:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            raise UserError(f"another `tankbench run` is using {self.path[:-5]}",
-                            "wait for it to finish, or pass a different --journal") from None
-        os.ftruncate(self.fd, 0)
-        os.write(self.fd, str(os.getpid()).encode())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
+                     zfs_params=probe.get("zfs_params", {}), boot_id=str(probe.get("boot_id", "")))
 
 
 @dataclass
@@ -166,9 +144,9 @@ class CampaignRunner:
         """For each test, the runs still to do as (run_no, warmup, attempt); skip tests that crashed twice."""
         for test in tests:
             existing = self.journal.runs(test.id, with_samples=False)
-            crashes = sum(1 for r in existing if r.status == "crashed")
+            crashes = host_crash_count(existing)  # only the host going down counts, not a killed tankbench
             if crashes >= 2:
-                note = f"skipped: crashed {crashes} times (the host or tankbench died during its runs)"
+                note = f"skipped: crashed {crashes} times (the host went down during its runs)"
                 self.journal.set_skip_note(test.id, note)
                 self.outcome.tests_skipped.append(test.name)
                 self.progress.note(f"{test.number:04d} {test.name}: {note}")
@@ -195,7 +173,8 @@ class CampaignRunner:
     def execute(self, test: Test, run_no: int, warm: bool, attempt: int, checks: dict[str, Any]) -> Run:
         """Run fio once and journal the frozen Run (a `running` row exists while it is in flight)."""
         spec = self.spec
-        row = self.journal.begin_run(test.id, run_no, warm, attempt, test.expected_s, self.host.name)
+        row = self.journal.begin_run(test.id, run_no, warm, attempt, test.expected_s, self.host.name,
+                                     boot_id=self.pre.boot_id)
         deadline = test.expected_s + spec.deadline_grace
         request = {"op": "fio_run", "job_text": job_text(test), "deadline_s": deadline,
                    "workdir": f"{self.workdir}/{test.id}", "devices": checks.get("devices", []),
@@ -350,7 +329,7 @@ def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | No
         with JournalLock(journal_path):
             journal = Journal(journal_path)
             try:
-                crashed = journal.mark_crashed()
+                crashed = journal.mark_crashed({host.name: pre.boot_id} if pre.boot_id else None)
                 end_stale(host, crashed, spec)
                 journal.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
                 journal.add_tests(spec.campaign_id, tests, {t.id: job_text(t) for t in tests})
@@ -358,8 +337,9 @@ def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | No
                 journal.add_fingerprint(runner.fingerprint)
                 runner.outcome.runs_crashed_found = len(crashed)
                 if crashed:
-                    progress.note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; "
-                                  "they are marked crashed and retried once")
+                    progress.note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; they "
+                                  "are retried (marked crashed if the host went down since, else interrupted: "
+                                  "only host crashes count toward skipping a test)")
                 outcome = runner.run(tests)
             finally:
                 journal.close()
