@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from tankbench import secrets
 from tankbench.hosts.base import agent_digest, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.lab import vm
+from tests.conftest import tankbench
 
 from .conftest import LAB
 
@@ -78,21 +80,21 @@ def _disks(lab: LabHost) -> list[str]:
 
 
 def test_preflight_refuses_during_a_real_scrub(lab: LabHost, pool: str) -> None:
-    sh(lab, f"head -c 96M /dev/urandom > /{pool}/data && zpool sync {pool}", timeout=600)
-    limit = "/sys/module/zfs/parameters/zfs_scan_vdev_limit"
-    before = sh(lab, f"cat {limit}").strip()
-    sh(lab, f"echo 4096 > {limit} && zpool scrub {pool}")  # a slow scrub: still running when we look
+    disks = _disks(lab)
+    sh(lab, f"head -c 32M /dev/urandom > /{pool}/data && zpool sync {pool}", timeout=600)
+    # OpenZFS's own test knob: the scrub stays "in progress" without progressing, so it cannot finish
+    # between `zpool scrub` and our look (it did in TCG with 96 MiB and a throttled scan)
+    hold = "/sys/module/zfs/parameters/zfs_scan_suspend_progress"
+    sh(lab, f"echo 1 > {hold} && zpool scrub {pool}")
     try:
-        v = pf.before_run(
-            lab, pool, _disks(lab), pf.PreflightPolicy(scrub="refuse", load="off", swap="off", disk_io="off")
-        )
+        v = pf.before_run(lab, pool, disks, pf.PreflightPolicy(scrub="refuse", load="off", swap="off", disk_io="off"))
         assert v.action == "refuse" and v.facts.scan == "scrub" and v.facts.pool_state == "ONLINE"
         message, hint = v.refusal()
         assert f"a scrub is running on pool {pool}" in message and f"zpool scrub -p {pool}" in hint
     finally:
         lab.run(["zpool", "scrub", "-s", pool], timeout=120)
-        sh(lab, f"echo {before} > {limit}")
-    v = pf.before_run(lab, pool, _disks(lab), pf.PreflightPolicy(load="off", swap="off", disk_io="off"))
+        sh(lab, f"echo 0 > {hold}")
+    v = pf.before_run(lab, pool, disks, pf.PreflightPolicy(load="off", swap="off", disk_io="off"))
     assert v.action == "run" and v.facts.scan is None and v.waited_s < 30
 
 
@@ -116,3 +118,51 @@ def test_preflight_sees_other_io_on_the_pools_disk(lab: LabHost, pool: str) -> N
         assert found.checks()["preflight.noise"] == ["disk_io"]
     finally:
         assert writer.wait(timeout=300) == 0
+
+
+ENCRYPTED = """
+[host]
+kind = "lab"
+name = "{lab}"
+slog = true
+
+[campaign]
+name = "trust-enc"
+runtime = "1s"
+ramp = "0s"
+
+[pool]
+name = "tbtrustenc"
+vdevs = ["{disk}"]
+confirm = ["{disk}"]
+ashift = 12
+
+[[target]]
+name = "fs"
+kind = "dataset"
+size = "8M"
+props = {{ encryption = "aes-256-gcm" }}
+
+[matrix]
+rw = ["randwrite"]
+bs = ["64k"]
+"""
+
+
+def test_an_encrypted_campaign_keeps_its_key_private_and_clean_removes_it(lab: LabHost, tmp_path: Path) -> None:
+    disk = vm.lab_data_disks(LAB)[1]
+    campaign = tmp_path / "enc.toml"
+    campaign.write_text(ENCRYPTED.format(lab=LAB, disk=disk))
+    run = tankbench("run", str(campaign), "--journal", str(tmp_path / "j.sqlite"), "--no-report", cwd=tmp_path)
+    try:
+        assert run.returncode == 0, run.stderr
+        locations = sh(lab, "zfs get -H -o value keylocation -r -t filesystem tbtrustenc").split()
+        (key,) = [v for v in locations if v.startswith("file://")]
+        key = key[len("file://") :]
+        assert key.startswith("/root/.cache/tankbench/keys/tbtrustenc_")
+        assert sh(lab, f"stat -c '%u %a %s' {key}").split() == ["0", "600", "32"]
+    finally:
+        clean = tankbench("clean", str(campaign), cwd=tmp_path)
+        sh(lab, f"wipefs -a -q {shlex.quote(disk)}")
+    assert clean.returncode == 0 and "destroyed key file of tbtrustenc/" in clean.stdout, clean.stdout + clean.stderr
+    assert lab.run(["test", "-e", key]).returncode != 0
