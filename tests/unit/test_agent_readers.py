@@ -55,6 +55,8 @@ def fake_proc(
     (proc / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Fake CPU @ 2.0GHz\n")
     (proc / "self/mountinfo").write_text("22 27 0:21 / /proc rw,relatime - proc proc rw\n")
     (proc / "swaps").write_text("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n")
+    (proc / "sys/kernel/random").mkdir(parents=True, exist_ok=True)
+    (proc / "sys/kernel/random/boot_id").write_text("4f0c1b8e-2d5a-4c3e-9a57-0d3c2b1e6f70\n")
     return proc
 
 
@@ -178,6 +180,7 @@ def test_probe_reports_zfs_module_and_models(tree: Path, capsys: pytest.CaptureF
     assert res["zfs_params"] == {"zfs_arc_max": "0", "zfs_txg_timeout": "5"} and res["zfs"] is True
     assert res["load1"] == 0.52 and res["dirty_bytes"] == (2048 + 512) * 1024
     assert res["swap_used_bytes"] == 100000 * 1024 and res["paths"][str(tree)]["is_dir"]
+    assert res["boot_id"] == "4f0c1b8e-2d5a-4c3e-9a57-0d3c2b1e6f70"
 
 
 def test_noise_measures_disk_and_swap_traffic_over_its_window(
