@@ -611,7 +611,7 @@ def drain(max_s, threshold_bytes, sync_cmd=None):
 def op_fio_run(req):
     """Run fio (or a given command) once under a watchdog with samplers; measure wall time and drain; return everything."""
     workdir = req["workdir"]
-    os.makedirs(workdir, exist_ok=True)
+    secure_dir(workdir)  # job.fio decides what fio runs (exec_prerun=...): nobody else may write here
     job = os.path.join(workdir, "job.fio")
     out = os.path.join(workdir, "fio.json")
     if os.path.exists(out):

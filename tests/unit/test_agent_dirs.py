@@ -124,3 +124,15 @@ def test_settled_stat_still_waits_for_a_full_size_sparse_file(tmp_path: Path, mo
     monkeypatch.setattr(agent.time, "monotonic", lambda: float(next(clock)))
     st = agent._settled_stat(str(sparse), 4 << 20, None, max_s=60.0)
     assert st.st_blocks * 512 < 4 << 20 and sleeps, "a sparse file of the right size is polled, then judged"
+
+
+def test_fio_run_refuses_a_workdir_another_user_prepared(tmp_path: Path) -> None:
+    """Today's runner workdir is /var/tmp/tankbench/<campaign>/<test>: another user who creates it first could
+    swap job.fio (fio runs exec_prerun= commands) before root starts fio. The agent refuses it."""
+    planted = tmp_path / "tankbench/c1/t1"
+    planted.mkdir(parents=True)
+    for d in (planted, planted.parent, planted.parent.parent):
+        os.chown(d, 65534, 65534)
+    with pytest.raises(agent.UnsafePath, match="owned by uid 65534"):
+        agent.op_fio_run({"workdir": str(planted), "job_text": "[j]\nexec_prerun=touch /tmp/x\n", "deadline_s": 10})
+    assert not (planted / "job.fio").exists()
