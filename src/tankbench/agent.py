@@ -248,7 +248,10 @@ def _check_ancestors(path):
     parts = os.path.realpath(path).split("/")
     for i in range(1, len(parts)):
         d = "/".join(parts[:i]) or "/"
-        st = os.lstat(d)
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            return  # not created yet: secure_dir creates the rest itself (0700) and checks again
         if st.st_uid not in (0, uid):
             raise UnsafePath("%s is owned by uid %d" % (d, st.st_uid))
         if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
@@ -259,6 +262,7 @@ def secure_dir(path):
     """Create `path` (mode 0700) if needed and prove only this user can change what is in it; return its
     real path. Raise UnsafePath for a symlink, a non-directory, another owner or an unsafe ancestor."""
     uid = os.geteuid()
+    _check_ancestors(path)  # before creating anything inside a directory someone else controls
     old = os.umask(0o077)
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)

@@ -19,6 +19,7 @@ from tankbench import secrets
 from tankbench.errors import HostError
 from tankbench.hosts.base import agent_argv, agent_digest, agent_source, work_root
 from tankbench.hosts.local import LocalHost
+from tankbench.spec import load_spec
 from tests.conftest import tankbench
 from tests.integration.test_run_local import rows, write_campaign
 
@@ -41,6 +42,25 @@ def test_a_planted_agent_at_the_old_path_is_never_executed(tmp_path: Path) -> No
     finally:
         old.unlink()
     assert not marker.exists(), marker.read_text()
+
+
+def test_a_job_directory_another_user_prepared_is_never_written(tmp_path: Path) -> None:
+    """Another user creates the campaign's job directory under /var/tmp/tankbench first (to swap job.fio, which
+    can run commands as root). tankbench refuses it, or (with the runner on work_root) never uses it."""
+    c = write_campaign(tmp_path, rw='["read"]')
+    c.write_text(c.read_text().replace('name = "itest"', f'name = "itest-planted-{os.getpid()}-{time.time_ns()}"'))
+    cid = load_spec(str(c)).campaign_id
+    planted = Path("/var/tmp/tankbench") / cid
+    planted.parent.mkdir(exist_ok=True)
+    planted.mkdir()
+    try:
+        os.chown(planted, 65534, 65534)
+        res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), "--no-report", cwd=tmp_path)
+        assert res.returncode == 0 or f"UnsafePath: {planted} is owned by uid 65534" in res.stderr, res.stderr
+        assert res.returncode != 0 or "/var/tmp" not in res.stderr
+        assert list(planted.iterdir()) == [], "root wrote into a directory another user owns"
+    finally:
+        subprocess.run(["rm", "-rf", "--", str(planted)], check=True)
 
 
 def test_the_agent_imports_nothing_from_the_current_directory_or_pythonpath(
