@@ -6,13 +6,14 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tankbench import preflight as preflight_mod
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text, test_file_path
-from tankbench.hosts.base import Host
+from tankbench.hosts.base import Host, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal, host_crash_count
 from tankbench.journal.lock import JournalLock
@@ -22,6 +23,7 @@ from tankbench.spec import Spec, expand
 from tankbench.targets import TargetKind, Workspace, kind_of
 from tankbench.units import fmt_duration
 from tankbench.verdict import decide_run
+from tankbench.zfs.checks import direct_io_confirm, run_validity
 
 FINISHED = ("done", "failed", "timeout")
 
@@ -124,7 +126,7 @@ class CampaignRunner:
         self.journal = journal
         self.progress = progress
         self.pre = pre
-        self.workdir = f"/var/tmp/tankbench/{spec.campaign_id}"
+        self.workdir = f"{work_root(host)}/{spec.campaign_id}"
         self.ws = Workspace(host, spec, progress.note, self.workdir, zfs_params=dict(pre.zfs_params),
                             zfs_version=str(pre.fingerprint.get("zfs_version", "")))
         self.kinds = target_kinds(self.ws)
@@ -231,14 +233,21 @@ class CampaignRunner:
         all_checks = dict(checks)
         all_checks.update(res.get("checks", {}))
         all_checks.update(verdict.checks)
-        all_checks["preflight.load1"] = self.pre.load1
-        all_checks["preflight.dirty_bytes"] = self.pre.dirty_bytes
+        all_checks.setdefault("preflight.load1", self.pre.load1)
+        all_checks.setdefault("preflight.dirty_bytes", self.pre.dirty_bytes)
         all_checks.pop("devices", None)
         samples = dict(res.get("samples", {}))
         km, kc, ks = self.kinds[test.target.kind].after_run(test, res, metrics)
         metrics.update(km)
         all_checks.update(kc)
         samples.update(ks)
+        if "zfs.direct_ignored" in all_checks:  # the prediction from version and properties, against the run
+            all_checks.update(direct_io_confirm(all_checks.get("zfs.direct_ignored"), metrics))
+        invalid = run_validity(test.params, all_checks)
+        all_checks["valid"] = not invalid
+        if invalid:
+            all_checks["validity.reasons"] = invalid
+            verdict = replace(verdict, notes=(*verdict.notes, "not a valid measurement: " + "; ".join(invalid)))
         return Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status=verdict.status,
                    started=started, ended=time.time(), host=self.host.name, fingerprint_id=self.fingerprint.id,
                    expected_s=test.expected_s, wall_s=verdict.wall_s, drain_s=float(res.get("drain_s", 0.0)),
@@ -265,6 +274,7 @@ class CampaignRunner:
                 if attempt > 1:
                     label += f" (attempt {attempt}, after a crash)"
                 checks = self.prepare(test)
+                checks.update(self.noise_check(test, checks["devices"]))
                 self.progress.start(index, len(work), test.number, test.name, label, test.expected_s + 1)
                 run = self.execute(test, run_no, warm, attempt, checks)
                 self.count(run)
@@ -272,6 +282,20 @@ class CampaignRunner:
             if index < len(work):
                 self.cooldown()
         return self.outcome
+
+    def noise_check(self, test: Test, devices: list[str]) -> dict[str, Any]:
+        """Before a run: scrub/resilver, other I/O on its disks, swap traffic, load — wait, refuse or record and
+        warn, as the campaign's [preflight] says (preflight.py); the verdict goes into the run's checks."""
+        policy = self.spec.preflight
+        if all(getattr(policy, k) == "off" for k in ("scrub", "disk_io", "swap", "load")):
+            return {}
+        pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else None
+        verdict = preflight_mod.before_run(self.host, pool, devices, policy, note=self.progress.note)
+        if verdict.action == "refuse":
+            raise UserError(*verdict.refusal())
+        for warning in verdict.warnings:
+            self.progress.note(f"warning: {test.name}: {warning}")
+        return dict(verdict.checks())
 
     def devices(self, test: Test) -> list[str]:
         """Physical disks under the test's target, for /proc/diskstats sampling (ZFS: the pool's vdevs)."""
@@ -368,7 +392,7 @@ def leave_lab(host: LabHost, keep: bool, note: Callable[[str], None]) -> None:
 
 def end_stale(host: Host, crashed: list[tuple[int, str, int | None, str]], spec: Spec) -> None:
     """fio processes of crashed runs that still live on this host: end them (only ours, by pid)."""
-    pids = [(pid, f"/var/tmp/tankbench/{spec.campaign_id}/{test_id}/job.fio")
+    pids = [(pid, f"{work_root(host)}/{spec.campaign_id}/{test_id}/job.fio")
             for _, test_id, pid, h in crashed if pid and h == host.name]
     if pids:
         host.call_agent({"op": "end_pids", "pids": pids}, timeout=60)

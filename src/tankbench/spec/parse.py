@@ -11,6 +11,7 @@ from typing import Any
 
 from tankbench.errors import SpecError, UserError
 from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
+from tankbench.preflight import PreflightPolicy, policy_from_table
 from tankbench.targets import kind_names
 from tankbench.units import fmt_size, parse_duration, parse_size
 
@@ -49,7 +50,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CAMPAIGN_KEYS = ("name", "description", "runtime", "ramp", "warmup", "repeats", "cooldown", "deadline_grace",
                  "timing_threshold", "max_tests", "host", "drain_max", "sample_interval", "copy_size")
 TOP_KEYS = ("campaign", "host", "pool", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report",
-            "scale")
+            "scale", "preflight")
 TARGET_KEYS = ("name", "kind", "path", "size", "confirm", "props")
 POOL_KEYS = ("name", "vdevs", "log", "confirm", "ashift", "properties", "parent")
 HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog")
@@ -134,6 +135,8 @@ class Spec:
     extras: Mapping[str, Any] = field(default_factory=frozen_map)
     pool: PoolSpec | None = None
     scale: str = ""
+    #: what to do before each run about noise on the host (scrub, other I/O, swap, load): [preflight]
+    preflight: PreflightPolicy = field(default_factory=PreflightPolicy)
 
     @property
     def campaign_id(self) -> str:
@@ -300,7 +303,8 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
                 timing_threshold=threshold, max_tests=max_tests, drain_max=drain_max, sample_interval=interval,
                 copy_size=copy_size,
                 host=host, targets=targets, matrix=frozen_map(matrix), excludes=excludes, includes=includes,
-                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale)
+                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale,
+                preflight=policy_from_table(ctx.table(doc, "preflight"), path))
 
 
 def _list(ctx: _Ctx, doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
