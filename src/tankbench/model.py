@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-RUN_STATUSES = ("running", "done", "failed", "timeout", "crashed")
+RUN_STATUSES = ("running", "done", "failed", "timeout", "crashed", "interrupted")
 IO_MODES = ("buffered", "direct")
 SYNC_MODES = ("async", "sync", "fsync", "fdatasync")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -10,12 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tankbench import preflight as preflight_mod
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text, test_file_path
-from tankbench.hosts.base import Host
+from tankbench.hosts.base import Host, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
+from tankbench.journal.lock import JournalLock
 from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
 from tankbench.schedule import (
@@ -35,6 +36,7 @@ from tankbench.spec import Spec, expand
 from tankbench.targets import TargetKind, Workspace, kind_of
 from tankbench.units import fmt_duration
 from tankbench.verdict import decide_run
+from tankbench.zfs.checks import direct_io_confirm, run_validity
 
 FINISHED = ("done", "failed", "timeout")
 
@@ -75,6 +77,8 @@ class Preflight:
     load1: float
     dirty_bytes: int
     zfs_params: dict[str, str] = field(default_factory=dict)
+    #: the host's boot id: a run left `running` under another boot id died with its host
+    boot_id: str = ""
 
 
 def target_kinds(ws: Workspace) -> dict[str, TargetKind]:
@@ -97,31 +101,7 @@ def preflight(host: Host, spec: Spec, kinds: dict[str, TargetKind] | None = None
     for t in spec.targets:
         kinds[t.kind].check(t, probe)
     return Preflight(fingerprint=probe["fingerprint"], load1=probe["load1"], dirty_bytes=probe["dirty_bytes"],
-                     zfs_params=probe.get("zfs_params", {}))
-
-
-class JournalLock:
-    """One `run` per journal at a time (flock: released by the kernel even after kill -9)."""
-
-    def __init__(self, journal_path: str) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(journal_path)), exist_ok=True)
-        self.path = journal_path + ".lock"
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-
-    def __enter__(self) -> JournalLock:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            raise UserError(f"another `tankbench run` is using {self.path[:-5]}",
-                            "wait for it to finish, or pass a different --journal") from None
-        os.ftruncate(self.fd, 0)
-        os.write(self.fd, str(os.getpid()).encode())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
+                     zfs_params=probe.get("zfs_params", {}), boot_id=str(probe.get("boot_id", "")))
 
 
 @dataclass
@@ -153,7 +133,7 @@ class CampaignRunner:
         self.journal = journal
         self.progress = progress
         self.pre = pre
-        self.workdir = f"/var/tmp/tankbench/{spec.campaign_id}"
+        self.workdir = f"{work_root(host)}/{spec.campaign_id}"
         self.ws = Workspace(host, spec, progress.note, self.workdir, zfs_params=dict(pre.zfs_params),
                             zfs_version=str(pre.fingerprint.get("zfs_version", "")))
         self.kinds = target_kinds(self.ws)
@@ -180,7 +160,8 @@ class CampaignRunner:
     def execute(self, test: Test, run_no: int, warm: bool, attempt: int, checks: dict[str, Any]) -> Run:
         """Run fio once and journal the frozen Run (a `running` row exists while it is in flight)."""
         spec = self.spec
-        row = self.journal.begin_run(test.id, run_no, warm, attempt, test.expected_s, self.host.name)
+        row = self.journal.begin_run(test.id, run_no, warm, attempt, test.expected_s, self.host.name,
+                                     boot_id=self.pre.boot_id)
         deadline = test.expected_s + spec.deadline_grace
         request = {"op": "fio_run", "job_text": job_text(test), "deadline_s": deadline,
                    "workdir": f"{self.workdir}/{test.id}", "devices": checks.get("devices", []),
@@ -238,14 +219,21 @@ class CampaignRunner:
         all_checks.update(res.get("checks", {}))
         all_checks.update(verdict.checks)
         all_checks.update(steady_state_from_text(res.get("fio_json", "")))
-        all_checks["preflight.load1"] = self.pre.load1
-        all_checks["preflight.dirty_bytes"] = self.pre.dirty_bytes
+        all_checks.setdefault("preflight.load1", self.pre.load1)
+        all_checks.setdefault("preflight.dirty_bytes", self.pre.dirty_bytes)
         all_checks.pop("devices", None)
         samples = dict(res.get("samples", {}))
         km, kc, ks = self.kinds[test.target.kind].after_run(test, res, metrics)
         metrics.update(km)
         all_checks.update(kc)
         samples.update(ks)
+        if "zfs.direct_ignored" in all_checks:  # the prediction from version and properties, against the run
+            all_checks.update(direct_io_confirm(all_checks.get("zfs.direct_ignored"), metrics))
+        invalid = run_validity(test.params, all_checks)
+        all_checks["valid"] = not invalid
+        if invalid:
+            all_checks["validity.reasons"] = invalid
+            verdict = replace(verdict, notes=(*verdict.notes, "not a valid measurement: " + "; ".join(invalid)))
         return Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status=verdict.status,
                    started=started, ended=time.time(), host=self.host.name, fingerprint_id=self.fingerprint.id,
                    expected_s=test.expected_s, wall_s=verdict.wall_s, drain_s=float(res.get("drain_s", 0.0)),
@@ -258,8 +246,7 @@ class CampaignRunner:
         c = self.spec.cooldown
         if not c.active:
             return {}
-        pool = self.spec.pool.pool_name if self.spec.pool is not None and test.target.kind in ("dataset", "zvol") \
-            else ""
+        pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else ""
         devices = self._devices.get(test.target.name) or self.devices(test)
         res = self.host.call_agent(cooldown_request(c, devices, pool, self.pre.load1),
                                    timeout=c.fixed_s + c.max_s + 120)
@@ -287,6 +274,7 @@ class CampaignRunner:
                 cool = self.cooldown(test) if prev_end is not None else {}
                 checks = self.prepare(test)
                 checks.update(cool)
+                checks.update(self.noise_check(test, checks["devices"]))
                 self.progress.start(test.number, len(tests), test.number, test.name,
                                     slot.label(self.spec.schedule.repeats_max), test.expected_s + 1)
                 run = self.execute(test, slot.run_no, slot.warmup, slot.attempt, checks)
@@ -305,7 +293,7 @@ class CampaignRunner:
         """Tests that crashed twice are skipped (with a note in the journal), as before."""
         for st in sched.states.values():
             if st.final == "skip" or st.crashes >= 2:
-                note = f"skipped: crashed {st.crashes} times (the host or tankbench died during its runs)"
+                note = f"skipped: crashed {st.crashes} times (the host went down during its runs)"
                 self.journal.set_skip_note(st.test.id, note)
                 self.outcome.tests_skipped.append(st.test.name)
                 self.progress.note(f"{st.test.number:04d} {st.test.name}: {note}")
@@ -319,6 +307,20 @@ class CampaignRunner:
                 estimator.learn_repeats([d.after_runs])
             if d.kind != "max" or self.spec.schedule.adaptive:
                 self.progress.note(f"    {d.kind}: {d.reason}")
+
+    def noise_check(self, test: Test, devices: list[str]) -> dict[str, Any]:
+        """Before a run: scrub/resilver, other I/O on its disks, swap traffic, load — wait, refuse or record and
+        warn, as the campaign's [preflight] says (preflight.py); the verdict goes into the run's checks."""
+        policy = self.spec.preflight
+        if all(getattr(policy, k) == "off" for k in ("scrub", "disk_io", "swap", "load")):
+            return {}
+        pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else None
+        verdict = preflight_mod.before_run(self.host, pool, devices, policy, note=self.progress.note)
+        if verdict.action == "refuse":
+            raise UserError(*verdict.refusal())
+        for warning in verdict.warnings:
+            self.progress.note(f"warning: {test.name}: {warning}")
+        return dict(verdict.checks())
 
     def devices(self, test: Test) -> list[str]:
         """Physical disks under the test's target, for /proc/diskstats sampling (ZFS: the pool's vdevs)."""
@@ -376,7 +378,7 @@ def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | No
         with JournalLock(journal_path):
             journal = Journal(journal_path)
             try:
-                crashed = journal.mark_crashed()
+                crashed = journal.mark_crashed({host.name: pre.boot_id} if pre.boot_id else None)
                 end_stale(host, crashed, spec)
                 journal.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
                 journal.add_tests(spec.campaign_id, tests, {t.id: job_text(t) for t in tests})
@@ -384,8 +386,9 @@ def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | No
                 journal.add_fingerprint(runner.fingerprint)
                 runner.outcome.runs_crashed_found = len(crashed)
                 if crashed:
-                    progress.note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; "
-                                  "they are marked crashed and retried once")
+                    progress.note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; they "
+                                  "are retried (marked crashed if the host went down since, else interrupted: "
+                                  "only host crashes count toward skipping a test)")
                 outcome = runner.run(tests)
             finally:
                 journal.close()
@@ -414,7 +417,7 @@ def leave_lab(host: LabHost, keep: bool, note: Callable[[str], None]) -> None:
 
 def end_stale(host: Host, crashed: list[tuple[int, str, int | None, str]], spec: Spec) -> None:
     """fio processes of crashed runs that still live on this host: end them (only ours, by pid)."""
-    pids = [(pid, f"/var/tmp/tankbench/{spec.campaign_id}/{test_id}/job.fio")
+    pids = [(pid, f"{work_root(host)}/{spec.campaign_id}/{test_id}/job.fio")
             for _, test_id, pid, h in crashed if pid and h == host.name]
     if pids:
         host.call_agent({"op": "end_pids", "pids": pids}, timeout=60)

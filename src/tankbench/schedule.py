@@ -81,7 +81,8 @@ class _TestState:
         return any(o.run_no == run_no and o.warmup == warm and o.status in FINISHED for o in self.obs)
 
     def attempt(self, run_no: int, warm: bool) -> int:
-        return 1 + sum(1 for o in self.obs if o.run_no == run_no and o.warmup == warm and o.status == "crashed")
+        """1 + the rows this run already has (crashed or interrupted attempts)."""
+        return 1 + sum(1 for o in self.obs if o.run_no == run_no and o.warmup == warm)
 
     @property
     def measured(self) -> int:
@@ -94,6 +95,7 @@ class _TestState:
 
     @property
     def crashes(self) -> int:
+        """Runs that took their host down (`interrupted` ones, where only tankbench died, do not count)."""
         return sum(1 for o in self.obs if o.status == "crashed")
 
 

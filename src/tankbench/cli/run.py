@@ -47,7 +47,7 @@ def write_report(journal: str, quiet: bool) -> None:
     from tankbench.reports.write import write_all
 
     out = os.path.join(os.path.dirname(os.path.abspath(journal)), "report")
-    with Journal(journal, create=False) as j:
+    with Journal.open_readonly(journal) as j:
         analysis = analyse_dataset(load(j), "mibs")
         paths = write_all(analysis, out, j)
     if not quiet:

@@ -11,6 +11,7 @@ from typing import Any
 
 from tankbench.errors import SpecError, UserError
 from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
+from tankbench.preflight import PreflightPolicy, policy_from_table
 from tankbench.targets import kind_names
 from tankbench.units import fmt_size, parse_duration, parse_size
 
@@ -50,7 +51,7 @@ CAMPAIGN_KEYS = ("name", "description", "runtime", "ramp", "warmup", "repeats", 
                  "timing_threshold", "max_tests", "host", "drain_max", "sample_interval", "copy_size",
                  "order", "shuffle_seed", "racing", "ss", "ss_dur", "ss_ramp")
 TOP_KEYS = ("campaign", "host", "pool", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report",
-            "scale")
+            "scale", "preflight")
 TARGET_KEYS = ("name", "kind", "path", "size", "confirm", "props")
 POOL_KEYS = ("name", "vdevs", "log", "confirm", "ashift", "properties", "parent")
 HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog")
@@ -173,6 +174,8 @@ class Spec:
     extras: Mapping[str, Any] = field(default_factory=frozen_map)
     pool: PoolSpec | None = None
     scale: str = ""
+    #: what to do before each run about noise on the host (scrub, other I/O, swap, load): [preflight]
+    preflight: PreflightPolicy = field(default_factory=PreflightPolicy)
     schedule: Schedule = field(default_factory=Schedule)
 
     @property
@@ -343,7 +346,8 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
                 timing_threshold=threshold, max_tests=max_tests, drain_max=drain_max, sample_interval=interval,
                 copy_size=copy_size,
                 host=host, targets=targets, matrix=frozen_map(matrix), excludes=excludes, includes=includes,
-                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale, schedule=schedule)
+                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale,
+                preflight=policy_from_table(ctx.table(doc, "preflight"), path), schedule=schedule)
 
 
 def _list(ctx: _Ctx, doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
@@ -484,7 +488,11 @@ def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
     if table is None:
         if shortcut is None:
             return HostSpec()
-        return HostSpec(kind=ctx.choice("campaign.host", shortcut, HOST_KINDS))
+        kind = ctx.choice("campaign.host", shortcut, HOST_KINDS)
+        if kind == "ssh":
+            raise ctx.err("campaign.host", shortcut, "an ssh host needs an address",
+                          'write a [host] table: kind = "ssh", address = "bench.example.org"')
+        return HostSpec(kind=kind)
     if not isinstance(table, dict):
         raise ctx.err("host", table, "must be a table", 'write [host] with kind = "local" | "lab" | "ssh"')
     ctx.unknown_keys(table, HOST_KEYS, "host.")
@@ -511,6 +519,8 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
         raise ctx.err("[[target]]", None, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ctx.err("target", value, "must be an array of tables", "write each target as [[target]]")
+    if not value:
+        raise ctx.err("target", value, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
     out: list[Target] = []
     for i, t in enumerate(value):
         p = f"target[{i}]."
