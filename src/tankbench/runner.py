@@ -271,9 +271,8 @@ class CampaignRunner:
         while batch := sched.next_batch():
             for slot in batch:
                 test = slot.test
-                cool = self.cooldown(test) if prev_end is not None else {}
                 checks = self.prepare(test)
-                checks.update(cool)
+                checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
                 checks.update(self.noise_check(test, checks["devices"]))
                 self.progress.start(test.number, len(tests), test.number, test.name,
                                     slot.label(self.spec.schedule.repeats_max), test.expected_s + 1)

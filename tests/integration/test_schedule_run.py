@@ -89,9 +89,8 @@ def test_adaptive_schedule_journals_every_decision(tmp_path: Path) -> None:
             assert ch["schedule.ci_high"] < ch["schedule.leader_ci_low"]
         else:
             assert "schedule.ci_half_width" in ch
-    # the automatic cooldown before every run but the first says how long and why
-    assert "cooldown.waited_s" not in checks[0]
-    for ch in checks[1:]:
+    # the automatic cooldown before every run (after its layout and checks) says how long and why
+    for ch in checks:
         assert ch["cooldown.ended_by"] in ("dirty", "disks", "quiet", "max") and ch["cooldown.waited_s"] <= 10
     # fio's steady state: recorded per run, and a run that reached it ended before its 4 s runtime
     for r, ch in zip(runs, checks):
