@@ -60,7 +60,7 @@ class Progress:
             return
         total = str(self.total)
         if self.runs_left is not None:
-            low, high = (self.done + n for n in self.runs_left())
+            low, high = (self.done + max(1, n) for n in self.runs_left())  # the run starting now counts
             total = str(low) if low == high else f"{low}–{high}"
         msg = (
             f"[{index}/{n_tests}] {number:04d} {name} {label}  "
