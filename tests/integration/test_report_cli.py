@@ -23,11 +23,12 @@ def test_report_writes_five_outputs(tmp_path: Path) -> None:
     assert all(os.path.getsize(out / f) > 1000 for f in OUTPUTS)
 
 
-def test_report_rank_by_corrected(tmp_path: Path) -> None:
+def test_report_rank_by_corrected_is_durable(tmp_path: Path) -> None:
     out = tmp_path / "rep"
     r = tankbench("report", "--journal", local_journal(tmp_path), "--out", str(out), "--rank-by", "corrected")
     assert r.returncode == 0, r.stderr
-    assert json.loads((out / "results.json").read_text())["rank_by"] == "corrected"
+    d = json.loads((out / "results.json").read_text())
+    assert d["rank_by"] == "durable_mibs" and {lb["metric"] for lb in d["leaderboards"]} == {"durable_mibs"}
 
 
 def test_report_tcg_note(tmp_path: Path) -> None:
@@ -57,7 +58,8 @@ def test_empty_journal(tmp_path: Path) -> None:
 def test_unknown_rank_by_writes_nothing(tmp_path: Path) -> None:
     r = tankbench("report", "--journal", local_journal(tmp_path), "--out", str(tmp_path / "rep"), "--rank-by", "speed")
     assert r.returncode == 2
-    assert r.stderr == "Error: unknown --rank-by 'speed'\nHint: use one of: mibs, iops, p99, corrected\n"
+    assert r.stderr == ("Error: unknown --rank-by 'speed'\nHint: use one of: auto, mibs, durable_mibs, iops, p99_ms, "
+                        "copy_mibs (aliases: corrected, durable, p99)\n")
     assert not (tmp_path / "rep").exists()
 
 

@@ -9,79 +9,25 @@ from typing import Any
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
 from tankbench.journal.db import Journal, TestRow
+from tankbench.metrics import METRICS, Times, raw_keys, run_values
 from tankbench.model import Fingerprint, test_case_for
 
-MIB = 1024.0 * 1024.0
-
-
-# The metric and check keys analysis reads (the journal extracts only these: journals get large).
-VALUE_KEYS = ("total.bw_bytes", "total.iops", "total.io_bytes", "read.lat_p99_ns", "write.lat_p99_ns",
-              "trim.lat_p99_ns", "sys.load1_max", "sys.load1_end", "sys.cpu_user_pct", "sys.cpu_sys_pct")
-EXTRA_METRIC_KEYS = ("fio.runtime_s", "arc.hit_ratio", "arc.c_max", "arc.hits", "arc.misses")
-METRIC_KEYS = VALUE_KEYS + EXTRA_METRIC_KEYS
+# The metric and check keys analysis reads (the journal extracts only these: journals get large). The figures
+# themselves come from the registry (tankbench.metrics); these extra keys feed the validity checks.
+EXTRA_METRIC_KEYS = ("fio.runtime_s", "arc.c_max", "arc.hits", "arc.misses", "arc.hit_ratio")
+METRIC_KEYS = tuple(dict.fromkeys(raw_keys() + EXTRA_METRIC_KEYS))
 CHECK_KEYS = ("layout.sparse", "layout.allocated_bytes", "layout.apparent_bytes", "layout.sample_compress_ratio",
               "layout.verified", "preflight.dirty_bytes", "drain.dirty_end_bytes", "timing.threshold_s",
               "zfs.direct_ignored", "zfs.recordsize", "zfs.volblocksize", "zfs.ashift", "zfs.arc_c_max",
               "zfs.txg_timeout", "zfs.compression", "zfs.direct_forced", "zfs.misaligned", "zfs.partial_record_writes",
               "zfs.working_set_fits_arc", "zfs.working_set_bytes", "zfs.runtime_near_txg", "zfs.block_bytes")
-
-
-@dataclass(frozen=True)
-class MetricDef:
-    """A rankable metric: label, unit, direction and how it is obtained."""
-
-    key: str
-    label: str
-    higher_is_better: bool
-    formula: str
-
-
-METRICS: dict[str, MetricDef] = {
-    "mibs": MetricDef("mibs", "MiB/s", True,
-                      "fio bandwidth of all directions: total.bw_bytes / 2^20, i.e. bytes moved / fio's runtime"),
-    "iops": MetricDef("iops", "IOPS", True, "fio total.iops = read.iops + write.iops + trim.iops"),
-    "p99": MetricDef("p99", "p99 latency ms", False,
-                     "worst direction's 99th percentile completion latency: max(read, write).lat_p99_ns / 10^6"),
-    "corrected": MetricDef("corrected", "corrected MiB/s", True,
-                           "bytes fio moved / time until they were on disk: total.io_bytes / "
-                           "(wall_s - ramp + drain_s) / 2^20 (seed 000's timing issue)"),
-}
-
-
-def run_value(metrics: Mapping[str, float], key: str, wall_s: float | None, ramp: float,
-              drain_s: float | None) -> float | None:
-    """One run's value of a rankable metric, None when not measured."""
-    if key == "mibs":
-        v = metrics.get("total.bw_bytes")
-        return None if v is None else v / MIB
-    if key == "iops":
-        return metrics.get("total.iops")
-    if key == "p99":
-        p = [metrics[k] for k in ("read.lat_p99_ns", "write.lat_p99_ns", "trim.lat_p99_ns") if k in metrics]
-        return max(p) / 1e6 if p else None
-    if key == "corrected":
-        io = metrics.get("total.io_bytes")
-        if io is None or wall_s is None:
-            return None
-        t = wall_s - ramp + (drain_s or 0.0)
-        return io / t / MIB if t > 0 else None
-    raise KeyError(key)
-
-
-def all_values(m: Mapping[str, float], wall_s: float | None, ramp: float,
-               drain_s: float | None) -> dict[str, float | None]:
-    """run_value for every metric at once (the hot loop of large journals)."""
-    bw, io = m.get("total.bw_bytes"), m.get("total.io_bytes")
-    p = [m[k] for k in ("read.lat_p99_ns", "write.lat_p99_ns", "trim.lat_p99_ns") if k in m]
-    t = None if wall_s is None else wall_s - ramp + (drain_s or 0.0)
-    return {"mibs": None if bw is None else bw / MIB, "iops": m.get("total.iops"),
-            "p99": max(p) / 1e6 if p else None,
-            "corrected": io / t / MIB if io is not None and t is not None and t > 0 else None}
+WORKLOAD = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine", "runtime",
+            "workload", "copy_size")
 
 
 @dataclass(frozen=True)
 class RunView:
-    """The numbers of one journal row (runs.id = row_id) the report uses."""
+    """The numbers of one journal row (runs.id = row_id) the report uses; `values` are the registry's figures."""
 
     row_id: int
     test_id: str
@@ -95,8 +41,6 @@ class RunView:
     wall_s: float | None
     drain_s: float | None
     values: Mapping[str, float | None]
-    load1: float | None
-    cpu_pct: float | None
     note: str
     extra: Mapping[str, Any]
 
@@ -105,9 +49,31 @@ class RunView:
         return None if self.wall_s is None else self.wall_s - self.expected_s
 
     @property
+    def load1(self) -> float | None:
+        return self.values.get("load1")
+
+    @property
+    def cpu_pct(self) -> float | None:
+        return self.values.get("cpu_pct")
+
+    @property
     def measured(self) -> bool:
         """Counts in rankings: finished, not a warm-up."""
         return self.status == "done" and not self.warmup
+
+    def timing_limit(self, settings: Settings) -> float:
+        """[report] timing_threshold when set, else the threshold the runner recorded, else the default 10 %."""
+        recorded = self.extra.get("timing.threshold_s")
+        if settings.timing_explicit or not isinstance(recorded, int | float):
+            return settings.timing_limit(self.expected_s)
+        return float(recorded)
+
+    def late(self, settings: Settings) -> bool:
+        """Finished late: wall − (ramp + runtime) + drain exceeds the threshold, i.e. the data was on disk
+        noticeably later than fio's runtime suggests, so fio's MiB/s overstates this run."""
+        if self.excess_s is None or self.status != "done":
+            return False
+        return self.excess_s + (self.drain_s or 0.0) > self.timing_limit(settings)
 
 
 @dataclass(frozen=True)
@@ -130,12 +96,18 @@ class TestSummary:
     skip_note: str
     runs: tuple[RunView, ...]
     stats: Mapping[str, Summary | None]
-    load1: Summary | None
-    cpu_pct: Summary | None
 
     @property
     def measured(self) -> tuple[RunView, ...]:
         return tuple(r for r in self.runs if r.measured)
+
+    @property
+    def load1(self) -> Summary | None:
+        return self.stats.get("load1")
+
+    @property
+    def cpu_pct(self) -> Summary | None:
+        return self.stats.get("cpu_pct")
 
     def mean(self, key: str) -> float | None:
         s = self.stats.get(key)
@@ -144,6 +116,18 @@ class TestSummary:
     def values(self, key: str) -> list[float]:
         s = self.stats.get(key)
         return list(s.values) if s else []
+
+    @property
+    def is_copy(self) -> bool:
+        return str(self.params.get("workload", "fio")) != "fio"
+
+    def axes(self) -> dict[str, Any]:
+        """Every axis value of this test by name: params, target props (compression, encryption, …), target
+        and kind; params win over props of the same name (a matrix axis overrides the target's setting)."""
+        out: dict[str, Any] = {"target": self.target, "kind": self.target_kind}
+        out.update(self.props)
+        out.update(self.params)
+        return out
 
     @property
     def config(self) -> str:
@@ -156,9 +140,20 @@ class TestSummary:
         if p.get("numjobs", 1) not in (1, "1"):
             bits.append(f"{p['numjobs']} jobs")
         workload = ("rw", "bs", "io", "sync_mode", "iodepth", "numjobs")
-        bits += [f"{k}={v}" if not isinstance(v, bool) else (k if v else f"no {k}")
-                 for k, v in sorted(p.items()) if k not in workload]
+        bits += [_bit(k, v) for k, v in sorted(p.items()) if k not in workload]
         return " ".join(b for b in bits if b)
+
+    @property
+    def storage_config(self) -> str:
+        """The storage setup only (seed 004's configuration): target, its properties and every axis that is not
+        part of the workload (recordsize, compression, sync property, logbias, SLOG, layout, tunables…)."""
+        bits = [self.target] + [_bit(k, v) for k, v in sorted(self.props.items()) if k not in self.params]
+        bits += [_bit(k, v) for k, v in sorted(self.params.items()) if k not in WORKLOAD]
+        return " ".join(b for b in bits if b)
+
+
+def _bit(k: str, v: Any) -> str:
+    return f"{k}={v}" if not isinstance(v, bool) else (k if v else f"no {k}")
 
 
 @dataclass(frozen=True)
@@ -184,27 +179,28 @@ class Dataset:
     def by_id(self) -> dict[str, TestSummary]:
         return {t.id: t for t in self.tests}
 
+    def present(self) -> tuple[str, ...]:
+        """Registry metrics measured in at least one run of this journal, in registry order."""
+        have = {k for t in self.tests for k, s in t.stats.items() if s is not None}
+        return tuple(k for k in METRICS if k in have)
+
 
 def case_name(params: Mapping[str, Any], keys: tuple[str, ...]) -> str:
     """"write seq 4k" for the default keys (rw, bs); extra keys are appended as key=value."""
-    base = test_case_for(params) if {"rw", "bs"} <= set(keys) else ""
+    base = test_case_for(params) if {"rw", "bs"} <= set(keys) or params.get("workload", "fio") != "fio" else ""
     extra = [f"{k}={params.get(k, '-')}" for k in keys if k not in ("rw", "bs")]
     return " ".join([b for b in [base] if b] + extra)
 
 
 def run_view(r: Mapping[str, Any], ramp: float) -> RunView:
-    """Extract the report's numbers from one journal run row (Journal.iter_run_rows)."""
+    """Extract the report's numbers from one journal run row (Journal.iter_run_values)."""
     m = r["metrics"]
-    load = m.get("sys.load1_max", m.get("sys.load1_end"))
-    cpu = None
-    if "sys.cpu_user_pct" in m or "sys.cpu_sys_pct" in m:
-        cpu = m.get("sys.cpu_user_pct", 0.0) + m.get("sys.cpu_sys_pct", 0.0)
     wall, drain = r["wall_s"], r["drain_s"]
-    values = all_values(m, wall, ramp, drain)
+    values = run_values(m, Times(wall, r["expected_s"], ramp, drain))
     extra = dict(r["checks"])
     extra.update((k, m[k]) for k in EXTRA_METRIC_KEYS if k in m)
     return RunView(r["id"], r["test_id"], r["run_no"], bool(r["warmup"]), r["attempt"], r["status"], r["started"],
-                   r["fingerprint_id"], r["expected_s"], wall, drain, values, load, cpu, r["note"], extra)
+                   r["fingerprint_id"], r["expected_s"], wall, drain, values, r["note"], extra)
 
 
 def is_baseline(row: TestRow, baseline: str) -> bool:
@@ -212,20 +208,28 @@ def is_baseline(row: TestRow, baseline: str) -> bool:
     return baseline in (row.target_kind, row.target)
 
 
+def summarise_runs(views: Iterable[RunView]) -> dict[str, Summary | None]:
+    """Statistics of every registry metric over the measured runs (None: not measured)."""
+    meas = [v for v in views if v.measured]
+    cols: dict[str, list[float]] = {}
+    for v in meas:
+        for k, x in v.values.items():
+            if x is not None:
+                cols.setdefault(k, []).append(x)
+    return {k: summarise(cols[k]) if k in cols else None for k in METRICS}
+
+
 def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Settings) -> TestSummary:
     """Build the TestSummary of one journal test from its runs."""
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
     views = tuple(run_view(r, ramp) for r in runs)
-    meas = [v for v in views if v.measured]
-    stats = {k: summarise([x for x in (v.values[k] for v in meas) if x is not None]) for k in METRICS}
     target = c.get("target", {})
     return TestSummary(
         row.id, row.number, row.name, row.target, row.target_kind, case_name(row.params, settings.case_keys),
         row.params, dict(target.get("props", {})), dict(c.get("fio", {})), float(c.get("runtime", 0.0) or 0.0),
-        ramp, int(target.get("size", 0) or 0), is_baseline(row, settings.baseline), row.skip_note, views, stats,
-        summarise([v.load1 for v in meas if v.load1 is not None]),
-        summarise([v.cpu_pct for v in meas if v.cpu_pct is not None]))
+        ramp, int(target.get("size", 0) or 0), is_baseline(row, settings.baseline), row.skip_note, views,
+        summarise_runs(views))
 
 
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:

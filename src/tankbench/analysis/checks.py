@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.analysis.cases import Dataset, RunView, TestSummary
+from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.analysis.stats import monotonic_increase
 
 CV_LIMIT = 0.10
@@ -82,31 +82,24 @@ def check_repeats(ds: Dataset) -> Iterator[Warning]:
     yield from _mk("high-variation", "warning", noisy, f"Run-to-run standard deviation above "
                    f"{CV_LIMIT:.0%} of the mean", "find the noise (other load, scrub, thermal limits, a cache "
                    "filling up); lengthen runtime; add repeats")
-    warming = _tests(ds, lambda t: monotonic_increase([r.values["mibs"] or 0.0 for r in t.measured]))
+    warming = _tests(ds, lambda t: monotonic_increase([r.values["mibs"] or r.values["durable_mibs"] or 0.0
+                                                                   for r in t.measured]))
     yield from _mk("cache-warming", "warning", warming, "Throughput grows run after run (seed 002): the "
                    "cache is warming and later runs measure RAM, not disks", "use a working set larger than "
                    "the ARC, add a warm-up run, or drop caches / export-import the pool between runs")
 
 
-def timing_limit(ds: Dataset, r: RunView) -> float:
-    """[report] timing_threshold when set, else the threshold the runner recorded, else the default 10 %."""
-    recorded = r.extra.get("timing.threshold_s")
-    if ds.settings.timing_explicit or not isinstance(recorded, int | float):
-        return ds.settings.timing_limit(r.expected_s)
-    return float(recorded)
-
-
 def check_timing(ds: Dataset) -> Iterator[Warning]:
-    late = [(t, r) for t in ds.tests for r in t.runs
-            if r.excess_s is not None and r.status == "done" and r.excess_s > timing_limit(ds, r)]
+    late = [(t, r) for t in ds.tests for r in t.runs if r.late(ds.settings)]
     yield from _mk("timing-issue", "warning", list({t.id: t for t, _ in late}.values()),
-                   f"{len(late)} runs took longer than ramp + runtime by more than the threshold (seed 000: "
-                   "a buffered zvol test finished 3.8 h late); fio's MiB/s overstates them",
-                   "rank by corrected throughput (`--rank-by corrected`); look at load and dirty data of those runs",
-                   (r.row_id for _, r in late))
+                   f"{len(late)} runs took longer than ramp + runtime by more than the threshold, counting the "
+                   "drain until the data was on disk (seed 000: a buffered zvol test finished 3.8 h late); fio's "
+                   "MiB/s overstates them, so their test cases rank by durable MiB/s",
+                   "keep the default ranking (auto) or `--rank-by durable_mibs`; look at load and dirty data of "
+                   "those runs", (r.row_id for _, r in late))
     unknown = _tests(ds, lambda t: t.measured and all(r.wall_s is None for r in t.measured))
     yield from _mk("wall-unknown", "info", unknown, "No wall-clock time recorded (e.g. imported fio JSON): "
-                   "timing issues and corrected throughput cannot be checked", "run the tests with `tankbench run`")
+                   "timing issues and durable throughput cannot be checked", "run the tests with `tankbench run`")
 
 
 def check_runs_detail(ds: Dataset) -> Iterator[Warning]:

@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tankbench.analysis.analyse import Analysis
-from tankbench.analysis.cases import METRICS, TestSummary
+from tankbench.analysis.cases import TestSummary
 from tankbench.analysis.leaderboard import Leaderboard, Row
 from tankbench.journal.db import Journal
-from tankbench.reports.common import EXPLAIN, fingerprint_rows, fmt, fmt_summary, metric_label
+from tankbench.metrics import METRICS
+from tankbench.reports.common import EXPLAIN, beside, fingerprint_rows, fmt, fmt_summary, metric_label
 
 TOP_ROWS = 40          # leaderboard rows shown per test case (all rows are in results.csv / results.xlsx)
 TOP_BARS = 20          # bars per leaderboard chart
@@ -69,18 +70,19 @@ def _run_chips(t: TestSummary, key: str) -> str:
     return "".join(chips) + more
 
 
-def _row_html(r: Row, key: str, lo: float, hi: float) -> str:
+def _row_html(r: Row, key: str, lo: float, hi: float, side: tuple[str, ...]) -> str:
     t = r.test
     cls = " ".join(c for c in ("zvol" if t.target_kind == "zvol" else "", "baseline" if t.is_baseline else "") if c)
     s = t.stats.get(key)
     badges = ('<span class="badge win">winner</span>' if r.is_winner else "") + \
         ('<span class="badge">baseline</span>' if t.is_baseline else "")
-    colour = scale_colour(r.value, lo, hi, METRICS[key].higher_is_better)
+    colour = scale_colour(r.value, lo, hi, bool(METRICS[key].higher_is_better))
     sd = f"{fmt(s.sd)} ({s.cv:.0%})" if s and s.n >= 2 else "—"
+    extra = "".join(f'<td class="num">{ex(fmt(t.mean(k)), EXPLAIN[k])}</td>' for k in side)
     return (f'<tr class="{cls}"><td class="num">{r.rank}</td><td title="tests.id {e(t.id)}">#{t.number} '
             f'{e(t.name)}{badges}</td><td>{e(t.config)}</td>'
             f'<td class="num" style="background:{colour}">{ex(fmt_summary(s), EXPLAIN[key] + "; ± " + EXPLAIN["ci"])}'
-            f'</td><td class="num">{ex(sd, EXPLAIN["sd"])}</td>'
+            f'</td><td class="num">{ex(sd, EXPLAIN["sd"])}</td>{extra}'
             f'<td>{ex(r.vs_baseline.text, EXPLAIN["vs_baseline"] + "; " + EXPLAIN["welch"]) if r.vs_baseline else "—"}</td>'
             f'<td>{ex(r.vs_first.text, EXPLAIN["vs_first"] + "; " + EXPLAIN["welch"]) if r.vs_first else "—"}</td>'
             f'<td class="num">{ex(fmt(t.load1.mean) if t.load1 else "not measured", EXPLAIN["load1"])}</td>'
@@ -117,17 +119,20 @@ def bar_chart(lb: Leaderboard) -> str:
 
 
 def leaderboard_html(lb: Leaderboard) -> str:
-    """Chart and table of one test case."""
+    """Chart and table of one test case: the ranking figure (and why it ranks), the figures beside it."""
     vals = [r.value for r in lb.rows if r.value is not None]
     lo, hi = (min(vals), max(vals)) if vals else (0.0, 0.0)
     label = metric_label(lb.metric)
+    side = beside(lb)
     head = ("<tr><th>#</th><th>test</th><th>config</th><th>" + ex(label + " mean ± CI", EXPLAIN[lb.metric]) +
-            "</th><th>sd</th><th>vs fastest baseline</th><th>vs first place</th><th>load1</th>"
+            "</th><th>sd</th>" + "".join(f"<th>{ex(metric_label(k), EXPLAIN[k])}</th>" for k in side) +
+            "<th>vs fastest baseline</th><th>vs first place</th><th>load1</th>"
             "<th>load per MiB/s</th><th>cost vs first</th><th>runs (warm-ups dashed, not ranked)</th></tr>")
-    body = "".join(_row_html(r, lb.metric, lo, hi) for r in lb.rows[:TOP_ROWS])
+    body = "".join(_row_html(r, lb.metric, lo, hi, side) for r in lb.rows[:TOP_ROWS])
     more = (f'<p class="small">Showing the top {TOP_ROWS} of {len(lb.rows)} tests; every row is in results.csv '
             'and results.xlsx.</p>') if len(lb.rows) > TOP_ROWS else ""
-    return (f'<section class="leaderboard" data-case="{e(lb.case)}"><h3>{e(lb.case)}</h3>{bar_chart(lb)}'
+    return (f'<section class="leaderboard" data-case="{e(lb.case)}" data-metric="{e(lb.metric)}"><h3>{e(lb.case)}'
+            f'</h3><p class="small ranked">Ranked by <b>{e(label)}</b>: {e(lb.reason)}.</p>{bar_chart(lb)}'
             f'<table>{head}{body}</table>{more}</section>')
 
 
@@ -226,20 +231,20 @@ def sections_html(a: Analysis) -> list[str]:
 
 
 def timing_html(a: Analysis, limit: int = TOP_ROWS) -> str:
-    """The latest-finishing runs: expected vs wall, fio's MiB/s vs corrected (seed 000's timing KPI)."""
+    """The latest-finishing runs: expected vs wall, fio's MiB/s vs durable (seed 000's timing KPI)."""
     late = sorted(((t, r) for t in a.dataset.tests for r in t.runs if r.excess_s is not None and r.status == "done"),
                   key=lambda tr: -(tr[1].excess_s or 0.0))[:limit]
     if not late:
         return '<h2 id="timing">Timing</h2><p>No wall-clock times in this journal: not measured.</p>'
     rows = "".join(
         f"<tr><td>#{t.number} {e(t.name)}</td><td class='num'>{r.row_id}</td><td class='num'>{fmt(r.expected_s)}</td>"
-        f"<td class='num'>{fmt(r.wall_s)}</td><td class='num'>{ex(fmt(r.excess_s), EXPLAIN['excess'])} "
+        f"<td class='num'>{fmt(r.wall_s)}</td><td class='num'>{ex(fmt(r.excess_s), EXPLAIN['excess_s'])} "
         f"({(r.excess_s or 0) / r.expected_s * 100 if r.expected_s else 0:.0f} %)</td>"
         f"<td class='num'>{fmt(r.drain_s)}</td><td class='num'>{fmt(r.values['mibs'])}</td>"
-        f"<td class='num'>{ex(fmt(r.values['corrected']), EXPLAIN['corrected'])}</td></tr>" for t, r in late)
+        f"<td class='num'>{ex(fmt(r.values['durable_mibs']), EXPLAIN['durable_mibs'])}</td></tr>" for t, r in late)
     return (f'<h2 id="timing">Timing</h2><p class="small">The {len(late)} runs that finished latest after ramp + '
             f'runtime.</p><table><tr><th>test</th><th>runs.id</th><th>expected s</th><th>wall s</th><th>late by s'
-            f'</th><th>drain s</th><th>fio MiB/s</th><th>corrected MiB/s</th></tr>{rows}</table>')
+            f'</th><th>drain s</th><th>fio MiB/s</th><th>durable MiB/s</th></tr>{rows}</table>')
 
 
 def fingerprint_html(a: Analysis) -> str:
