@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 MIB = 1024.0 * 1024.0
@@ -80,8 +81,10 @@ def _copy_mibs(m: Mapping[str, float], t: Times) -> float | None:
 
 
 def _p99(m: Mapping[str, float], t: Times) -> float | None:
-    p = [m[k] for k in ("read.lat_p99_ns", "write.lat_p99_ns", "trim.lat_p99_ns") if k in m]
-    return max(p) / 1e6 if p else None
+    r, w, x = m.get("read.lat_p99_ns"), m.get("write.lat_p99_ns"), m.get("trim.lat_p99_ns")
+    if r is None and w is None and x is None:
+        return None
+    return max(v for v in (r, w, x) if v is not None) / 1e6
 
 
 def _key(name: str, scale: float = 1.0) -> Compute:
@@ -332,6 +335,11 @@ def raw_keys(keys: tuple[str, ...] | None = None) -> tuple[str, ...]:
     return tuple(out)
 
 
+def applicable(present: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """Registry metrics whose inputs occur among the journal keys `present` (or that need none)."""
+    return tuple(m.key for m in REGISTRY if not m.needs or any(k in present for k in m.needs))
+
+
 def is_copy_run(raw: Mapping[str, float]) -> bool:
     """A copy run (cp/rsync/dd) carries copy.bytes; it has no fio figures even if an older journal stored some."""
     return "copy.bytes" in raw
@@ -339,11 +347,15 @@ def is_copy_run(raw: Mapping[str, float]) -> bool:
 
 def run_values(raw: Mapping[str, float], times: Times, keys: tuple[str, ...] | None = None) -> dict[str, float | None]:
     """Every (or the given) registry metric of one run; None where it does not apply or was not measured."""
-    kind = COPY if is_copy_run(raw) else FIO
-    out: dict[str, float | None] = {}
-    for m in REGISTRY if keys is None else (METRICS[k] for k in keys):
-        out[m.key] = m.compute(raw, times) if kind in m.kinds else None
-    return out
+    copy = "copy.bytes" in raw
+    return {k: f(raw, times) if (c if copy else fio) else None for k, f, fio, c in _plan(keys)}
+
+
+@lru_cache(maxsize=32)
+def _plan(keys: tuple[str, ...] | None) -> tuple[tuple[str, Compute, bool, bool], ...]:
+    """(key, compute, applies to fio runs, applies to copy runs) of the metrics to compute: the hot loop."""
+    return tuple((m.key, m.compute, FIO in m.kinds, COPY in m.kinds)
+                 for m in (REGISTRY if keys is None else [METRICS[k] for k in keys]))
 
 
 # -- what the runner stores ----------------------------------------------------------------------------------

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
 from tankbench.journal.db import Journal, TestRow
-from tankbench.metrics import METRICS, Times, raw_keys, run_values
+from tankbench.metrics import METRICS, Times, applicable, raw_keys, run_values
 from tankbench.model import Fingerprint, test_case_for
 
 # The metric and check keys analysis reads (the journal extracts only these: journals get large). The figures
@@ -43,6 +44,7 @@ class RunView:
     values: Mapping[str, float | None]
     note: str
     extra: Mapping[str, Any]
+    late: bool = False  # finished late (see run_late), decided once at load with the campaign's threshold
 
     @property
     def excess_s(self) -> float | None:
@@ -61,19 +63,19 @@ class RunView:
         """Counts in rankings: finished, not a warm-up."""
         return self.status == "done" and not self.warmup
 
-    def timing_limit(self, settings: Settings) -> float:
-        """[report] timing_threshold when set, else the threshold the runner recorded, else the default 10 %."""
-        recorded = self.extra.get("timing.threshold_s")
-        if settings.timing_explicit or not isinstance(recorded, int | float):
-            return settings.timing_limit(self.expected_s)
-        return float(recorded)
 
-    def late(self, settings: Settings) -> bool:
-        """Finished late: wall − (ramp + runtime) + drain exceeds the threshold, i.e. the data was on disk
-        noticeably later than fio's runtime suggests, so fio's MiB/s overstates this run."""
-        if self.excess_s is None or self.status != "done":
-            return False
-        return self.excess_s + (self.drain_s or 0.0) > self.timing_limit(settings)
+def timing_limit(extra: Mapping[str, Any], expected_s: float, settings: Settings) -> float:
+    """[report] timing_threshold when set, else the threshold the runner recorded, else the default 10 %."""
+    recorded = extra.get("timing.threshold_s")
+    if settings.timing_explicit or not isinstance(recorded, int | float):
+        return settings.timing_limit(expected_s)
+    return float(recorded)
+
+
+def run_late(status: str, excess_s: float | None, drain_s: float | None, limit: float) -> bool:
+    """Finished late: wall − (ramp + runtime) + drain exceeds the threshold, i.e. the data was on disk
+    noticeably later than fio's runtime suggests, so fio's MiB/s overstates this run."""
+    return status == "done" and excess_s is not None and excess_s + (drain_s or 0.0) > limit
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ class TestSummary:
     runs: tuple[RunView, ...]
     stats: Mapping[str, Summary | None]
 
-    @property
+    @cached_property
     def measured(self) -> tuple[RunView, ...]:
         return tuple(r for r in self.runs if r.measured)
 
@@ -121,13 +123,17 @@ class TestSummary:
     def is_copy(self) -> bool:
         return str(self.params.get("workload", "fio")) != "fio"
 
-    def axes(self) -> dict[str, Any]:
-        """Every axis value of this test by name: params, target props (compression, encryption, …), target
-        and kind; params win over props of the same name (a matrix axis overrides the target's setting)."""
+    @cached_property
+    def _axes(self) -> dict[str, Any]:
         out: dict[str, Any] = {"target": self.target, "kind": self.target_kind}
         out.update(self.props)
         out.update(self.params)
         return out
+
+    def axes(self) -> dict[str, Any]:
+        """Every axis value of this test by name: params, target props (compression, encryption, …), target
+        and kind; params win over props of the same name (a matrix axis overrides the target's setting)."""
+        return self._axes
 
     @property
     def config(self) -> str:
@@ -192,15 +198,18 @@ def case_name(params: Mapping[str, Any], keys: tuple[str, ...]) -> str:
     return " ".join([b for b in [base] if b] + extra)
 
 
-def run_view(r: Mapping[str, Any], ramp: float) -> RunView:
-    """Extract the report's numbers from one journal run row (Journal.iter_run_values)."""
+def run_view(r: Mapping[str, Any], ramp: float, settings: Settings, keys: tuple[str, ...] | None = None) -> RunView:
+    """Extract the report's numbers from one journal run row (Journal.iter_run_values); `keys`: the registry
+    metrics worth computing (those whose inputs the journal has)."""
     m = r["metrics"]
-    wall, drain = r["wall_s"], r["drain_s"]
-    values = run_values(m, Times(wall, r["expected_s"], ramp, drain))
-    extra = dict(r["checks"])
+    wall, drain, expected = r["wall_s"], r["drain_s"], r["expected_s"]
+    values = run_values(m, Times(wall, expected, ramp, drain), keys)
+    extra = r["checks"]
     extra.update((k, m[k]) for k in EXTRA_METRIC_KEYS if k in m)
+    excess = None if wall is None else wall - expected
+    late = run_late(r["status"], excess, drain, timing_limit(extra, expected, settings))
     return RunView(r["id"], r["test_id"], r["run_no"], bool(r["warmup"]), r["attempt"], r["status"], r["started"],
-                   r["fingerprint_id"], r["expected_s"], wall, drain, values, r["note"], extra)
+                   r["fingerprint_id"], expected, wall, drain, values, r["note"], extra, late)
 
 
 def is_baseline(row: TestRow, baseline: str) -> bool:
@@ -210,20 +219,20 @@ def is_baseline(row: TestRow, baseline: str) -> bool:
 
 def summarise_runs(views: Iterable[RunView]) -> dict[str, Summary | None]:
     """Statistics of every registry metric over the measured runs (None: not measured)."""
-    meas = [v for v in views if v.measured]
-    cols: dict[str, list[float]] = {}
-    for v in meas:
-        for k, x in v.values.items():
-            if x is not None:
-                cols.setdefault(k, []).append(x)
-    return {k: summarise(cols[k]) if k in cols else None for k in METRICS}
+    meas = [v.values for v in views if v.measured]
+    out: dict[str, Summary | None] = dict.fromkeys(METRICS)
+    for k in meas[0] if meas else ():
+        col = [x for x in (m[k] for m in meas) if x is not None]
+        out[k] = summarise(col) if col else None
+    return out
 
 
-def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Settings) -> TestSummary:
+def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Settings,
+                   keys: tuple[str, ...] | None = None) -> TestSummary:
     """Build the TestSummary of one journal test from its runs."""
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
-    views = tuple(run_view(r, ramp) for r in runs)
+    views = tuple(run_view(r, ramp, settings, keys) for r in runs)
     target = c.get("target", {})
     return TestSummary(
         row.id, row.number, row.name, row.target, row.target_kind, case_name(row.params, settings.case_keys),
@@ -235,9 +244,12 @@ def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Se
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:
     """Read tests, runs (without the heavy samples) and fingerprints once."""
     grouped: dict[str, list[dict[str, Any]]] = {}
+    seen: set[str] = set()
     for r in journal.iter_run_values(METRIC_KEYS, CHECK_KEYS):
         grouped.setdefault(r["test_id"], []).append(r)
-    tests = tuple(summarise_test(row, grouped.get(row.id, []), settings) for row in journal.tests())
+        seen.update(r["metrics"])
+    keys = applicable(seen)
+    tests = tuple(summarise_test(row, grouped.get(row.id, []), settings, keys) for row in journal.tests())
     names = tuple(str(c.get("name", "")) for c in journal.campaigns())
     return Dataset(journal.path, tests, journal.fingerprints(), names, settings)
 

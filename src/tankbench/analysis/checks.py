@@ -82,7 +82,7 @@ def check_repeats(ds: Dataset) -> Iterator[Warning]:
     yield from _mk("high-variation", "warning", noisy, f"Run-to-run standard deviation above "
                    f"{CV_LIMIT:.0%} of the mean", "find the noise (other load, scrub, thermal limits, a cache "
                    "filling up); lengthen runtime; add repeats")
-    warming = _tests(ds, lambda t: monotonic_increase([r.values["mibs"] or r.values["durable_mibs"] or 0.0
+    warming = _tests(ds, lambda t: monotonic_increase([r.values.get("mibs") or r.values.get("durable_mibs") or 0.0
                                                                    for r in t.measured]))
     yield from _mk("cache-warming", "warning", warming, "Throughput grows run after run (seed 002): the "
                    "cache is warming and later runs measure RAM, not disks", "use a working set larger than "
@@ -90,7 +90,7 @@ def check_repeats(ds: Dataset) -> Iterator[Warning]:
 
 
 def check_timing(ds: Dataset) -> Iterator[Warning]:
-    late = [(t, r) for t in ds.tests for r in t.runs if r.late(ds.settings)]
+    late = [(t, r) for t in ds.tests for r in t.runs if r.late]
     yield from _mk("timing-issue", "warning", list({t.id: t for t, _ in late}.values()),
                    f"{len(late)} runs took longer than ramp + runtime by more than the threshold, counting the "
                    "drain until the data was on disk (seed 000: a buffered zvol test finished 3.8 h late); fio's "
@@ -178,10 +178,12 @@ def check_zfs(ds: Dataset) -> Iterator[Warning]:
 def _zfs_checks(ds: Dataset) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for t in ds.tests:
+        z: dict[str, Any] = {}
         for r in t.measured:
-            z = {k: v for k, v in r.extra.items() if k.startswith(("zfs.", "arc."))}
-            if z:
-                out.setdefault(t.id, {}).update(z)
+            z.update(r.extra)
+        z = {k: v for k, v in z.items() if k.startswith(("zfs.", "arc."))}
+        if z:
+            out[t.id] = z
     return out
 
 

@@ -158,7 +158,7 @@ def case_metric(tests: Sequence[TestSummary], rank_by: str, settings: Settings) 
     if copy:
         return "durable_mibs", "copy tests: the data counts once it is on disk (cp's own speed is shown beside)"
     runs = [r for t in tests for r in t.measured]
-    late = sum(1 for r in runs if r.late(settings))
+    late = sum(1 for r in runs if r.late)
     if late:
         return "durable_mibs", (f"{late} of {len(runs)} measured runs finished late (wall − ramp − runtime + drain "
                                 "above the timing threshold): fio's MiB/s overstates them, so the durable figure ranks")

@@ -83,7 +83,7 @@ def t_cdf(t: float, df: float) -> float:
 def t_quantile(p: float, df: float) -> float:
     """Inverse of t_cdf by bisection (p in (0, 1))."""
     lo, hi = -1e3, 1e3
-    for _ in range(200):
+    for _ in range(64):  # 2000 / 2^64: below double precision
         mid = (lo + hi) / 2.0
         if t_cdf(mid, df) < p:
             lo = mid

@@ -240,8 +240,8 @@ def timing_html(a: Analysis, limit: int = TOP_ROWS) -> str:
         f"<tr><td>#{t.number} {e(t.name)}</td><td class='num'>{r.row_id}</td><td class='num'>{fmt(r.expected_s)}</td>"
         f"<td class='num'>{fmt(r.wall_s)}</td><td class='num'>{ex(fmt(r.excess_s), EXPLAIN['excess_s'])} "
         f"({(r.excess_s or 0) / r.expected_s * 100 if r.expected_s else 0:.0f} %)</td>"
-        f"<td class='num'>{fmt(r.drain_s)}</td><td class='num'>{fmt(r.values['mibs'])}</td>"
-        f"<td class='num'>{ex(fmt(r.values['durable_mibs']), EXPLAIN['durable_mibs'])}</td></tr>" for t, r in late)
+        f"<td class='num'>{fmt(r.drain_s)}</td><td class='num'>{fmt(r.values.get('mibs'))}</td>"
+        f"<td class='num'>{ex(fmt(r.values.get('durable_mibs')), EXPLAIN['durable_mibs'])}</td></tr>" for t, r in late)
     return (f'<h2 id="timing">Timing</h2><p class="small">The {len(late)} runs that finished latest after ramp + '
             f'runtime.</p><table><tr><th>test</th><th>runs.id</th><th>expected s</th><th>wall s</th><th>late by s'
             f'</th><th>drain s</th><th>fio MiB/s</th><th>durable MiB/s</th></tr>{rows}</table>')

@@ -26,7 +26,7 @@ def _ratio(r: Ratio | None) -> dict[str, Any] | None:
             "p": r.test.p if r.test.possible else None, "text": r.text}
 
 
-def test_dict(t: TestSummary, late: Any = None) -> dict[str, Any]:
+def test_dict(t: TestSummary) -> dict[str, Any]:
     """A test with its axes, statistics of every registry figure, and its runs."""
     return {
         "id": t.id, "number": t.number, "name": t.name, "target": t.target, "target_kind": t.target_kind,
@@ -35,7 +35,7 @@ def test_dict(t: TestSummary, late: Any = None) -> dict[str, Any]:
         "stats": {k: _summary(t.stats.get(k)) for k in METRICS},
         "runs": [{"row_id": r.row_id, "run_no": r.run_no, "warmup": r.warmup, "attempt": r.attempt,
                   "status": r.status, "wall_s": r.wall_s, "expected_s": r.expected_s, "excess_s": r.excess_s,
-                  "drain_s": r.drain_s, "late": late(r) if late else None, "note": r.note,
+                  "drain_s": r.drain_s, "late": r.late, "note": r.note,
                   **{k: v for k, v in r.values.items()}} for r in t.runs],
     }
 
@@ -49,7 +49,7 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
         "metrics": [{"key": m.key, "name": m.name, "unit": m.unit, "higher_is_better": m.higher_is_better,
                      "formula": m.formula, "source": m.source, "runs": list(m.kinds)} for m in REGISTRY],
         "fingerprints": {k: dict(v.data) for k, v in ds.fingerprints.items()},
-        "tests": [test_dict(t, lambda r: r.late(ds.settings)) for t in ds.tests],
+        "tests": [test_dict(t) for t in ds.tests],
         "figures": [{"id": f.id, "title": f.title, "kind": f.kind, "metric": f.metric, "x": f.x,
                      "x_values": list(f.x_values), "note": f.note, "test_ids": list(f.test_ids),
                      "series": [{"label": s.label, "points": [list(p) for p in s.points]} for s in f.series]}
