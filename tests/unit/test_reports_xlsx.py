@@ -21,7 +21,9 @@ def _write(tmp_path: Path, journal: str) -> tuple[object, object]:
 
 def test_sheets_and_colour_scales(tmp_path: Path) -> None:
     a, wb = _write(tmp_path, local_journal(tmp_path))
-    assert wb.sheetnames == ["raw", "read random 4k", "write seq 4k", "warnings"]
+    assert wb.sheetnames == ["raw", "read random 4k", "write seq 4k", "figures", "warnings"]
+    figs = [[c.value for c in row] for row in wb["figures"].iter_rows()]
+    assert ["iodepth →", "1", "4"] in figs  # IOPS and p99 against iodepth (seed 001), tabulated
     raw = wb["raw"]
     assert raw.max_row == 1 + a.dataset.n_runs  # warm-ups included, flagged
     header = [c.value for c in raw[1]]

@@ -15,7 +15,7 @@ from tankbench.model import Fingerprint, test_case_for
 
 # The metric and check keys analysis reads (the journal extracts only these: journals get large). The figures
 # themselves come from the registry (tankbench.metrics); these extra keys feed the validity checks.
-EXTRA_METRIC_KEYS = ("fio.runtime_s", "arc.c_max", "arc.hits", "arc.misses", "arc.hit_ratio")
+EXTRA_METRIC_KEYS = ("fio.runtime_s", "arc.c_max", "arc.hits", "arc.misses", "arc.hit_ratio", "zfs.compressratio")
 METRIC_KEYS = tuple(dict.fromkeys(raw_keys() + EXTRA_METRIC_KEYS))
 CHECK_KEYS = ("layout.sparse", "layout.allocated_bytes", "layout.apparent_bytes", "layout.sample_compress_ratio",
               "layout.verified", "preflight.dirty_bytes", "drain.dirty_end_bytes", "timing.threshold_s",
@@ -149,7 +149,7 @@ class TestSummary:
         bits += [_bit(k, v) for k, v in sorted(p.items()) if k not in workload]
         return " ".join(b for b in bits if b)
 
-    @property
+    @cached_property
     def storage_config(self) -> str:
         """The storage setup only (seed 004's configuration): target, its properties and every axis that is not
         part of the workload (recordsize, compression, sync property, logbias, SLOG, layout, tunables…)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,9 +111,7 @@ def check_runs_detail(ds: Dataset) -> Iterator[Warning]:
     short: list[tuple[TestSummary, int]] = []
     for t, r in ((x, r) for x in ds.tests for r in x.runs if r.status == "done"):
         c = r.extra
-        allocated = c.get("layout.allocated_bytes")  # block devices have none
-        if c.get("layout.sparse") or (allocated is not None and allocated < 0.9 * (c.get("layout.apparent_bytes")
-                                                                                    or 0)):
+        if _sparse(c):
             sparse.append((t, r.row_id))
         if (c.get("layout.sample_compress_ratio") or 1.0) > 1.1:
             compressible.append((t, r.row_id))
@@ -140,6 +138,43 @@ def check_runs_detail(ds: Dataset) -> Iterator[Warning]:
     ):
         tl = list({t.id: t for t, _ in items}.values())
         yield from _mk(code, sev, tl, msg, fix, (row for _, row in items))
+
+
+def _sparse(c: Mapping[str, Any]) -> bool:
+    """Holes, not compression: allocated below 90 % of what the dataset's compressratio explains (lz4 on fio's data
+    allocates 41.8M of 64M without any hole, and older agents called that sparse). Block devices have no allocated
+    size: then the agent's own verdict counts."""
+    allocated, apparent = c.get("layout.allocated_bytes"), c.get("layout.apparent_bytes") or 0
+    if allocated is None:
+        return bool(c.get("layout.sparse"))
+    ratio = max(float(c.get("zfs.compressratio") or 1.0), 1.0)
+    return bool(allocated * ratio < 0.9 * apparent)
+
+
+TRAP_LAYOUTS = ("unwritten", "zero")
+
+
+def check_layout(ds: Dataset) -> Iterator[Warning]:
+    """Seed 002's trap as an axis: reads of an unwritten or zero-filled file measure memory; compressible data
+    with compression on moves less than fio reports; and data that compressed although nobody asked for it."""
+    trap = _tests(ds, lambda t: str(t.params.get("layout", "")) in TRAP_LAYOUTS and "read" in t.case)
+    yield from _mk("layout-reads-meaningless", "error", trap, "Reads of an unwritten (sparse) or zero-filled file: "
+                   "ZFS returns holes or compressed zeros from memory without touching the disks, so these "
+                   "reads measure CPU and RAM (seed 002: 2458 MB/s unwritten vs 897 MB/s written)",
+                   "compare with layout = random (written with incompressible data); read these tests as a "
+                   "demonstration of the trap, not as the pool's read speed")
+    comp = _tests(ds, lambda t: str(t.params.get("layout", "")).startswith("compressible")
+                  and str(t.axes().get("compression", "off")) not in ("off", "none", ""))
+    yield from _mk("layout-compressible", "warning", comp, "Compressible layout with compression on: ZFS "
+                   "reads and writes fewer bytes than fio counts, so MiB/s is the logical, not the physical rate",
+                   "compare physical MiB/s and physical/logical; use layout = random for the pool's raw speed")
+    meas = _tests(ds, lambda t: (t.mean("compressratio") or 1.0) > 1.1 and "layout" not in t.params
+                  and not any(k in t.fio_options for k in ("buffer_compress_percentage", "zero_buffers")))
+    yield from _mk("compressed-writes", "warning", meas, "The dataset's compressratio after the run is above 1.1 "
+                   "although no compressible data was asked for: fio's buffers compressed (fio reuses its buffers "
+                   "unless refill_buffers is set), so ZFS wrote less than fio reports",
+                   "set refill_buffers=1 and buffer_compress_percentage=0 (or a random layout), or compression=off "
+                   "for the test")
 
 
 def check_options(ds: Dataset) -> Iterator[Warning]:
@@ -232,7 +267,7 @@ def validity_warnings(ds: Dataset) -> tuple[Warning, ...]:
     """All warnings, most severe first."""
     out: list[Warning] = []
     for check in (check_emulated, check_fingerprints, check_failures, check_repeats, check_timing, check_options,
-                  check_runs_detail, check_zfs):
+                  check_layout, check_runs_detail, check_zfs):
         out.extend(check(ds))
     order = {"error": 0, "warning": 1, "info": 2}
     return tuple(sorted(out, key=lambda w: order[w.severity]))

@@ -8,9 +8,12 @@ from typing import Any
 
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
+from tankbench.analysis.figures import Figure, Series, tidy
 from tankbench.analysis.leaderboard import Leaderboard, Row
+from tankbench.fio.parse import FioOutputError, job_entries, load_fio_json
 from tankbench.journal.db import Journal
 from tankbench.metrics import METRICS
+from tankbench.reports.charts import figure_html
 from tankbench.reports.common import EXPLAIN, beside, fingerprint_rows, fmt, fmt_summary, metric_label
 
 TOP_ROWS = 40          # leaderboard rows shown per test case (all rows are in results.csv / results.xlsx)
@@ -34,6 +37,8 @@ border-radius:3px;background:#ddf4ff;color:#0550ae;margin-left:4px}.win{backgrou
 .sev-error{color:#b3261e;font-weight:700}.sev-warning{color:#9a6700;font-weight:700}.sev-info{color:#57606a}
 .chip{display:inline-block;font-size:11px;border:1px solid #d0d7de;border-radius:3px;padding:0 3px;margin:1px}
 .chip.w{color:#888;border-style:dashed}.small{font-size:12px;color:#57606a}.charts{display:flex;flex-wrap:wrap;gap:8px}
+.figs{display:flex;flex-wrap:wrap;gap:14px}.fig{max-width:600px}.fig h4{margin:8px 0 2px;font-size:13px}
+.note{background:#fff8c5;border-left:4px solid #d4a72c;padding:4px 8px;font-size:12px}
 .legend span{display:inline-block;margin-right:12px}.legend i{display:inline-block;width:12px;height:10px;margin-right:4px}
 svg text{font:11px system-ui,sans-serif}
 """
@@ -253,7 +258,56 @@ def fingerprint_html(a: Analysis) -> str:
     return f'<h2 id="fingerprint">Fingerprint</h2><table><tr><th>id</th><th>key</th><th>value</th></tr>{rows}</table>'
 
 
-def render_html(a: Analysis, series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None) -> str:
+PCTS = ("1.000000", "10.000000", "50.000000", "90.000000", "99.000000", "99.900000", "99.990000")
+
+
+def load_percentiles(journal: Journal, tests: Sequence[TestSummary]) -> dict[str, dict[str, list[float]]]:
+    """fio's completion-latency percentiles (ms at PCTS) of the last measured run of each test, per direction,
+    from the fio JSON kept in the journal (the worst job where there are several)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for t in tests:
+        runs = [r for r in journal.runs(t.id, with_samples=True) if r.status == "done" and not r.warmup and r.fio_json]
+        if not runs:
+            continue
+        try:
+            jobs = job_entries(load_fio_json(runs[-1].fio_json))
+        except FioOutputError:
+            continue
+        for d in ("read", "write"):
+            tables = [((j.get(d) or {}).get("clat_ns") or {}).get("percentile") or {} for j in jobs]
+            if all(all(p in tb for p in PCTS) for tb in tables) and tables and (jobs[0].get(d) or {}).get("total_ios"):
+                out.setdefault(t.id, {})[d] = [max(float(tb[p]) for tb in tables) / 1e6 for p in PCTS]
+    return out
+
+
+def percentile_figures(a: Analysis, pct: Mapping[str, Mapping[str, list[float]]]) -> list[Figure]:
+    """fio-plot's latency percentile plot: per test case, one line per plotted test and direction."""
+    by_case: dict[str, list[Series]] = {}
+    ids: dict[str, list[str]] = {}
+    for t in a.dataset.tests:
+        for d, vals in pct.get(t.id, {}).items():
+            by_case.setdefault(t.case, []).append(Series(f"#{t.number} {t.name} ({d})",
+                                                         tuple(zip((p.rstrip("0").rstrip(".") for p in PCTS), vals))))
+            ids.setdefault(t.case, []).append(t.id)
+    return [tidy(Figure(f"percentiles-{case}", f"{case}: completion latency percentiles, last measured run",
+                        "lines", "p99_ms", "percentile", tuple(p.rstrip("0").rstrip(".") for p in PCTS),
+                        tuple(ss[:8]), "", tuple(ids[case]), y_label="clat ms")) for case, ss in by_case.items()]
+
+
+def figures_html(a: Analysis, pct: Mapping[str, Mapping[str, list[float]]] | None = None) -> str:
+    """The figures the journal's axes allow (analysis.figures) and the latency percentile plots."""
+    higher = {lb.case: METRICS[lb.metric].higher_is_better is not False for lb in a.leaderboards}
+    figs = list(a.figures) + percentile_figures(a, pct or {})
+    if not figs:
+        return ('<h2 id="figures">Figures</h2><p class="small">No axis with several values that a figure plots '
+                '(iodepth, numjobs, layout, cache, recordsize) and no fio latency percentiles in this journal.</p>')
+    return (f'<h2 id="figures">Figures</h2><p class="small">Drawn from the journal\'s axes; each value is the mean of '
+            f'the measured runs of one test (points and cells have tooltips; every number is in results.json).</p>'
+            f'<div class="figs">{"".join(figure_html(f, higher) for f in figs)}</div>')
+
+
+def render_html(a: Analysis, series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None,
+                pct: Mapping[str, Mapping[str, list[float]]] | None = None) -> str:
     """The whole page as one string."""
     boards = "".join(leaderboard_html(lb) for lb in a.leaderboards)
     comps = _list([e(c.text) for c in a.comparisons[:200]]) + (
@@ -264,13 +318,14 @@ def render_html(a: Analysis, series: Mapping[str, tuple[int, Mapping[str, Any]]]
               '<span>cell colour: red = worst … green = best of its test case</span></p>')
     explain = _list([f"<b>{e(k)}</b>: {e(v)}" for k, v in EXPLAIN.items()])
     body = "".join([head_html(a), *sections_html(a), f'<h2 id="leaderboards">Leaderboards</h2>{legend}{boards}',
-                    f'<h2 id="comparisons">Within-case comparisons</h2>{comps}', timing_html(a),
+                    figures_html(a, pct), f'<h2 id="comparisons">Within-case comparisons</h2>{comps}', timing_html(a),
                     f'<h2 id="series">Time series</h2>{series_html(a, series or {})}', fingerprint_html(a),
                     f'<h2 id="method">How the numbers are obtained</h2>{explain}'])
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tankbench report</title>'
             f'<meta name="viewport" content="width=device-width"><style>{CSS}</style></head><body>{body}</body></html>')
 
 
-def write_html(a: Analysis, path: str, series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None) -> None:
+def write_html(a: Analysis, path: str, series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None,
+               pct: Mapping[str, Mapping[str, list[float]]] | None = None) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        f.write(render_html(a, series))
+        f.write(render_html(a, series, pct))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tankbench.analysis.analyse import Analysis
+from tankbench.analysis.figures import Figure
 from tankbench.analysis.leaderboard import Leaderboard
 from tankbench.reports.common import EXPLAIN, beside, fmt, fmt_summary, metric_label
 
@@ -35,6 +36,20 @@ def leaderboard_md(lb: Leaderboard, top: int = TOP) -> list[str]:
     return lines + [""]
 
 
+def figure_md(f: Figure) -> list[str]:
+    """A figure as a table: one row per series, one column per x value (the HTML draws it)."""
+    unit = "" if f.metric == "auto" else f" ({metric_label(f.metric)})"
+    lines = [f"### Figure: {f.title}{unit}", ""]
+    if f.common:
+        lines += [f"All rows: {f.common}.", ""]
+    if f.note:
+        lines += [f"> {f.note}", ""]
+    lines += [f"| {f.x} → | " + " | ".join(_cell(x) for x in f.x_values) + " |", "|---" * (1 + len(f.x_values)) + "|"]
+    lines += [f"| {_cell(s.label)} | " + " | ".join(fmt(v) if v is not None else "—" for _, v in s.points) + " |"
+              for s in f.series]
+    return lines + [""]
+
+
 def summary_markdown(a: Analysis) -> str:
     """The whole summary.md text."""
     ds = a.dataset
@@ -63,6 +78,8 @@ def summary_markdown(a: Analysis) -> str:
     out += ["", "## Leaderboards", ""]
     for lb in a.leaderboards:
         out += leaderboard_md(lb)
+    for f in a.figures:
+        out += figure_md(f)
     out += ["## How the numbers are obtained", ""] + [f"- **{k}**: {v}" for k, v in EXPLAIN.items()] + [""]
     return "\n".join(out)
 

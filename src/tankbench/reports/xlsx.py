@@ -99,6 +99,23 @@ def case_sheet(ws: Any, lb: Leaderboard, a: Analysis) -> None:
             colour_scale(ws, i, len(lb.rows), hb)
 
 
+def figures_sheet(ws: Any, a: Analysis) -> None:
+    """Each figure as a block: title, then its x values as columns and one row per series."""
+    for f in a.figures:
+        unit = "" if f.metric == "auto" else f" ({METRICS[f.metric].label})"
+        title = WriteOnlyCell(ws, f"{f.title}{unit}")
+        title.font = Font(bold=True)
+        ws.append([title])
+        if f.common:
+            ws.append([f"all rows: {f.common}"])
+        if f.note:
+            ws.append([f.note])
+        ws.append([f"{f.x} →", *f.x_values])
+        for s in f.series:
+            ws.append([s.label, *(v for _, v in s.points)])
+        ws.append([])
+
+
 def build_workbook(a: Analysis) -> Workbook:
     """Write-only workbook (fast for 100,000s of runs): raw (one row per run), one sheet per test case, warnings."""
     wb = Workbook(write_only=True)
@@ -109,6 +126,8 @@ def build_workbook(a: Analysis) -> Workbook:
     used = {"raw", "warnings"}
     for lb in a.leaderboards:
         case_sheet(wb.create_sheet(sheet_title(lb.case, used)), lb, a)
+    if a.figures:
+        figures_sheet(wb.create_sheet(sheet_title("figures", used)), a)
     ws = wb.create_sheet("warnings")
     header(ws, ("severity", "code", "message", "fix", "test_ids"), {})
     for w in a.warnings:
