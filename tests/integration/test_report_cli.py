@@ -133,3 +133,20 @@ def test_help_texts() -> None:
     for cmd in ("report", "compare", "advise", "import"):
         r = tankbench(cmd, "--help")
         assert r.returncode == 0 and len(r.stdout) > 300, cmd
+
+
+def test_report_group_by_and_where(tmp_path: Path) -> None:
+    j = local_journal(tmp_path)
+    out = tmp_path / "rep"
+    r = tankbench("report", "--journal", j, "--out", str(out), "--group-by", "rw,bs,iodepth", "--where", "io=direct")
+    assert r.returncode == 0, r.stderr
+    assert "8 tests, 24 runs, 4 test cases" in r.stdout
+    d = json.loads((out / "results.json").read_text())
+    assert d["selection"] == ["--group-by rw,bs,iodepth", "--where io=direct"]
+    assert {lb["case"] for lb in d["leaderboards"]} == {"read random 4k iodepth=1", "read random 4k iodepth=4",
+                                                        "write seq 4k iodepth=1", "write seq 4k iodepth=4"}
+    bad = tankbench("report", "--journal", j, "--out", str(tmp_path / "x"), "--where", "iodepth=7")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr == ("Error: --where iodepth=7: no test has iodepth=7\n"
+                          "Hint: values of iodepth in this journal: 1, 4\n")
+    assert not (tmp_path / "x").exists()
