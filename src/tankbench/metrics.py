@@ -348,13 +348,23 @@ def is_copy_run(raw: Mapping[str, float]) -> bool:
 def run_values(raw: Mapping[str, float], times: Times, keys: tuple[str, ...] | None = None) -> dict[str, float | None]:
     """Every (or the given) registry metric of one run; None where it does not apply or was not measured."""
     copy = "copy.bytes" in raw
-    return {k: f(raw, times) if (c if copy else fio) else None for k, f, fio, c in _plan(keys)}
+    out: dict[str, float | None] = {}
+    for k, f, fio, c, rk, sc in _plan(keys):
+        if not (c if copy else fio):
+            out[k] = None
+        elif rk is None:
+            out[k] = f(raw, times)
+        else:  # a plain key times a scale: inlined, this loop runs for every run of every journal
+            v = raw.get(rk)
+            out[k] = None if v is None else v * sc
+    return out
 
 
 @lru_cache(maxsize=32)
-def _plan(keys: tuple[str, ...] | None) -> tuple[tuple[str, Compute, bool, bool], ...]:
-    """(key, compute, applies to fio runs, applies to copy runs) of the metrics to compute: the hot loop."""
-    return tuple((m.key, m.compute, FIO in m.kinds, COPY in m.kinds)
+def _plan(keys: tuple[str, ...] | None) -> tuple[tuple[str, Compute, bool, bool, str | None, float], ...]:
+    """(key, compute, applies to fio runs, to copy runs, plain raw key, its scale) of the metrics to compute."""
+    return tuple((m.key, m.compute, FIO in m.kinds, COPY in m.kinds, getattr(m.compute, "raw_key", None),
+                  float(getattr(m.compute, "scale", 1.0)))
                  for m in (REGISTRY if keys is None else [METRICS[k] for k in keys]))
 
 

@@ -176,9 +176,9 @@ def load_series(journal: Journal, tests: Sequence[TestSummary]) -> dict[str, tup
     """The samples of the last measured run of each test: {test id: (runs.id, samples)}."""
     out: dict[str, tuple[int, Mapping[str, Any]]] = {}
     for t in tests:
-        runs = [r for r in journal.runs(t.id, with_samples=True) if r.status == "done" and not r.warmup]
-        if runs and runs[-1].samples.get("t"):
-            out[t.id] = (runs[-1].row_id, runs[-1].samples)
+        run = journal.last_measured_run(t.id)
+        if run is not None and run.samples.get("t"):
+            out[t.id] = (run.row_id, run.samples)
     return out
 
 
@@ -266,11 +266,11 @@ def load_percentiles(journal: Journal, tests: Sequence[TestSummary]) -> dict[str
     from the fio JSON kept in the journal (the worst job where there are several)."""
     out: dict[str, dict[str, list[float]]] = {}
     for t in tests:
-        runs = [r for r in journal.runs(t.id, with_samples=True) if r.status == "done" and not r.warmup and r.fio_json]
-        if not runs:
+        run = journal.last_measured_run(t.id)
+        if run is None or not run.fio_json:
             continue
         try:
-            jobs = job_entries(load_fio_json(runs[-1].fio_json))
+            jobs = job_entries(load_fio_json(run.fio_json))
         except FioOutputError:
             continue
         for d in ("read", "write"):
