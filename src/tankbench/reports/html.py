@@ -37,7 +37,7 @@ border-radius:3px;background:#ddf4ff;color:#0550ae;margin-left:4px}.win{backgrou
 .sev-error{color:#b3261e;font-weight:700}.sev-warning{color:#9a6700;font-weight:700}.sev-info{color:#57606a}
 .chip{display:inline-block;font-size:11px;border:1px solid #d0d7de;border-radius:3px;padding:0 3px;margin:1px}
 .chip.w{color:#888;border-style:dashed}.small{font-size:12px;color:#57606a}.charts{display:flex;flex-wrap:wrap;gap:8px}
-.figs{display:flex;flex-wrap:wrap;gap:14px}.fig{max-width:600px}.fig h4{margin:8px 0 2px;font-size:13px}
+.wide{overflow-x:auto;max-width:100%}.figs{display:flex;flex-wrap:wrap;gap:14px}.fig{max-width:600px}.fig h4{margin:8px 0 2px;font-size:13px}
 .note{background:#fff8c5;border-left:4px solid #d4a72c;padding:4px 8px;font-size:12px}
 .legend span{display:inline-block;margin-right:12px}.legend i{display:inline-block;width:12px;height:10px;margin-right:4px}
 svg text{font:11px system-ui,sans-serif}
@@ -138,7 +138,7 @@ def leaderboard_html(lb: Leaderboard) -> str:
             'and results.xlsx.</p>') if len(lb.rows) > TOP_ROWS else ""
     return (f'<section class="leaderboard" data-case="{e(lb.case)}" data-metric="{e(lb.metric)}"><h3>{e(lb.case)}'
             f'</h3><p class="small ranked">Ranked by <b>{e(label)}</b>: {e(lb.reason)}.</p>{bar_chart(lb)}'
-            f'<table>{head}{body}</table>{more}</section>')
+            f'<div class="wide"><table>{head}{body}</table></div>{more}</section>')
 
 
 def line_chart(name: str, title: str, t: Sequence[float], ys: Sequence[float]) -> str:
@@ -210,7 +210,8 @@ def head_html(a: Analysis) -> str:
     title = ", ".join(dict.fromkeys(n for n in ds.campaign_names if n)) or ds.path
     return (f"<h1>tankbench report: {e(title)}</h1>{banner}<p>{len(ds.tests)} tests in {len(ds.cases())} test cases, "
             f"{ds.n_runs} runs ({n_meas} measured, {n_warm} warm-ups shown but not ranked). Journal: "
-            f"<code>{e(ds.path)}</code>. Ranked by <b>{ex(metric_label(a.rank_by), EXPLAIN[a.rank_by])}</b>.</p>")
+            f"<code>{e(ds.path)}</code>. Ranked by <b>{ex(metric_label(a.rank_by), EXPLAIN[a.rank_by])}</b>."
+            + (f" Selection: <code>{e(' '.join(a.selection))}</code>." if a.selection else "") + "</p>")
 
 
 def sections_html(a: Analysis) -> list[str]:
