@@ -105,6 +105,12 @@ def test_compare_same_system(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     deltas = json.loads(r.stdout)["deltas"]
     assert len(deltas) == 16 and all(d["change_pct"] == 0 and not d["significant"] for d in deltas)
+    # every run of this journal finished late (10 % of 3 s): auto compares the durable figure, fio's beside it
+    assert {d["metric"] for d in deltas} == {"durable_mibs"} and all(d["mibs_a"] > d["mean_a"] for d in deltas)
+    text = tankbench("compare", a, str(b))
+    assert text.returncode == 0 and "durable MiB/s" in text.stdout and "fio MiB/s" in text.stdout
+    fio = tankbench("compare", a, str(b), "--metric", "mibs", "--json")
+    assert {d["metric"] for d in json.loads(fio.stdout)["deltas"]} == {"mibs"}
 
 
 def test_import(tmp_path: Path) -> None:
@@ -150,3 +156,20 @@ def test_report_group_by_and_where(tmp_path: Path) -> None:
     assert bad.stderr == ("Error: --where iodepth=7: no test has iodepth=7\n"
                           "Hint: values of iodepth in this journal: 1, 4\n")
     assert not (tmp_path / "x").exists()
+
+
+def test_compare_chain_of_tuning_steps(tmp_path: Path) -> None:
+    """Seed 001: one journal per tuning step; each step is compared with the one before."""
+    a = local_journal(tmp_path)
+    steps = [a]
+    for name in ("step2.sqlite", "step3.sqlite"):
+        p = tmp_path / name
+        p.write_bytes(Path(a).read_bytes())
+        steps.append(str(p))
+    r = tankbench("compare", *steps, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["journals"] == steps and [(s["a"], s["b"]) for s in d["steps"]] == list(zip(steps, steps[1:]))
+    assert all(len(s["deltas"]) == 16 for s in d["steps"])
+    text = tankbench("compare", *steps)
+    assert text.returncode == 0 and f"Step 2: {steps[1]} → {steps[2]}" in text.stdout

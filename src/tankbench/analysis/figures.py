@@ -100,7 +100,8 @@ def lines_by(
         vals = [t.mean(metric) or 0.0 for t in g.values()]
         return -max(vals) if higher else min(vals)
 
-    chosen = sorted(groups.items(), key=lambda kv: best(kv[1]))[:MAX_SERIES]
+    # the best MAX_SERIES, shown in label order so a configuration keeps its colour across a case's figures
+    chosen = sorted(sorted(groups.items(), key=lambda kv: best(kv[1]))[:MAX_SERIES])
     series = tuple(Series(label, tuple((v, g[v].mean(metric) if v in g else None) for v in xs)) for label, g in chosen)
     ids = tuple(t.id for _, g in chosen for t in g.values())
     shown = f" (best {MAX_SERIES} of {len(groups)} configurations)" if len(groups) > MAX_SERIES else ""
