@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -13,15 +13,14 @@ from tankbench.journal.db import Journal, TestRow
 from tankbench.metrics import METRICS, Times, applicable, raw_keys, run_values
 from tankbench.model import Fingerprint, test_case_for
 
-# The metric and check keys analysis reads (the journal extracts only these: journals get large). The figures
-# themselves come from the registry (tankbench.metrics); these extra keys feed the validity checks.
-EXTRA_METRIC_KEYS = ("fio.runtime_s", "arc.c_max", "arc.hits", "arc.misses", "arc.hit_ratio", "zfs.compressratio")
+# The metric and check keys analysis reads for every run (the journal extracts only these: journals get large).
+# The figures themselves come from the registry (tankbench.metrics); these extra keys feed per-run validity checks.
+# ZFS checks (zfs.*, arc.*) are the same for every run of a test: they are read from its last measured run only.
+EXTRA_METRIC_KEYS = ("fio.runtime_s", "zfs.compressratio")
 METRIC_KEYS = tuple(dict.fromkeys(raw_keys() + EXTRA_METRIC_KEYS))
 CHECK_KEYS = ("layout.sparse", "layout.allocated_bytes", "layout.apparent_bytes", "layout.sample_compress_ratio",
-              "layout.verified", "preflight.dirty_bytes", "drain.dirty_end_bytes", "timing.threshold_s",
-              "zfs.direct_ignored", "zfs.recordsize", "zfs.volblocksize", "zfs.ashift", "zfs.arc_c_max",
-              "zfs.txg_timeout", "zfs.compression", "zfs.direct_forced", "zfs.misaligned", "zfs.partial_record_writes",
-              "zfs.working_set_fits_arc", "zfs.working_set_bytes", "zfs.runtime_near_txg", "zfs.block_bytes")
+              "layout.verified", "preflight.dirty_bytes", "drain.dirty_end_bytes", "timing.threshold_s")
+ZFS_KINDS = ("dataset", "zvol")
 WORKLOAD = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine", "runtime",
             "workload", "copy_size")
 
@@ -98,6 +97,7 @@ class TestSummary:
     skip_note: str
     runs: tuple[RunView, ...]
     stats: Mapping[str, Summary | None]
+    zfs: Mapping[str, Any] = field(default_factory=dict)  # zfs.* / arc.* metrics and checks of the last measured run
 
     @cached_property
     def measured(self) -> tuple[RunView, ...]:
@@ -227,8 +227,18 @@ def summarise_runs(views: Iterable[RunView]) -> dict[str, Summary | None]:
     return out
 
 
+def zfs_facts(journal: Journal, row: TestRow) -> dict[str, Any]:
+    """The zfs.* and arc.* metrics and checks of a ZFS test's last measured run ({} for other targets)."""
+    if row.target_kind not in ZFS_KINDS:
+        return {}
+    run = journal.last_measured_run(row.id, with_samples=False)
+    if run is None:
+        return {}
+    return {k: v for k, v in (*run.metrics.items(), *run.checks.items()) if k.startswith(("zfs.", "arc."))}
+
+
 def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Settings,
-                   keys: tuple[str, ...] | None = None) -> TestSummary:
+                   keys: tuple[str, ...] | None = None, zfs: Mapping[str, Any] | None = None) -> TestSummary:
     """Build the TestSummary of one journal test from its runs."""
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
@@ -238,7 +248,7 @@ def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Se
         row.id, row.number, row.name, row.target, row.target_kind, case_name(row.params, settings.case_keys),
         row.params, dict(target.get("props", {})), dict(c.get("fio", {})), float(c.get("runtime", 0.0) or 0.0),
         ramp, int(target.get("size", 0) or 0), is_baseline(row, settings.baseline), row.skip_note, views,
-        summarise_runs(views))
+        summarise_runs(views), dict(zfs or {}))
 
 
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:
@@ -249,7 +259,8 @@ def load_dataset(journal: Journal, settings: Settings) -> Dataset:
         grouped.setdefault(r["test_id"], []).append(r)
         seen.update(r["metrics"])
     keys = applicable(seen)
-    tests = tuple(summarise_test(row, grouped.get(row.id, []), settings, keys) for row in journal.tests())
+    tests = tuple(summarise_test(row, grouped.get(row.id, []), settings, keys, zfs_facts(journal, row))
+                  for row in journal.tests())
     names = tuple(str(c.get("name", "")) for c in journal.campaigns())
     return Dataset(journal.path, tests, journal.fingerprints(), names, settings)
 

@@ -210,19 +210,11 @@ def check_zfs(ds: Dataset) -> Iterator[Warning]:
     yield from _zfs_warnings(ds, have)
 
 
-def _zfs_checks(ds: Dataset) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for t in ds.tests:
-        z: dict[str, Any] = {}
-        for r in t.measured:
-            z.update(r.extra)
-        z = {k: v for k, v in z.items() if k.startswith(("zfs.", "arc."))}
-        if z:
-            out[t.id] = z
-    return out
+def _zfs_checks(ds: Dataset) -> dict[str, Mapping[str, Any]]:
+    return {t.id: t.zfs for t in ds.tests if t.zfs}
 
 
-def _zfs_warnings(ds: Dataset, have: dict[str, dict[str, Any]]) -> Iterator[Warning]:
+def _zfs_warnings(ds: Dataset, have: dict[str, Mapping[str, Any]]) -> Iterator[Warning]:
     tests = [t for t in ds.tests if t.id in have]
     arc = [t for t in tests if "read" in t.case and (have[t.id].get("zfs.working_set_fits_arc") or (
         have[t.id].get("arc.c_max") or have[t.id].get("zfs.arc_c_max") or 0) >= t.size > 0)]
@@ -255,7 +247,7 @@ def _zfs_warnings(ds: Dataset, have: dict[str, dict[str, Any]]) -> Iterator[Warn
                    "of 2^ashift, or recreate the pool with the right ashift")
 
 
-def _misaligned_ashift(z: dict[str, Any]) -> bool:
+def _misaligned_ashift(z: Mapping[str, Any]) -> bool:
     ashift = z.get("zfs.ashift")
     rs = _size_bytes(z.get("zfs.recordsize") or z.get("zfs.volblocksize") or "")
     if not ashift or not rs:

@@ -160,9 +160,10 @@ class Journal:
             args = (test_id,)
         return [self._run(r) for r in self.conn.execute(sql + " ORDER BY id", args)]
 
-    def last_measured_run(self, test_id: str) -> Run | None:
-        """The latest finished non-warm-up run of a test, with samples and fio JSON (the report's charts)."""
-        r = self.conn.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE test_id=? AND status='done' AND "
+    def last_measured_run(self, test_id: str, *, with_samples: bool = True) -> Run | None:
+        """The latest finished non-warm-up run of a test (with samples and fio JSON unless told not to)."""
+        cols = ", ".join(c if with_samples or c not in ("samples", "fio_json") else f"'' AS {c}" for c in _RUN_COLUMNS)
+        r = self.conn.execute(f"SELECT {cols} FROM runs WHERE test_id=? AND status='done' AND "
                               "warmup=0 ORDER BY id DESC LIMIT 1", (test_id,)).fetchone()
         return self._run(r) if r is not None else None
 
