@@ -256,7 +256,8 @@ def op_probe(req):
         "mem_bytes": mem.get("MemTotal", 0), "fio_version": fio, "python": sys.version.split()[0],
         "zfs_version": zfs_version, "device_models": models,
     }, paths=paths, block_devices=blocks, zfs_params=zfs_params, load1=load[0], dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
-        swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0), zfs=bool(zfs_version))
+        swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0), zfs=bool(zfs_version),
+        boot_id=read_text("/proc/sys/kernel/random/boot_id").strip())
 
 
 def _sample_layout(path, size, samples=16, chunk=65536):

@@ -66,7 +66,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     key = check_rank_by(args.rank_by)
     mix = parse_mix_text(args.mix) if args.mix is not None else None
     group_by, where, text = selection(args)
-    with Journal(journal_path(args), create=False) as j:
+    with Journal.open_readonly(journal_path(args)) as j:
         ds = load(j, group_by=group_by, where=where)
         if mix is not None:
             check_mix_cases(ds, mix)

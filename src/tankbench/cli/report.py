@@ -51,7 +51,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     rank_by = check_rank_by(args.rank_by)
     group_by, where, text = selection(args)
     path = journal_path(args)
-    with Journal(path, create=False) as j:
+    with Journal.open_readonly(path) as j:
         a = analyse_dataset(load(j, group_by=group_by, where=where), rank_by, selection=text)
         out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "report")
         paths = write_all(a, out, j)

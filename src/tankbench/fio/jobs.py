@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import shlex
 
+from tankbench.copytest import copy_script_lines
 from tankbench.model import Test
-from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
+from tankbench.targets import kind_of
+from tankbench.units import fmt_seconds_fio, fmt_size
 
 
 def test_file_path(test: Test) -> str:
-    """The file or device fio opens: the device for raw, one laid-out file per target for file."""
-    if test.target.kind == "raw":
-        return test.target.path
-    if test.target.kind in ("dataset", "zvol"):
-        from tankbench.targets.zfs import fio_filename
-        return fio_filename(test)
-    return f"{test.target.path}/tankbench-{test.target.name}.fiodata"
+    """The file or device fio opens (its target kind decides)."""
+    return kind_of(test.target).fio_filename(test)
 
 
 def job_text(test: Test, filename: str | None = None) -> str:
@@ -58,42 +55,13 @@ def job_text(test: Test, filename: str | None = None) -> str:
 def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
     """A POSIX shell script that reproduces the test with plain fio (no tankbench needed)."""
     path = test_file_path(test)
-    q = shlex.quote
     lines = ["#!/bin/sh",
              f"# tankbench test {test.number:04d}: {test.name} (id {test.id})",
              "# Reproduces this test with plain fio; JSON result on stdout.",
              "set -eu",
              'cd "$(dirname "$0")"']
-    if test.target.kind in ("dataset", "zvol"):
-        from tankbench.targets.zfs import script_lines
-        lines.append("# Create the dataset/zvol with the test's properties (tagged as tankbench's), as tankbench does.")
-        lines += script_lines(test, campaign_id)
-    if test.target.kind == "zvol" and not test.is_copy:
-        size = test.target.size
-        lines += ["# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
-                  f"head -c {size} /dev/urandom | dd of={q(path)} bs=1M iflag=fullblock conv=fsync status=none"]
-    if test.target.kind in ("file", "dataset") and not test.is_copy:
-        size = test.target.size
-        lines += [
-            "# Lay out the test file with incompressible data first, so reads hit real blocks (not a sparse file).",
-            f"f={q(path)}",
-            'mkdir -p "$(dirname "$f")"',
-            f'if [ ! -f "$f" ] || [ "$(stat -c %s "$f")" -ne {size} ] || [ $(( $(stat -c %b "$f") * 512 )) -lt {size * 98 // 100} ]; then',
-            f'  head -c {size} /dev/urandom > "$f" && sync "$f"',
-            "fi",
-        ]
-    elif test.target.kind in ("raw", "zvol"):
-        lines.append(f"# WARNING: writes to the block device {path} if the job writes.")
+    lines += kind_of(test.target).script_lines(test, campaign_id)
     if test.is_copy:
-        if test.target.kind == "file":
-            lines.append(f'mkdir -p "$(dirname {q(path)})"')
-        from tankbench.runner import copy_argv
-        size = parse_size(str(test.params["copy_size"]))
-        src = "/var/tmp/tankbench-copy-source.bin"
-        lines += [f"[ -s {src} ] || head -c {size} /dev/urandom > {src}",
-                  "t0=$(date +%s.%N)", shlex.join(copy_argv(str(test.params["workload"]), src, path)),
-                  "t1=$(date +%s.%N)", "sync", "t2=$(date +%s.%N)",
-                  'awk -v a="$t0" -v b="$t1" -v c="$t2" \'BEGIN { printf "command %.2f s, durable after %.2f s\\n", b - a, c - a }\'']
-        return "\n".join(lines) + "\n"
-    lines.append(f"exec fio --output-format=json {q(fio_name)}")
+        return "\n".join(lines + copy_script_lines(test, path)) + "\n"
+    lines.append(f"exec fio --output-format=json {shlex.quote(fio_name)}")
     return "\n".join(lines) + "\n"

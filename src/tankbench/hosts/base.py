@@ -166,5 +166,9 @@ class Host(ABC):
                             f"{session.stderr_text()[-800:]}")
         return result
 
+    def fingerprint_extra(self) -> dict[str, object]:
+        """Facts about this host that belong in every run's fingerprint beyond what the agent probes."""
+        return {}
+
     def close(self) -> None:
         """Release connections (ssh control masters, …)."""

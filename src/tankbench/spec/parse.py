@@ -11,6 +11,7 @@ from typing import Any
 
 from tankbench.errors import SpecError, UserError
 from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
+from tankbench.targets import kind_names
 from tankbench.units import fmt_size, parse_duration, parse_size
 
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
@@ -342,7 +343,11 @@ def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
     if table is None:
         if shortcut is None:
             return HostSpec()
-        return HostSpec(kind=ctx.choice("campaign.host", shortcut, HOST_KINDS))
+        kind = ctx.choice("campaign.host", shortcut, HOST_KINDS)
+        if kind == "ssh":
+            raise ctx.err("campaign.host", shortcut, "an ssh host needs an address",
+                          'write a [host] table: kind = "ssh", address = "bench.example.org"')
+        return HostSpec(kind=kind)
     if not isinstance(table, dict):
         raise ctx.err("host", table, "must be a table", 'write [host] with kind = "local" | "lab" | "ssh"')
     ctx.unknown_keys(table, HOST_KEYS, "host.")
@@ -369,6 +374,8 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
         raise ctx.err("[[target]]", None, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ctx.err("target", value, "must be an array of tables", "write each target as [[target]]")
+    if not value:
+        raise ctx.err("target", value, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
     out: list[Target] = []
     for i, t in enumerate(value):
         p = f"target[{i}]."
@@ -378,7 +385,7 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
             raise ctx.err(p + "name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "scratch"')
         if any(o.name == name for o in out):
             raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
-        kind = ctx.choice(p + "kind", t.get("kind"), ("raw", "file", "dataset", "zvol"))
+        kind = ctx.choice(p + "kind", t.get("kind"), kind_names())
         if kind in ("dataset", "zvol"):
             out.append(_zfs_target(ctx, t, p, name, kind))
             continue
@@ -555,7 +562,7 @@ def _match_value(ctx: _Ctx, key: str, axis: str, v: object, targets: tuple[Targe
         names = tuple(t.name for t in targets)
         return ctx.choice(key, v, names)
     if axis == "kind":
-        return ctx.choice(key, v, ("raw", "file", "dataset", "zvol"))
+        return ctx.choice(key, v, kind_names())
     return _axis_value(ctx, key, axis, v)
 
 
