@@ -67,6 +67,10 @@ def check_failures(ds: Dataset) -> Iterator[Warning]:
     yield from _mk("failed-runs", "warning", tests, f"{len(bad)} runs failed, timed out or crashed; they are not "
                    "ranked", "look at stderr in `tankbench show`, fix the cause and rerun (resume keeps good runs)",
                    (r.row_id for _, r in bad))
+    cut = [(t, r) for t in ds.tests for r in t.runs if r.status == "interrupted"]
+    yield from _mk("interrupted-runs", "info", list({t.id: t for t, _ in cut}.values()), f"{len(cut)} runs were "
+                   "interrupted because tankbench itself stopped (the host stayed up); they are not ranked",
+                   "resume the campaign with `tankbench run`: it reruns them", (r.row_id for _, r in cut))
     never = _tests(ds, lambda t: not t.measured)
     yield from _mk("not-measured", "info", never, "Tests with no finished measured run", "run the campaign "
                    "(again); skipped tests say why in their skip note")
