@@ -363,9 +363,17 @@ def run_values(raw: Mapping[str, float], times: Times, keys: tuple[str, ...] | N
 @lru_cache(maxsize=32)
 def _plan(keys: tuple[str, ...] | None) -> tuple[tuple[str, Compute, bool, bool, str | None, float], ...]:
     """(key, compute, applies to fio runs, to copy runs, plain raw key, its scale) of the metrics to compute."""
-    return tuple((m.key, m.compute, FIO in m.kinds, COPY in m.kinds, getattr(m.compute, "raw_key", None),
-                  float(getattr(m.compute, "scale", 1.0)))
-                 for m in (REGISTRY if keys is None else [METRICS[k] for k in keys]))
+    return tuple(
+        (
+            m.key,
+            m.compute,
+            FIO in m.kinds,
+            COPY in m.kinds,
+            getattr(m.compute, "raw_key", None),
+            float(getattr(m.compute, "scale", 1.0)),
+        )
+        for m in (REGISTRY if keys is None else [METRICS[k] for k in keys])
+    )
 
 
 # -- what the runner stores ----------------------------------------------------------------------------------
