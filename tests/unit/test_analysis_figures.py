@@ -245,3 +245,28 @@ def test_every_axis_is_compared(tmp_path: Path) -> None:
     assert {"cache", "logbias"} <= axes
     cache = next(c for c in a.comparisons if c.axis == "cache")
     assert cache.entries[0][0] == "warm"
+
+
+def test_copy_tests_rank_by_durable_with_cp_speed_beside(tmp_path: Path) -> None:
+    """Copy tests: copy.* keys only (also an older journal's copy rows that stored cp's speed as total.bw_bytes)."""
+    from tankbench.metrics import copy_metrics
+    from tankbench.reports.common import beside
+
+    tests = [_test(i + 1, DS, workload=w, copy_size="64M") for i, w in enumerate(("cp", "dd"))]
+
+    def shape(t: TbTest, run_no: int, m: dict[str, float]) -> dict[str, float]:
+        wall, drain = (0.5, 2.0) if t.params["workload"] == "cp" else (1.0, 0.5)
+        out = copy_metrics(64 << 20, wall, drain)
+        if t.params["workload"] == "dd":  # as the runner of ab3fb23 stored it: cp's apparent speed as fio's bw
+            out.update({"total.bw_bytes": (64 << 20) / wall, "total.io_bytes": float(64 << 20)})
+        return out
+
+    a = analyse_journal(synthetic_journal(tmp_path / "SYNTHETIC-copy.sqlite", "", tests, shape))
+    by = {lb.case: lb for lb in a.leaderboards}
+    cp, dd = by["copy cp 64M"], by["copy dd 64M"]
+    for lb in (cp, dd):
+        assert lb.metric == "durable_mibs" and "copy tests" in lb.reason
+        assert lb.rows[0].test.mean("mibs") is None and "copy_mibs" in beside(lb) and "mibs" not in beside(lb)
+    # the synthetic wall is 30.2 s (ramp + runtime + 0.2), drain 0.05: the figures follow the journal's clock
+    assert cp.rows[0].value == pytest.approx(64 / (30.2 + 0.05))
+    assert dd.rows[0].test.mean("copy_mibs") == pytest.approx(64 / 30.2)
