@@ -8,6 +8,7 @@ from tankbench.analysis.leaderboard import Leaderboard
 from tankbench.reports.common import EXPLAIN, beside, fmt, fmt_summary, metric_label
 
 TOP = 10
+MD_BESIDE = ("mibs", "durable_mibs", "copy_mibs", "physical_per_logical", "compressratio", "arc_hit_ratio")
 
 
 def _cell(text: str) -> str:
@@ -18,7 +19,7 @@ def leaderboard_md(lb: Leaderboard, top: int = TOP) -> list[str]:
     """One leaderboard as a Markdown table (top N rows; the rest counted): the ranking figure, then fio's own
     or the durable figure beside it, and the ZFS figures measured in the case."""
     label = metric_label(lb.metric)
-    side = beside(lb)
+    side = tuple(k for k in beside(lb) if k in MD_BESIDE)  # a forum post: fewer columns; XLSX/CSV have them all
     cols = [f"{label} (mean ± 95 % CI)", *(metric_label(k) for k in side), "vs fastest baseline", "vs first place",
             "load1"]
     lines = [f"### {lb.case}", "", f"Ranked by **{label}**: {lb.reason}.", "",
