@@ -92,6 +92,7 @@ def _key(name: str, scale: float = 1.0) -> Compute:
         v = m.get(name)
         return None if v is None else v * scale
 
+    get.raw_key, get.scale = name, scale  # type: ignore[attr-defined]  # run_values inlines these
     return get
 
 
