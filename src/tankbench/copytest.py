@@ -22,17 +22,6 @@ def copy_argv(workload: str, source: str, dest: str) -> list[str]:
     return ["dd", f"if={source}", f"of={dest}", "bs=1M", "status=none"]
 
 
-def copy_metrics(size: int, wall: float, drain: float) -> dict[str, float]:
-    """Apparent MiB/s (the command returned) vs durable MiB/s (the data reached the disks: + drain)."""
-    durable = wall + drain
-    return {"copy.bytes": float(size), "copy.seconds": wall, "copy.durable_seconds": durable,
-            "copy.apparent_bw_bytes": size / wall if wall > 0 else 0.0,
-            "copy.durable_bw_bytes": size / durable if durable > 0 else 0.0,
-            "write.io_bytes": float(size), "write.bw_bytes": size / wall if wall > 0 else 0.0,
-            "total.io_bytes": float(size), "total.bw_bytes": size / wall if wall > 0 else 0.0,
-            "timing.corrected_bw_bytes": size / durable if durable > 0 else 0.0}
-
-
 def copy_script_lines(test: Test, dest: str) -> list[str]:
     """Shell lines of an exported copy test: make the source once, time the command and the data's durability."""
     size = parse_size(str(test.params["copy_size"]))

@@ -346,6 +346,8 @@ def describe(run: Run) -> str:
                     f"durable {m['copy.durable_bw_bytes'] / 1048576:.1f} MiB/s")
     elif "total.iops" in m:
         bits.append(f"{m['total.iops']:.0f} IOPS, {m.get('total.bw_bytes', 0) / 1048576:.1f} MiB/s")
+        if "timing.durable_bw_bytes" in m:
+            bits.append(f"durable {m['timing.durable_bw_bytes'] / 1048576:.1f} MiB/s")
     p99 = max(m.get("read.lat_p99_ns", 0), m.get("write.lat_p99_ns", 0))
     if p99:
         bits.append(f"p99 {p99 / 1e6:.2f} ms")

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tankbench.copytest import copy_metrics
 from tankbench.fio.parse import FioOutputError, load_fio_json, metrics_from_fio
+from tankbench.metrics import copy_metrics, derive
 from tankbench.model import Test
 
 TIMING_FLOOR_S = 2.0  # wall-time excess below this is fio start-up noise, never a timing issue
@@ -30,7 +30,8 @@ def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, dead
 
     `done` unless fio's JSON is missing/unreadable or reports an error, fio exited non-zero (`failed`), or the
     watchdog ended it (`timeout`). A timing issue is wall time beyond ramp + runtime by more than
-    max(timing_threshold x expected, 2 s); copy tests have no expected duration.
+    max(timing_threshold x expected, 2 s); copy tests have no expected duration. Derived figures come from the
+    metrics registry (metrics.py), the one definition every output uses.
     """
     metrics: dict[str, float] = dict(res.get("metrics", {}))
     notes: list[str] = []
@@ -58,8 +59,6 @@ def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, dead
     threshold = max(timing_threshold * test.expected_s, TIMING_FLOOR_S)
     checks = {"timing.threshold_s": round(threshold, 3),
               "timing.issue": wall - test.expected_s > threshold and not test.is_copy}
-    if not test.is_copy:
-        metrics["timing.excess_s"] = round(wall - test.expected_s, 4)
-        if wall > 0 and metrics.get("total.io_bytes"):
-            metrics["timing.corrected_bw_bytes"] = metrics["total.io_bytes"] / wall
+    metrics.update(derive(metrics, wall_s=wall, expected_s=test.expected_s, ramp_s=test.ramp,
+                          drain_s=float(res.get("drain_s") or 0.0), is_copy=test.is_copy))
     return Verdict(status=status, wall_s=wall, metrics=metrics, checks=checks, notes=tuple(notes))

@@ -81,8 +81,12 @@ def test_report_renders(tmp_path: Path, which: str) -> None:
     assert 'id="warnings"' in dom.stdout and 'id="recommendations"' in dom.stdout
     if which == "local":
         assert 'data-series="load1"' in dom.stdout and 'id="emulated"' not in dom.stdout
+        assert 'data-figure="iodepth-iops-read random 4k"' in dom.stdout and 'class="heatmap"' in dom.stdout
     elif which == "labzfs":
         assert 'data-series="arc_hits_per_s"' in dom.stdout and '<tr class="zvol">' in dom.stdout
+        assert 'data-figure="recordsize-physical_per_logical-write seq 4k"' in dom.stdout  # seed 004's figure
+        assert 'data-figure="percentiles-write seq 4k"' in dom.stdout  # fio-plot's percentile plot
+        assert 'data-metric="durable_mibs"' in dom.stdout and "Ranked by <b>durable MiB/s</b>" in dom.stdout
     else:
         assert 'id="emulated"' in dom.stdout and '<tr class="zvol">' in dom.stdout
     shot = tmp_path / f"{which}.png"

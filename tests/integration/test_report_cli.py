@@ -23,11 +23,12 @@ def test_report_writes_five_outputs(tmp_path: Path) -> None:
     assert all(os.path.getsize(out / f) > 1000 for f in OUTPUTS)
 
 
-def test_report_rank_by_corrected(tmp_path: Path) -> None:
+def test_report_rank_by_corrected_is_durable(tmp_path: Path) -> None:
     out = tmp_path / "rep"
     r = tankbench("report", "--journal", local_journal(tmp_path), "--out", str(out), "--rank-by", "corrected")
     assert r.returncode == 0, r.stderr
-    assert json.loads((out / "results.json").read_text())["rank_by"] == "corrected"
+    d = json.loads((out / "results.json").read_text())
+    assert d["rank_by"] == "durable_mibs" and {lb["metric"] for lb in d["leaderboards"]} == {"durable_mibs"}
 
 
 def test_report_tcg_note(tmp_path: Path) -> None:
@@ -57,7 +58,8 @@ def test_empty_journal(tmp_path: Path) -> None:
 def test_unknown_rank_by_writes_nothing(tmp_path: Path) -> None:
     r = tankbench("report", "--journal", local_journal(tmp_path), "--out", str(tmp_path / "rep"), "--rank-by", "speed")
     assert r.returncode == 2
-    assert r.stderr == "Error: unknown --rank-by 'speed'\nHint: use one of: mibs, iops, p99, corrected\n"
+    assert r.stderr == ("Error: unknown --rank-by 'speed'\nHint: use one of: auto, mibs, durable_mibs, iops, p99_ms, "
+                        "copy_mibs (aliases: corrected, durable, p99)\n")
     assert not (tmp_path / "rep").exists()
 
 
@@ -103,6 +105,12 @@ def test_compare_same_system(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     deltas = json.loads(r.stdout)["deltas"]
     assert len(deltas) == 16 and all(d["change_pct"] == 0 and not d["significant"] for d in deltas)
+    # every run of this journal finished late (10 % of 3 s): auto compares the durable figure, fio's beside it
+    assert {d["metric"] for d in deltas} == {"durable_mibs"} and all(d["mibs_a"] > d["mean_a"] for d in deltas)
+    text = tankbench("compare", a, str(b))
+    assert text.returncode == 0 and "durable MiB/s" in text.stdout and "fio MiB/s" in text.stdout
+    fio = tankbench("compare", a, str(b), "--metric", "mibs", "--json")
+    assert {d["metric"] for d in json.loads(fio.stdout)["deltas"]} == {"mibs"}
 
 
 def test_import(tmp_path: Path) -> None:
@@ -131,3 +139,37 @@ def test_help_texts() -> None:
     for cmd in ("report", "compare", "advise", "import"):
         r = tankbench(cmd, "--help")
         assert r.returncode == 0 and len(r.stdout) > 300, cmd
+
+
+def test_report_group_by_and_where(tmp_path: Path) -> None:
+    j = local_journal(tmp_path)
+    out = tmp_path / "rep"
+    r = tankbench("report", "--journal", j, "--out", str(out), "--group-by", "rw,bs,iodepth", "--where", "io=direct")
+    assert r.returncode == 0, r.stderr
+    assert "8 tests, 24 runs, 4 test cases" in r.stdout
+    d = json.loads((out / "results.json").read_text())
+    assert d["selection"] == ["--group-by rw,bs,iodepth", "--where io=direct"]
+    assert {lb["case"] for lb in d["leaderboards"]} == {"read random 4k iodepth=1", "read random 4k iodepth=4",
+                                                        "write seq 4k iodepth=1", "write seq 4k iodepth=4"}
+    bad = tankbench("report", "--journal", j, "--out", str(tmp_path / "x"), "--where", "iodepth=7")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr == ("Error: --where iodepth=7: no test has iodepth=7\n"
+                          "Hint: values of iodepth in this journal: 1, 4\n")
+    assert not (tmp_path / "x").exists()
+
+
+def test_compare_chain_of_tuning_steps(tmp_path: Path) -> None:
+    """Seed 001: one journal per tuning step; each step is compared with the one before."""
+    a = local_journal(tmp_path)
+    steps = [a]
+    for name in ("step2.sqlite", "step3.sqlite"):
+        p = tmp_path / name
+        p.write_bytes(Path(a).read_bytes())
+        steps.append(str(p))
+    r = tankbench("compare", *steps, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["journals"] == steps and [(s["a"], s["b"]) for s in d["steps"]] == list(zip(steps, steps[1:]))
+    assert all(len(s["deltas"]) == 16 for s in d["steps"])
+    text = tankbench("compare", *steps)
+    assert text.returncode == 0 and f"Step 2: {steps[1]} → {steps[2]}" in text.stdout

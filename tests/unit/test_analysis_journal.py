@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tankbench.analysis.analyse import analyse_journal
-from tankbench.analysis.cases import MIB
 from tankbench.errors import UserError
+from tankbench.metrics import MIB
 from tests.reportdata import imported_journal, local_journal
 
 
@@ -26,7 +26,7 @@ def _raw_means(path: str) -> dict[str, float]:
 
 def test_leaderboards_trace_to_journal_rows(tmp_path: Path) -> None:
     path = local_journal(tmp_path)
-    a = analyse_journal(path)
+    a = analyse_journal(path, "mibs")
     raw = _raw_means(path)
     assert {lb.case for lb in a.leaderboards} == {"read random 4k", "write seq 4k"}
     for lb in a.leaderboards:
@@ -40,7 +40,7 @@ def test_leaderboards_trace_to_journal_rows(tmp_path: Path) -> None:
 
 
 def test_ratios_vs_first_and_baseline(tmp_path: Path) -> None:
-    a = analyse_journal(local_journal(tmp_path))
+    a = analyse_journal(local_journal(tmp_path), "mibs")
     lb = a.leaderboards[0]
     second = lb.rows[1]
     assert second.vs_first is not None
@@ -51,7 +51,7 @@ def test_ratios_vs_first_and_baseline(tmp_path: Path) -> None:
             assert r.vs_first.test.significant()  # no "faster" claim without a significant test
 
 
-def test_rank_by_p99_is_ascending_and_corrected_uses_wall(tmp_path: Path) -> None:
+def test_rank_by_p99_is_ascending_and_durable_uses_wall_ramp_drain(tmp_path: Path) -> None:
     path = local_journal(tmp_path)
     p99 = analyse_journal(path, "p99")
     vals = [r.value for r in p99.leaderboards[0].rows]
@@ -62,7 +62,8 @@ def test_rank_by_p99_is_ascending_and_corrected_uses_wall(tmp_path: Path) -> Non
     con = sqlite3.connect(path)
     io, wall, drain = con.execute("SELECT json_extract(metrics, '$.\"total.io_bytes\"'), wall_s, drain_s FROM runs "
                                   "WHERE id=?", (run.row_id,)).fetchone()
-    assert run.values["corrected"] == pytest.approx(io / (wall - t.ramp + (drain or 0)) / MIB)
+    assert run.values["durable_mibs"] == pytest.approx(io / (wall - t.ramp + (drain or 0)) / MIB)
+    assert corr.rank_by == "durable_mibs" and all(lb.metric == "durable_mibs" for lb in corr.leaderboards)
 
 
 def test_local_journal_warnings(tmp_path: Path) -> None:
@@ -115,10 +116,3 @@ def test_bad_input(tmp_path: Path) -> None:
         analyse_journal(str(tmp_path / "missing.sqlite"))
 
 
-def test_fast_path_matches_run_value(tmp_path: Path) -> None:
-    from tankbench.analysis.cases import METRICS, all_values, run_value
-    from tankbench.journal.db import Journal
-    with Journal(local_journal(tmp_path), create=False) as j:
-        for r in j.iter_runs():
-            fast = all_values(r.metrics, r.wall_s, 0.0, r.drain_s)
-            assert fast == {k: run_value(r.metrics, k, r.wall_s, 0.0, r.drain_s) for k in METRICS}

@@ -18,6 +18,11 @@ def test_zfs_warnings_from_real_checks(tmp_path: Path) -> None:
     kinds = {t.id: t.target_kind for t in a.dataset.tests}
     assert {kinds[i] for i in by["direct-ignored"].test_ids} == {"zvol"}  # O_DIRECT on a zvol goes through the ARC
     assert all(kinds[i] == "dataset" for i in by["sparse-file"].test_ids)  # block devices have no allocated size
+    # issue 10: runs 14 and 24 allocated 41.8M/46.1M of 64M at compressratio 1.63/1.73: compressed, not sparse
+    assert 14 not in by["sparse-file"].run_rows and 24 not in by["sparse-file"].run_rows
+    assert 15 in by["sparse-file"].run_rows  # 38.7M of 64M at compressratio 1.01 is short
+    assert by["compressed-writes"].test_ids  # lz4 compressed fio's buffers 1.47-1.73x: warned, with the fix
+    assert "refill_buffers=1" in by["compressed-writes"].fix
 
 
 def test_zfs_axes_and_cost(tmp_path: Path) -> None:

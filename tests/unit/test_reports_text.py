@@ -68,7 +68,9 @@ def test_json_traces_rows(tmp_path: Path) -> None:
     for lb in d["leaderboards"]:
         for row in lb["rows"]:
             t = tests[row["test_id"]]
-            assert row["value"] == t["stats"]["mibs"]["mean"]
-            measured = [r["mibs"] for r in t["runs"] if r["status"] == "done" and not r["warmup"]]
-            assert sorted(measured) == sorted(t["stats"]["mibs"]["values"])
+            key = lb["metric"]
+            assert row["value"] == t["stats"][key]["mean"]
+            measured = [r[key] for r in t["runs"] if r["status"] == "done" and not r["warmup"]]
+            assert sorted(measured) == sorted(t["stats"][key]["values"])
+        assert lb["reason"]
     assert d["explain"]["ci"].startswith("95 % confidence interval")

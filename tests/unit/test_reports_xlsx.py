@@ -21,7 +21,9 @@ def _write(tmp_path: Path, journal: str) -> tuple[object, object]:
 
 def test_sheets_and_colour_scales(tmp_path: Path) -> None:
     a, wb = _write(tmp_path, local_journal(tmp_path))
-    assert wb.sheetnames == ["raw", "read random 4k", "write seq 4k", "warnings"]
+    assert wb.sheetnames == ["raw", "read random 4k", "write seq 4k", "figures", "warnings"]
+    figs = [[c.value for c in row] for row in wb["figures"].iter_rows()]
+    assert ["iodepth →", "1", "4"] in figs  # IOPS and p99 against iodepth (seed 001), tabulated
     raw = wb["raw"]
     assert raw.max_row == 1 + a.dataset.n_runs  # warm-ups included, flagged
     header = [c.value for c in raw[1]]
@@ -52,3 +54,19 @@ def test_sheet_titles_are_valid_and_unique() -> None:
     a = sheet_title("read random 4k iodepth=16 numjobs=4 [x]", used)
     b = sheet_title("read random 4k iodepth=16 numjobs=4 [y]", used)
     assert len(a) <= 31 and len(b) <= 31 and a != b and "[" not in a
+
+
+def test_raw_sheet_fast_path_matches_csv_rows(tmp_path: Path) -> None:
+    """The raw rows are spliced into the saved workbook as XML: openpyxl must read back exactly the CSV rows."""
+    from tankbench.reports.csv import header, rows
+    from tests.reportdata import lab_zfs_journal
+
+    a, wb = _write(tmp_path, lab_zfs_journal(tmp_path))
+    raw = wb["raw"]
+    assert [c.value for c in raw[1]] == list(header(a))
+    got = [[c.value for c in row] for row in raw.iter_rows(min_row=2)]
+    want = [[None if v == "" else v for v in r] for r in rows(a)]
+    assert len(got) == len(want) == 36
+    for g, w in zip(got, want):
+        assert g[:len(w)] == [int(v) if isinstance(v, bool) else v for v in w]
+    assert raw.freeze_panes == "A2" and raw.cell(1, 1).font.b

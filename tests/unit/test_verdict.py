@@ -30,7 +30,9 @@ def test_clean_run_is_done_with_fio_numbers_and_no_timing_issue() -> None:
     assert v.metrics["write.iops"] > 0 and v.metrics["total.io_bytes"] > 0
     assert v.checks == {"timing.threshold_s": TIMING_FLOOR_S, "timing.issue": False}
     assert v.metrics["timing.excess_s"] == 0.5
-    assert v.metrics["timing.corrected_bw_bytes"] == pytest.approx(v.metrics["total.io_bytes"] / 12.5)
+    # the registry's durable MiB/s: bytes over the time until they were durable, ramp excluded (metrics.py)
+    assert v.metrics["timing.durable_bw_bytes"] == pytest.approx(v.metrics["total.io_bytes"] / (12.5 - 2.0))
+    assert "timing.corrected_bw_bytes" not in v.metrics
 
 
 def test_wall_time_beyond_threshold_is_a_timing_issue() -> None:
@@ -59,3 +61,4 @@ def test_copy_tests_have_apparent_and_durable_speed_and_no_timing_issue() -> Non
     v = _decide({"wall_s": 4.0, "drain_s": 4.0, "exit_status": 0}, t)
     assert v.status == "done" and not v.checks["timing.issue"] and "timing.excess_s" not in v.metrics
     assert v.metrics["copy.apparent_bw_bytes"] == 16 << 20 and v.metrics["copy.durable_bw_bytes"] == 8 << 20
+    assert "total.bw_bytes" not in v.metrics, "a copy's apparent speed is not fio's bandwidth"

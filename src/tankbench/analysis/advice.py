@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tankbench.analysis.cases import METRICS, Dataset, TestSummary
+from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, ratio
 from tankbench.analysis.settings import GOAL_METRICS, Goal
 from tankbench.errors import UserError
+from tankbench.metrics import METRICS
 
 COST_RATIO = 2.0
 COST_CLOSE = 0.10
@@ -51,7 +52,8 @@ def case_recommendation(lb: Leaderboard) -> Recommendation | None:
 
 def cost_recommendation(lb: Leaderboard) -> Recommendation | None:
     """Seed 000: the winner may cost many times the load for a few percent of throughput."""
-    rows = [r for r in lb.rows if r.value is not None and r.test.load1 and r.test.mean("mibs")]
+    tp_key = lb.throughput
+    rows = [r for r in lb.rows if r.value is not None and r.test.load1 and r.test.mean(tp_key)]
     if len(rows) < 2:
         return None
     win = rows[0].test
@@ -59,7 +61,7 @@ def cost_recommendation(lb: Leaderboard) -> Recommendation | None:
     for r in rows[1:]:
         t = r.test
         assert t.load1 is not None
-        tp_win, tp = win.mean("mibs") or 0.0, t.mean("mibs") or 0.0
+        tp_win, tp = win.mean(tp_key) or 0.0, t.mean(tp_key) or 0.0
         if t.load1.mean > 0 and win.load1.mean / t.load1.mean >= COST_RATIO and tp >= (1 - COST_CLOSE) * tp_win:
             lr = win.load1.mean / t.load1.mean
             return Recommendation("cost", f"{lb.case}: {_who(t)} costs {lr:.1f}× less load1 than the winner "
@@ -97,9 +99,11 @@ def recommendations(ds: Dataset, boards: Sequence[Leaderboard], comps: Sequence[
             if rec:
                 out.append(rec)
     out += axis_recommendations(comps)
-    if timing_issues and boards and boards[0].metric != "corrected":
-        out.append(Recommendation("method", "Some runs finished late (timing issue): rerun the report with "
-                                  "`--rank-by corrected` to rank by the throughput users actually get.", ()))
+    late_by_fio = [lb.case for lb in boards if lb.metric == "mibs" and lb.reason == "chosen with --rank-by"]
+    if timing_issues and late_by_fio:
+        out.append(Recommendation("method", "Some runs finished late (timing issue) but fio's MiB/s ranks: rerun "
+                                  "the report without --rank-by (auto ranks those cases by durable MiB/s) or with "
+                                  "`--rank-by durable_mibs`.", ()))
     return tuple(out)
 
 
@@ -145,13 +149,15 @@ def mix_advice(ds: Dataset, weights: Sequence[tuple[str, float]], key: str = "mi
     cases = ds.cases()
     unknown = tuple(c for c, _ in weights if c not in cases)
     configs: dict[str, dict[str, TestSummary]] = {}
+    higher = bool(METRICS[key].higher_is_better)
     for case, _ in weights:
         for t in cases.get(case, []):
-            if t.mean(key) is not None:
-                prev = configs.setdefault(t.config, {}).get(case)
-                if prev is None or (prev.mean(key) or 0) < (t.mean(key) or 0):
-                    configs[t.config][case] = t
-    higher = METRICS[key].higher_is_better
+            v = t.mean(key)
+            if v is not None:  # a configuration is the storage setup; its best test of each case counts
+                prev = configs.setdefault(t.storage_config, {}).get(case)
+                pv = None if prev is None else prev.mean(key)
+                if pv is None or (v > pv if higher else v < pv):
+                    configs[t.storage_config][case] = t
     entries = []
     for config, found in configs.items():
         parts = tuple((c, w, found[c].mean(key) if c in found else None, found[c].id if c in found else "")

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation, evaluate_goal, mix_advice, recommendations
-from tankbench.analysis.cases import METRICS, Dataset, campaign_spec_text, load_dataset
+from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
 from tankbench.analysis.checks import Warning, validity_warnings
-from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, axis_comparisons, leaderboards
+from tankbench.analysis.figures import Figure, figures
+from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, axis_comparisons, case_metrics, leaderboards
+from tankbench.analysis.select import Where, select
 from tankbench.analysis.settings import Settings, parse_settings
 from tankbench.errors import UserError
 from tankbench.journal.db import Journal
+from tankbench.metrics import ALIASES, RANKABLE, resolve
 
-RANK_BY = tuple(METRICS)
+RANK_BY = ("auto", *RANKABLE)
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class Analysis:
     recommendations: tuple[Recommendation, ...]
     mix: MixAdvice | None
     goals: tuple[GoalResult, ...]
+    figures: tuple[Figure, ...] = ()
+    selection: tuple[str, ...] = ()  # --group-by / --where as given, shown on every output
 
     @property
     def emulated(self) -> bool:
@@ -34,24 +40,35 @@ class Analysis:
 
 
 def check_rank_by(rank_by: str) -> str:
-    if rank_by not in RANK_BY:
-        raise UserError(f"unknown --rank-by {rank_by!r}", f"use one of: {', '.join(RANK_BY)}")
-    return rank_by
+    """`auto` or a rankable registry key (aliases such as `corrected` accepted); UserError otherwise."""
+    key = "auto" if rank_by == "auto" else resolve(rank_by)
+    if key not in RANK_BY:
+        raise UserError(f"unknown --rank-by {rank_by!r}", f"use one of: {', '.join(RANK_BY)} "
+                        f"(aliases: {', '.join(ALIASES)})")
+    return key
 
 
-def analyse_dataset(ds: Dataset, rank_by: str = "mibs",
-                    mix: tuple[tuple[str, float], ...] | None = None) -> Analysis:
+def _mix_metric(boards: Sequence[Leaderboard], weights: Sequence[tuple[str, float]], key: str) -> str:
+    """The mix adds cases up, so it needs one figure: durable when any case of the mix ranks by it (auto)."""
+    if key != "auto":
+        return key
+    names = {c for c, _ in weights}
+    return "durable_mibs" if any(lb.metric == "durable_mibs" for lb in boards if lb.case in names) else "mibs"
+
+
+def analyse_dataset(ds: Dataset, rank_by: str = "auto", mix: tuple[tuple[str, float], ...] | None = None,
+                    selection: tuple[str, ...] = ()) -> Analysis:
     """Analyse a loaded dataset; `mix` overrides the campaign's [mix]."""
     key = check_rank_by(rank_by)
-    boards = leaderboards(ds, key)
-    comps = axis_comparisons(ds, key)
+    per_case = case_metrics(ds, key)
+    boards = leaderboards(ds, key, per_case)
+    comps = axis_comparisons(ds, per_case)
     warns = validity_warnings(ds)
     late = any(w.code == "timing-issue" for w in warns)
     weights = mix if mix is not None else ds.settings.mix
-    mix_key = key if key != "p99" else "p99"
     return Analysis(ds, key, boards, comps, warns, recommendations(ds, boards, comps, late),
-                    mix_advice(ds, weights, mix_key) if weights else None,
-                    tuple(evaluate_goal(ds, g) for g in ds.settings.goals))
+                    mix_advice(ds, weights, _mix_metric(boards, weights, key)) if weights else None,
+                    tuple(evaluate_goal(ds, g) for g in ds.settings.goals), figures(ds, per_case), selection)
 
 
 def open_journal(path: str) -> Journal:
@@ -59,18 +76,19 @@ def open_journal(path: str) -> Journal:
     return Journal.open_readonly(path)
 
 
-def load(journal: Journal, settings: Settings | None = None) -> Dataset:
-    """Load the dataset with the settings of the journal's campaign (or the given ones)."""
+def load(journal: Journal, settings: Settings | None = None, group_by: Sequence[str] | None = None,
+         where: Sequence[Where] = ()) -> Dataset:
+    """Load the dataset with the settings of the journal's campaign (or the given ones), regrouped by `group_by`
+    and filtered by `where` when given."""
     if settings is None:
         settings = parse_settings(campaign_spec_text(journal), f"{journal.path} (campaign)")
     ds = load_dataset(journal, settings)
     if not ds.tests or not any(t.runs for t in ds.tests):
         raise UserError(f"{journal.path}: the journal has no runs", "run a campaign first: tankbench run CAMPAIGN.toml")
-    return ds
+    return select(ds, group_by, where) if group_by or where else ds
 
 
-def analyse_journal(path: str, rank_by: str = "mibs",
-                    mix: tuple[tuple[str, float], ...] | None = None) -> Analysis:
+def analyse_journal(path: str, rank_by: str = "auto", mix: tuple[tuple[str, float], ...] | None = None) -> Analysis:
     """Open, load and analyse a journal file."""
     check_rank_by(rank_by)
     with open_journal(path) as j:

@@ -3,86 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
 from tankbench.journal.db import Journal, TestRow
+from tankbench.metrics import METRICS, Times, applicable, raw_keys, run_values
 from tankbench.model import Fingerprint, test_case_for
 
-MIB = 1024.0 * 1024.0
-
-
-# The metric and check keys analysis reads (the journal extracts only these: journals get large).
-VALUE_KEYS = ("total.bw_bytes", "total.iops", "total.io_bytes", "read.lat_p99_ns", "write.lat_p99_ns",
-              "trim.lat_p99_ns", "sys.load1_max", "sys.load1_end", "sys.cpu_user_pct", "sys.cpu_sys_pct")
-EXTRA_METRIC_KEYS = ("fio.runtime_s", "arc.hit_ratio", "arc.c_max", "arc.hits", "arc.misses")
-METRIC_KEYS = VALUE_KEYS + EXTRA_METRIC_KEYS
+# The metric and check keys analysis reads for every run (the journal extracts only these: journals get large).
+# The figures themselves come from the registry (tankbench.metrics); these extra keys feed per-run validity checks.
+# ZFS checks (zfs.*, arc.*) are the same for every run of a test: they are read from its last measured run only.
+EXTRA_METRIC_KEYS = ("fio.runtime_s", "zfs.compressratio")
+METRIC_KEYS = tuple(dict.fromkeys(raw_keys() + EXTRA_METRIC_KEYS))
 CHECK_KEYS = ("layout.sparse", "layout.allocated_bytes", "layout.apparent_bytes", "layout.sample_compress_ratio",
               "layout.verified", "preflight.dirty_bytes", "drain.dirty_end_bytes", "timing.threshold_s",
-              "zfs.direct_ignored", "zfs.recordsize", "zfs.volblocksize", "zfs.ashift", "zfs.arc_c_max",
-              "zfs.txg_timeout", "zfs.compression", "zfs.direct_forced", "zfs.misaligned", "zfs.partial_record_writes",
-              "zfs.working_set_fits_arc", "zfs.working_set_bytes", "zfs.runtime_near_txg", "zfs.block_bytes",
               "steadystate.attained", "schedule.decision", "schedule.reason", "cooldown.ended_by")
+ZFS_KINDS = ("dataset", "zvol")
+WORKLOAD = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine", "runtime",
+            "workload", "copy_size")
 
 
-@dataclass(frozen=True)
-class MetricDef:
-    """A rankable metric: label, unit, direction and how it is obtained."""
-
-    key: str
-    label: str
-    higher_is_better: bool
-    formula: str
-
-
-METRICS: dict[str, MetricDef] = {
-    "mibs": MetricDef("mibs", "MiB/s", True,
-                      "fio bandwidth of all directions: total.bw_bytes / 2^20, i.e. bytes moved / fio's runtime"),
-    "iops": MetricDef("iops", "IOPS", True, "fio total.iops = read.iops + write.iops + trim.iops"),
-    "p99": MetricDef("p99", "p99 latency ms", False,
-                     "worst direction's 99th percentile completion latency: max(read, write).lat_p99_ns / 10^6"),
-    "corrected": MetricDef("corrected", "corrected MiB/s", True,
-                           "bytes fio moved / time until they were on disk: total.io_bytes / "
-                           "(wall_s - ramp + drain_s) / 2^20 (seed 000's timing issue)"),
-}
-
-
-def run_value(metrics: Mapping[str, float], key: str, wall_s: float | None, ramp: float,
-              drain_s: float | None) -> float | None:
-    """One run's value of a rankable metric, None when not measured."""
-    if key == "mibs":
-        v = metrics.get("total.bw_bytes")
-        return None if v is None else v / MIB
-    if key == "iops":
-        return metrics.get("total.iops")
-    if key == "p99":
-        p = [metrics[k] for k in ("read.lat_p99_ns", "write.lat_p99_ns", "trim.lat_p99_ns") if k in metrics]
-        return max(p) / 1e6 if p else None
-    if key == "corrected":
-        io = metrics.get("total.io_bytes")
-        if io is None or wall_s is None:
-            return None
-        t = wall_s - ramp + (drain_s or 0.0)
-        return io / t / MIB if t > 0 else None
-    raise KeyError(key)
-
-
-def all_values(m: Mapping[str, float], wall_s: float | None, ramp: float,
-               drain_s: float | None) -> dict[str, float | None]:
-    """run_value for every metric at once (the hot loop of large journals)."""
-    bw, io = m.get("total.bw_bytes"), m.get("total.io_bytes")
-    p = [m[k] for k in ("read.lat_p99_ns", "write.lat_p99_ns", "trim.lat_p99_ns") if k in m]
-    t = None if wall_s is None else wall_s - ramp + (drain_s or 0.0)
-    return {"mibs": None if bw is None else bw / MIB, "iops": m.get("total.iops"),
-            "p99": max(p) / 1e6 if p else None,
-            "corrected": io / t / MIB if io is not None and t is not None and t > 0 else None}
-
-
-@dataclass(frozen=True)
-class RunView:
-    """The numbers of one journal row (runs.id = row_id) the report uses."""
+class RunView(NamedTuple):
+    """The numbers of one journal row (runs.id = row_id) the report uses; `values` are the registry's figures.
+    Immutable like the frozen dataclasses elsewhere, but a NamedTuple: a report builds one per run (100,000s),
+    and a frozen dataclass's __init__ costs ~3× as much."""
 
     row_id: int
     test_id: str
@@ -96,19 +43,40 @@ class RunView:
     wall_s: float | None
     drain_s: float | None
     values: Mapping[str, float | None]
-    load1: float | None
-    cpu_pct: float | None
     note: str
     extra: Mapping[str, Any]
+    late: bool = False  # finished late (see run_late), decided once at load with the campaign's threshold
 
     @property
     def excess_s(self) -> float | None:
         return None if self.wall_s is None else self.wall_s - self.expected_s
 
     @property
+    def load1(self) -> float | None:
+        return self.values.get("load1")
+
+    @property
+    def cpu_pct(self) -> float | None:
+        return self.values.get("cpu_pct")
+
+    @property
     def measured(self) -> bool:
         """Counts in rankings: finished, not a warm-up."""
         return self.status == "done" and not self.warmup
+
+
+def timing_limit(extra: Mapping[str, Any], expected_s: float, settings: Settings) -> float:
+    """[report] timing_threshold when set, else the threshold the runner recorded, else the default 10 %."""
+    recorded = extra.get("timing.threshold_s")
+    if settings.timing_explicit or not isinstance(recorded, int | float):
+        return settings.timing_limit(expected_s)
+    return float(recorded)
+
+
+def run_late(status: str, excess_s: float | None, drain_s: float | None, limit: float) -> bool:
+    """Finished late: wall − (ramp + runtime) + drain exceeds the threshold, i.e. the data was on disk
+    noticeably later than fio's runtime suggests, so fio's MiB/s overstates this run."""
+    return status == "done" and excess_s is not None and excess_s + (drain_s or 0.0) > limit
 
 
 @dataclass(frozen=True)
@@ -131,12 +99,19 @@ class TestSummary:
     skip_note: str
     runs: tuple[RunView, ...]
     stats: Mapping[str, Summary | None]
-    load1: Summary | None
-    cpu_pct: Summary | None
+    zfs: Mapping[str, Any] = field(default_factory=dict)  # zfs.* / arc.* metrics and checks of the last measured run
 
-    @property
+    @cached_property
     def measured(self) -> tuple[RunView, ...]:
         return tuple(r for r in self.runs if r.measured)
+
+    @property
+    def load1(self) -> Summary | None:
+        return self.stats.get("load1")
+
+    @property
+    def cpu_pct(self) -> Summary | None:
+        return self.stats.get("cpu_pct")
 
     def mean(self, key: str) -> float | None:
         s = self.stats.get(key)
@@ -145,6 +120,22 @@ class TestSummary:
     def values(self, key: str) -> list[float]:
         s = self.stats.get(key)
         return list(s.values) if s else []
+
+    @property
+    def is_copy(self) -> bool:
+        return str(self.params.get("workload", "fio")) != "fio"
+
+    @cached_property
+    def _axes(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"target": self.target, "kind": self.target_kind}
+        out.update(self.props)
+        out.update(self.params)
+        return out
+
+    def axes(self) -> dict[str, Any]:
+        """Every axis value of this test by name: params, target props (compression, encryption, …), target
+        and kind; params win over props of the same name (a matrix axis overrides the target's setting)."""
+        return self._axes
 
     @property
     def config(self) -> str:
@@ -157,9 +148,20 @@ class TestSummary:
         if p.get("numjobs", 1) not in (1, "1"):
             bits.append(f"{p['numjobs']} jobs")
         workload = ("rw", "bs", "io", "sync_mode", "iodepth", "numjobs")
-        bits += [f"{k}={v}" if not isinstance(v, bool) else (k if v else f"no {k}")
-                 for k, v in sorted(p.items()) if k not in workload]
+        bits += [_bit(k, v) for k, v in sorted(p.items()) if k not in workload]
         return " ".join(b for b in bits if b)
+
+    @cached_property
+    def storage_config(self) -> str:
+        """The storage setup only (seed 004's configuration): target, its properties and every axis that is not
+        part of the workload (recordsize, compression, sync property, logbias, SLOG, layout, tunables…)."""
+        bits = [self.target] + [_bit(k, v) for k, v in sorted(self.props.items()) if k not in self.params]
+        bits += [_bit(k, v) for k, v in sorted(self.params.items()) if k not in WORKLOAD]
+        return " ".join(b for b in bits if b)
+
+
+def _bit(k: str, v: Any) -> str:
+    return f"{k}={v}" if not isinstance(v, bool) else (k if v else f"no {k}")
 
 
 @dataclass(frozen=True)
@@ -185,27 +187,31 @@ class Dataset:
     def by_id(self) -> dict[str, TestSummary]:
         return {t.id: t for t in self.tests}
 
+    def present(self) -> tuple[str, ...]:
+        """Registry metrics measured in at least one run of this journal, in registry order."""
+        have = {k for t in self.tests for k, s in t.stats.items() if s is not None}
+        return tuple(k for k in METRICS if k in have)
+
 
 def case_name(params: Mapping[str, Any], keys: tuple[str, ...]) -> str:
     """"write seq 4k" for the default keys (rw, bs); extra keys are appended as key=value."""
-    base = test_case_for(params) if {"rw", "bs"} <= set(keys) else ""
+    base = test_case_for(params) if {"rw", "bs"} <= set(keys) or params.get("workload", "fio") != "fio" else ""
     extra = [f"{k}={params.get(k, '-')}" for k in keys if k not in ("rw", "bs")]
     return " ".join([b for b in [base] if b] + extra)
 
 
-def run_view(r: Mapping[str, Any], ramp: float) -> RunView:
-    """Extract the report's numbers from one journal run row (Journal.iter_run_rows)."""
+def run_view(r: Mapping[str, Any], ramp: float, settings: Settings, keys: tuple[str, ...] | None = None) -> RunView:
+    """Extract the report's numbers from one journal run row (Journal.iter_run_values); `keys`: the registry
+    metrics worth computing (those whose inputs the journal has)."""
     m = r["metrics"]
-    load = m.get("sys.load1_max", m.get("sys.load1_end"))
-    cpu = None
-    if "sys.cpu_user_pct" in m or "sys.cpu_sys_pct" in m:
-        cpu = m.get("sys.cpu_user_pct", 0.0) + m.get("sys.cpu_sys_pct", 0.0)
-    wall, drain = r["wall_s"], r["drain_s"]
-    values = all_values(m, wall, ramp, drain)
-    extra = dict(r["checks"])
+    wall, drain, expected = r["wall_s"], r["drain_s"], r["expected_s"]
+    values = run_values(m, Times(wall, expected, ramp, drain), keys)
+    extra = r["checks"]
     extra.update((k, m[k]) for k in EXTRA_METRIC_KEYS if k in m)
+    excess = None if wall is None else wall - expected
+    late = run_late(r["status"], excess, drain, timing_limit(extra, expected, settings))
     return RunView(r["id"], r["test_id"], r["run_no"], bool(r["warmup"]), r["attempt"], r["status"], r["started"],
-                   r["fingerprint_id"], r["expected_s"], wall, drain, values, load, cpu, r["note"], extra)
+                   r["fingerprint_id"], expected, wall, drain, values, r["note"], extra, late)
 
 
 def is_baseline(row: TestRow, baseline: str) -> bool:
@@ -213,28 +219,50 @@ def is_baseline(row: TestRow, baseline: str) -> bool:
     return baseline in (row.target_kind, row.target)
 
 
-def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Settings) -> TestSummary:
+def summarise_runs(views: Iterable[RunView]) -> dict[str, Summary | None]:
+    """Statistics of every registry metric over the measured runs (None: not measured)."""
+    meas = [v.values for v in views if v.measured]
+    out: dict[str, Summary | None] = dict.fromkeys(METRICS)
+    for k in meas[0] if meas else ():
+        col = [x for x in (m[k] for m in meas) if x is not None]
+        out[k] = summarise(col) if col else None
+    return out
+
+
+def zfs_facts(journal: Journal, row: TestRow) -> dict[str, Any]:
+    """The zfs.* and arc.* metrics and checks of a ZFS test's last measured run ({} for other targets)."""
+    if row.target_kind not in ZFS_KINDS:
+        return {}
+    run = journal.last_measured_run(row.id, with_samples=False)
+    if run is None:
+        return {}
+    return {k: v for k, v in (*run.metrics.items(), *run.checks.items()) if k.startswith(("zfs.", "arc."))}
+
+
+def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Settings,
+                   keys: tuple[str, ...] | None = None, zfs: Mapping[str, Any] | None = None) -> TestSummary:
     """Build the TestSummary of one journal test from its runs."""
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
-    views = tuple(run_view(r, ramp) for r in runs)
-    meas = [v for v in views if v.measured]
-    stats = {k: summarise([x for x in (v.values[k] for v in meas) if x is not None]) for k in METRICS}
+    views = tuple(run_view(r, ramp, settings, keys) for r in runs)
     target = c.get("target", {})
     return TestSummary(
         row.id, row.number, row.name, row.target, row.target_kind, case_name(row.params, settings.case_keys),
         row.params, dict(target.get("props", {})), dict(c.get("fio", {})), float(c.get("runtime", 0.0) or 0.0),
-        ramp, int(target.get("size", 0) or 0), is_baseline(row, settings.baseline), row.skip_note, views, stats,
-        summarise([v.load1 for v in meas if v.load1 is not None]),
-        summarise([v.cpu_pct for v in meas if v.cpu_pct is not None]))
+        ramp, int(target.get("size", 0) or 0), is_baseline(row, settings.baseline), row.skip_note, views,
+        summarise_runs(views), dict(zfs or {}))
 
 
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:
     """Read tests, runs (without the heavy samples) and fingerprints once."""
     grouped: dict[str, list[dict[str, Any]]] = {}
+    seen: set[str] = set()
     for r in journal.iter_run_values(METRIC_KEYS, CHECK_KEYS):
         grouped.setdefault(r["test_id"], []).append(r)
-    tests = tuple(summarise_test(row, grouped.get(row.id, []), settings) for row in journal.tests())
+        seen.update(r["metrics"])
+    keys = applicable(seen)
+    tests = tuple(summarise_test(row, grouped.get(row.id, []), settings, keys, zfs_facts(journal, row))
+                  for row in journal.tests())
     names = tuple(str(c.get("name", "")) for c in journal.campaigns())
     return Dataset(journal.path, tests, journal.fingerprints(), names, settings)
 

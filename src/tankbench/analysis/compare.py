@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.analysis.cases import METRICS, Dataset, TestSummary
+from tankbench.analysis.cases import Dataset, TestSummary
+from tankbench.analysis.leaderboard import case_metric
 from tankbench.analysis.stats import TestResult, welch
 from tankbench.errors import UserError
+from tankbench.metrics import METRICS
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,8 @@ class Delta:
     change_pct: float | None
     test: TestResult
     verdict: str
+    metric: str = "mibs"
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,17 @@ def match_tests(a: Dataset, b: Dataset) -> list[tuple[TestSummary, TestSummary]]
     return pairs
 
 
-def compare(a: Dataset, b: Dataset, key: str = "mibs", force: bool = False) -> Comparison:
+def pair_metric(ta: TestSummary, tb: TestSummary, a: Dataset, b: Dataset, key: str) -> tuple[str, str]:
+    """The figure a pair is compared by: `key`, or with `auto` durable MiB/s when a run finished late on either
+    side (the same rule as the report's leaderboards), fio's MiB/s otherwise."""
+    ka, why_a = case_metric([ta], key, a.settings)
+    kb, why_b = case_metric([tb], key, b.settings)
+    if ka == kb:
+        return ka, why_a
+    return ("durable_mibs", why_a if ka == "durable_mibs" else why_b)
+
+
+def compare(a: Dataset, b: Dataset, key: str = "auto", force: bool = False) -> Comparison:
     """Per-test deltas of B against A; UserError when the fingerprints differ and force is False."""
     diff = fingerprint_diff(a, b)
     if diff and not force:
@@ -78,10 +92,11 @@ def compare(a: Dataset, b: Dataset, key: str = "mibs", force: bool = False) -> C
     deltas = []
     pairs = match_tests(a, b)
     for ta, tb in pairs:
-        ma, mb = ta.mean(key), tb.mean(key)
-        t = welch(ta.values(key), tb.values(key))
+        k, why = pair_metric(ta, tb, a, b, key)
+        ma, mb = ta.mean(k), tb.mean(k)
+        t = welch(ta.values(k), tb.values(k))
         pct = (mb / ma - 1.0) * 100.0 if ma and mb is not None else None
-        deltas.append(Delta(ta, tb, ma, mb, pct, t, _verdict(ma, mb, key, t)))
+        deltas.append(Delta(ta, tb, ma, mb, pct, t, _verdict(ma, mb, k, t), k, why))
     matched_b = {tb.id for _, tb in pairs}
     matched_a = {ta.id for ta, _ in pairs}
     return Comparison(key, diff, force, tuple(deltas), tuple(t for t in a.tests if t.id not in matched_a),
@@ -94,7 +109,9 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
         "metric": c.metric, "forced": c.forced,
         "fingerprint_diff": [{"key": k, "a": va, "b": vb} for k, va, vb in c.fingerprint_diff],
         "deltas": [{"test_a": d.test_a.id, "test_b": d.test_b.id, "number": d.test_a.number, "name": d.test_a.name,
-                    "case": d.test_a.case, "mean_a": d.mean_a, "mean_b": d.mean_b, "change_pct": d.change_pct,
+                    "case": d.test_a.case, "metric": d.metric, "metric_why": d.why, "mean_a": d.mean_a,
+                    "mean_b": d.mean_b, "change_pct": d.change_pct, "mibs_a": d.test_a.mean("mibs"),
+                    "mibs_b": d.test_b.mean("mibs"),
                     "n_a": len(d.test_a.measured), "n_b": len(d.test_b.measured),
                     "p": d.test.p if d.test.possible else None, "significant": d.test.significant(),
                     "verdict": d.verdict} for d in c.deltas],

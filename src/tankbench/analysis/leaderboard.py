@@ -6,8 +6,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.analysis.cases import METRICS, Dataset, TestSummary
+from tankbench.analysis.cases import Dataset, TestSummary
+from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import TestResult, welch
+from tankbench.metrics import METRICS
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ def ratio(a: TestSummary, b: TestSummary, key: str, other: str) -> Ratio | None:
     ma, mb = a.mean(key), b.mean(key)
     if ma is None or mb is None or ma <= 0 or mb <= 0:
         return None
-    higher = METRICS[key].higher_is_better
+    higher = bool(METRICS[key].higher_is_better)
     factor = ma / mb if higher else mb / ma
     test = welch(a.values(key), b.values(key))
     shown = factor if factor >= 1 else 1.0 / factor
@@ -67,16 +69,17 @@ class Cost:
     text: str
 
 
-def cost(row: TestSummary, first: TestSummary | None) -> Cost:
-    """Seed 000's cost: load1 (max during run) and CPU % (user+sys) per MiB/s, and vs first place."""
-    mibs = row.mean("mibs")
+def cost(row: TestSummary, first: TestSummary | None, tp: str = "mibs") -> Cost:
+    """Seed 000's cost: load1 (max during run) and CPU % (user+sys) per MiB/s (of the figure `tp`: the
+    board's throughput figure), and vs first place."""
+    mibs = row.mean(tp)
     load = row.load1.mean if row.load1 else None
     cpu = row.cpu_pct.mean if row.cpu_pct else None
     lpm = load / mibs if load is not None and mibs else None
     cpm = cpu / mibs if cpu is not None and mibs else None
     text = "" if load is not None else "load not measured"
     if first is not None and first is not row and first.load1 and load and first.load1.mean > 0:
-        fm = first.mean("mibs")
+        fm = first.mean(tp)
         if fm and mibs:
             lr = load / first.load1.mean
             dt = (mibs / fm - 1.0) * 100.0
@@ -106,6 +109,12 @@ class Leaderboard:
     metric: str
     rows: tuple[Row, ...]
     best_baseline: TestSummary | None
+    reason: str = ""  # why this figure ranks (auto: durable when runs finished late)
+
+    @property
+    def throughput(self) -> str:
+        """The MiB/s figure of this board: the ranking one when it is a MiB/s figure, else fio's."""
+        return self.metric if METRICS[self.metric].unit == "MiB/s" else "mibs"
 
     @property
     def winner(self) -> Row | None:
@@ -122,23 +131,49 @@ def rank(tests: Sequence[TestSummary], key: str) -> list[TestSummary]:
     return sorted(tests, key=k)
 
 
-def leaderboard(case: str, tests: Sequence[TestSummary], key: str) -> Leaderboard:
+def leaderboard(case: str, tests: Sequence[TestSummary], key: str, reason: str = "") -> Leaderboard:
     """Rank one test case; ratios vs the fastest baseline and vs first place."""
     ranked = rank(tests, key)
     baselines = [t for t in ranked if t.is_baseline and t.mean(key) is not None]
     best_base = baselines[0] if baselines else None
     first = ranked[0] if ranked and ranked[0].mean(key) is not None else None
+    tp = key if METRICS[key].unit == "MiB/s" else "mibs"
     rows = []
     for i, t in enumerate(ranked):
         vb = ratio(t, best_base, key, "the fastest baseline") if best_base and t is not best_base else None
         vf = ratio(t, first, key, "first place") if first and t is not first else None
-        rows.append(Row(i + 1, t, t.mean(key), t is first, vb, vf, cost(t, first)))
-    return Leaderboard(case, key, tuple(rows), best_base)
+        rows.append(Row(i + 1, t, t.mean(key), t is first, vb, vf, cost(t, first, tp)))
+    return Leaderboard(case, key, tuple(rows), best_base, reason)
 
 
-def leaderboards(ds: Dataset, key: str) -> tuple[Leaderboard, ...]:
+def case_metric(tests: Sequence[TestSummary], rank_by: str, settings: Settings) -> tuple[str, str]:
+    """The figure that ranks a test case and why. `auto`: durable MiB/s for copy tests and for a case with any
+    measured run that finished late (its fio MiB/s is known to overstate), fio's MiB/s otherwise. A figure that
+    does not apply to copy tests (fio's) falls back to durable MiB/s for them."""
+    copy = bool(tests) and all(t.is_copy for t in tests)
+    if rank_by != "auto":
+        if copy and "copy" not in METRICS[rank_by].kinds:
+            return "durable_mibs", f"copy tests have no {METRICS[rank_by].name}"
+        return rank_by, "chosen with --rank-by"
+    if copy:
+        return "durable_mibs", "copy tests: the data counts once it is on disk (cp's own speed is shown beside)"
+    runs = [r for t in tests for r in t.measured]
+    late = sum(1 for r in runs if r.late)
+    if late:
+        return "durable_mibs", (f"{late} of {len(runs)} measured runs finished late (wall − ramp − runtime + drain "
+                                "above the timing threshold): fio's MiB/s overstates them, so the durable figure ranks")
+    return "mibs", "no run finished late: fio's own MiB/s ranks (durable MiB/s shown beside)"
+
+
+def case_metrics(ds: Dataset, rank_by: str) -> dict[str, tuple[str, str]]:
+    """{test case: (ranking figure, why)} for every case."""
+    return {case: case_metric(tests, rank_by, ds.settings) for case, tests in ds.cases().items()}
+
+
+def leaderboards(ds: Dataset, rank_by: str, metrics: dict[str, tuple[str, str]] | None = None) -> tuple[Leaderboard, ...]:
     """One leaderboard per test case, cases in order of their first test number."""
-    return tuple(leaderboard(case, tests, key) for case, tests in ds.cases().items())
+    metrics = metrics or case_metrics(ds, rank_by)
+    return tuple(leaderboard(case, tests, *metrics[case]) for case, tests in ds.cases().items())
 
 
 # -- axes: within-case comparisons of tests that differ in one setting --------------------------------------
@@ -222,11 +257,39 @@ def _compare_group(case: str, axis: str, key: str, group: list[TestSummary],
     return AxisComparison(case, axis, key, entries, ratios, text)
 
 
-def axis_comparisons(ds: Dataset, key: str) -> tuple[AxisComparison, ...]:
-    """Every axis of DESIGN.md that the journal varies, per test case."""
+SPECIAL_KEYS = ("io", "iodepth", "sync_mode", "slog", "recordsize", "volblocksize", "target", "kind", "rw", "bs",
+                "workload")
+
+
+def _generic_axes(tests: Sequence[TestSummary], case_keys: tuple[str, ...]) -> list[Axis]:
+    """One axis per other setting that varies inside a test case (compression, sync, logbias, layout, cache,
+    ioengine, numjobs, tunables, pool layout, …): tests equal in everything else are compared."""
+    values: dict[str, set[str]] = {}
+    for t in tests:
+        for k, v in t.axes().items():
+            values.setdefault(k, set()).add(str(v))
+    out: list[Axis] = []
+    for k in sorted(values):
+        if k in SPECIAL_KEYS or k in case_keys or len(values[k]) < 2:
+            continue
+        out.append((k, _axis_value(k), _axis_rest(k)))
+    return out
+
+
+def _axis_value(k: str) -> Callable[[TestSummary], str]:
+    return lambda t: str(t.axes().get(k, ""))
+
+
+def _axis_rest(k: str) -> Callable[[TestSummary], tuple[Any, ...]]:
+    return lambda t: tuple(sorted((a, str(v)) for a, v in t.axes().items() if a != k))
+
+
+def axis_comparisons(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> tuple[AxisComparison, ...]:
+    """Every axis the journal varies, per test case, by the case's ranking figure."""
     out = []
     for case, tests in ds.cases().items():
-        for axis, value_of, key_of in AXES:
+        key = metric_of[case][0]
+        for axis, value_of, key_of in (*AXES, *_generic_axes(tests, ds.settings.case_keys)):
             groups: dict[tuple[Any, ...], list[TestSummary]] = {}
             for t in tests:
                 if value_of(t):

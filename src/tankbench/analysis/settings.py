@@ -15,7 +15,7 @@ Schema (all optional)::
     [[goal]]
     name = "saturate 1 Gbps"
     case = "write seq 1M"
-    metric = "MiB/s"              # or "IOPS", "p99_ms"
+    metric = "MiB/s"              # or "durable MiB/s", "IOPS", "p99_ms"
     op = ">="                     # >=, >, <=, <
     value = 117
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 from tankbench.errors import SpecError, UserError
 
-GOAL_METRICS = {"MiB/s": "mibs", "IOPS": "iops", "p99_ms": "p99"}
+GOAL_METRICS = {"MiB/s": "mibs", "durable MiB/s": "durable_mibs", "IOPS": "iops", "p99_ms": "p99_ms"}
 GOAL_OPS = (">=", ">", "<=", "<")
 
 

@@ -9,6 +9,7 @@ from tankbench.analysis.advice import check_mix_cases
 from tankbench.analysis.analyse import RANK_BY, Analysis, analyse_dataset, check_rank_by, load
 from tankbench.analysis.settings import parse_mix_text
 from tankbench.cli._common import print_json
+from tankbench.cli.report import add_selection_args, selection
 from tankbench.cli.show import add_journal_args, journal_path
 from tankbench.journal.db import Journal
 from tankbench.reports.common import fmt, metric_label
@@ -24,14 +25,17 @@ def register(sub: Any) -> None:
     add_journal_args(p)
     p.add_argument("--mix", metavar="'CASE=W,…'",
                    help='workload mix overriding the campaign\'s [mix], e.g. "read random 4k=70,write random 4k=30"')
-    p.add_argument("--rank-by", default="mibs", metavar="METRIC", help=f"one of {', '.join(RANK_BY)}")
+    p.add_argument("--rank-by", default="auto", metavar="METRIC",
+                   help=f"one of {', '.join(RANK_BY)} (default auto, as in `report`)")
+    add_selection_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_advise)
 
 
 def advice_dict(a: Analysis) -> dict[str, Any]:
     d = analysis_dict(a)
-    return {k: d[k] for k in ("journal", "rank_by", "emulated", "recommendations", "mix", "goals", "warnings")}
+    return {k: d[k] for k in ("journal", "rank_by", "selection", "emulated", "recommendations", "mix", "goals",
+                              "warnings")}
 
 
 def print_advice(a: Analysis) -> None:
@@ -61,11 +65,12 @@ def print_advice(a: Analysis) -> None:
 def cmd_advise(args: argparse.Namespace) -> int:
     key = check_rank_by(args.rank_by)
     mix = parse_mix_text(args.mix) if args.mix is not None else None
+    group_by, where, text = selection(args)
     with Journal.open_readonly(journal_path(args)) as j:
-        ds = load(j)
+        ds = load(j, group_by=group_by, where=where)
         if mix is not None:
             check_mix_cases(ds, mix)
-        a = analyse_dataset(ds, key, mix)
+        a = analyse_dataset(ds, key, mix, text)
     if args.json:
         print_json(advice_dict(a))
     else:

@@ -7,9 +7,28 @@ import os
 from typing import Any
 
 from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, load
+from tankbench.analysis.select import Where, parse_group_by, parse_where
 from tankbench.cli.show import add_journal_args, journal_path
 from tankbench.journal.db import Journal
 from tankbench.reports.write import write_all
+
+
+def add_selection_args(p: Any) -> None:
+    """--group-by and --where, shared by report and advise."""
+    p.add_argument("--group-by", metavar="KEYS",
+                   help="regroup test cases by these axes (comma-separated, e.g. rw,bs,iodepth), overriding the "
+                        "campaign's [report] test_case; the journal is not changed")
+    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="keep only tests whose axis KEY equals (KEY=a,b: one of) or, with KEY!=VALUE, differs "
+                        "from VALUE, e.g. --where sync!=disabled; repeat to combine; the journal is not changed")
+
+
+def selection(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, list[Where], tuple[str, ...]]:
+    """(group-by keys, where filters, their text for the outputs) from the parsed arguments."""
+    group_by = parse_group_by(args.group_by) if args.group_by else None
+    where = [parse_where(w) for w in args.where]
+    text = ((f"--group-by {','.join(group_by)}",) if group_by else ()) + tuple(f"--where {w.text}" for w in where)
+    return group_by, where, text
 
 
 def register(sub: Any) -> None:
@@ -18,20 +37,22 @@ def register(sub: Any) -> None:
         description="Analyse a journal — leaderboards per test case, ratios vs baseline and winner with "
                     "significance tests, timing issues, cost, validity warnings with fixes, recommendations, "
                     "workload mix and goals from the campaign — and write index.html, results.xlsx, summary.md, "
-                    "results.csv and results.json into --out.")
+                    "results.csv and results.json into --out. Every figure is defined once in docs/metrics.md.")
     add_journal_args(p)
     p.add_argument("--out", metavar="DIR", help="output directory (default: report/ next to the journal)")
-    p.add_argument("--rank-by", default="mibs", metavar="METRIC",
-                   help=f"rank leaderboards by one of: {', '.join(RANK_BY)} (default mibs; corrected = bytes / "
-                        "time until on disk, for runs that finished late)")
+    p.add_argument("--rank-by", default="auto", metavar="METRIC",
+                   help=f"rank leaderboards by one of: {', '.join(RANK_BY)} (default auto: durable MiB/s for a "
+                        "test case with runs that finished late or copy tests, fio's MiB/s otherwise)")
+    add_selection_args(p)
     p.set_defaults(func=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     rank_by = check_rank_by(args.rank_by)
+    group_by, where, text = selection(args)
     path = journal_path(args)
     with Journal.open_readonly(path) as j:
-        a = analyse_dataset(load(j), rank_by)
+        a = analyse_dataset(load(j, group_by=group_by, where=where), rank_by, selection=text)
         out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "report")
         paths = write_all(a, out, j)
     if a.emulated:

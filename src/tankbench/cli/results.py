@@ -12,6 +12,7 @@ from tankbench.cli._common import open_out, print_json
 from tankbench.cli.show import add_journal_args, open_journal
 from tankbench.errors import UserError
 from tankbench.journal import Journal
+from tankbench.metrics import SUPERSEDED, Times, run_values
 
 BASE_COLUMNS = [
     "run_id",
@@ -52,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def result_rows(journal: Journal) -> list[dict[str, Any]]:
-    """Flat rows: base columns, param.*, metric columns and check.* columns."""
+    """Flat rows: base columns, param.*, journal metric keys, the registry's figures (tankbench.metrics: mibs,
+    durable_mibs, …) and check.* columns."""
     tests = {t.id: t for t in journal.tests()}
     rows = []
     for r in journal.iter_runs():
@@ -82,7 +84,10 @@ def result_rows(journal: Journal) -> list[dict[str, Any]]:
         for k, v in t.params.items() if t else ():
             row[f"param.{k}"] = v
         for k, v in sorted(r.metrics.items()):
-            row[k] = v
+            if k not in SUPERSEDED:  # an older tankbench's key whose meaning changed: the registry recomputes it
+                row[k] = v
+        ramp = float(t.canonical.get("ramp", 0.0) or 0.0) if t else 0.0
+        row.update(run_values(r.metrics, Times(r.wall_s, r.expected_s, ramp, r.drain_s)))
         for k, v in sorted(r.checks.items()):
             row[f"check.{k}"] = v
         rows.append(row)

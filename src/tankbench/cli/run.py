@@ -48,7 +48,7 @@ def write_report(journal: str, quiet: bool) -> None:
 
     out = os.path.join(os.path.dirname(os.path.abspath(journal)), "report")
     with Journal.open_readonly(journal) as j:
-        analysis = analyse_dataset(load(j), "mibs")
+        analysis = analyse_dataset(load(j), "auto")
         paths = write_all(analysis, out, j)
     if not quiet:
         print(f"report: {paths[0]} (and {', '.join(os.path.basename(p) for p in paths[1:])})")

@@ -343,6 +343,13 @@ class Journal:
             args = (test_id,)
         return [self._run(r) for r in self.conn.execute(sql + " ORDER BY id", args)]
 
+    def last_measured_run(self, test_id: str, *, with_samples: bool = True) -> Run | None:
+        """The latest finished non-warm-up run of a test (with samples and fio JSON unless told not to)."""
+        cols = ", ".join(c if with_samples or c not in ("samples", "fio_json") else f"'' AS {c}" for c in _RUN_COLUMNS)
+        r = self.conn.execute(f"SELECT {cols} FROM runs WHERE test_id=? AND status='done' AND "
+                              "warmup=0 ORDER BY id DESC LIMIT 1", (test_id,)).fetchone()
+        return self._run(r) if r is not None else None
+
     def iter_runs(self, *, with_samples: bool = False) -> Iterator[Run]:
         cols = ", ".join(c if with_samples or c not in ("samples", "fio_json") else f"'' AS {c}" for c in _RUN_COLUMNS)
         for r in self.conn.execute(f"SELECT {cols} FROM runs ORDER BY id"):
@@ -352,13 +359,19 @@ class Journal:
         """Runs without samples, fio JSON and stderr, with only the named metric and check keys (absent ones left
         out), extracted by SQLite: the fast read path of `report` on journals with 100,000s of runs."""
         base = [c for c in _RUN_COLUMNS if c not in ("samples", "fio_json", "stderr_tail", "metrics", "checks")]
-        ext = ["json_extract(metrics, ?)"] * len(metric_keys) + ["json_extract(checks, ?)"] * len(check_keys)
+        # one multi-path json_extract per column parses each JSON text once (one call per key parsed it per key)
+        ext = [f"json_extract(metrics, {', '.join('?' * len(metric_keys))})" if metric_keys else "'[]'",
+               f"json_extract(checks, {', '.join('?' * len(check_keys))})" if check_keys else "'[]'"]
         args = [f'$."{k}"' for k in (*metric_keys, *check_keys)]
-        nb, nm = len(base), len(metric_keys)
-        for r in self.conn.execute(f"SELECT {', '.join(base + ext)} FROM runs ORDER BY id", args):
-            d = dict(zip(base, r[:nb]))
-            d["metrics"] = {k: v for k, v in zip(metric_keys, r[nb : nb + nm]) if v is not None}
-            d["checks"] = {k: v for k, v in zip(check_keys, r[nb + nm :]) if v is not None}
+        nb, one_m, one_c = len(base), len(metric_keys) == 1, len(check_keys) == 1
+        cur = self.conn.cursor()
+        cur.row_factory = None
+        for r in cur.execute(f"SELECT {', '.join(base + ext)} FROM runs ORDER BY id", args):
+            d = dict(zip(base, r))
+            vm = [r[nb]] if one_m else json.loads(r[nb] or "[]")  # a single path returns the bare value
+            vc = [r[nb + 1]] if one_c else json.loads(r[nb + 1] or "[]")
+            d["metrics"] = {k: v for k, v in zip(metric_keys, vm) if v is not None}
+            d["checks"] = {k: v for k, v in zip(check_keys, vc) if v is not None}
             yield d
 
     @staticmethod

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from tankbench.analysis.analyse import Analysis
-from tankbench.analysis.cases import METRICS, TestSummary
+from tankbench.analysis.cases import TestSummary
+from tankbench.analysis.leaderboard import Leaderboard
 from tankbench.analysis.stats import Summary
+from tankbench.metrics import METRICS
 
 NOT_MEASURED = "not measured"
 
@@ -16,10 +18,9 @@ EXPLAIN = {
     "welch": "Welch's unequal-variance t-test, two-sided; a difference is called significant when p < 0.05",
     "vs_baseline": "mean of this test / mean of the fastest baseline test of the same test case",
     "vs_first": "mean of this test / mean of first place of the same test case",
-    "load1": "highest 1-minute load average sampled at 1 Hz during the run (sys.load1_max), mean over runs",
-    "cpu": "host CPU user + system % during the run (sys.cpu_user_pct + sys.cpu_sys_pct), mean over runs",
     "load_per_mibs": "load1 / MiB/s: load paid for each MiB/s (seed 000's cost)",
-    "excess": "wall_s - (ramp + runtime): how late fio finished (seed 000's timing KPI)",
+    "auto": "default ranking: per test case, durable MiB/s when any measured run finished late (or for copy tests), "
+            "fio's MiB/s otherwise; both are shown",
     "drain": "seconds until dirty data reached disk after fio exited (sync)",
 }
 
@@ -60,4 +61,17 @@ def fingerprint_rows(a: Analysis) -> list[tuple[str, str, str]]:
 
 
 def metric_label(key: str) -> str:
-    return METRICS[key].label
+    """Heading text of a registry metric (or of the `auto` ranking)."""
+    return "auto (durable MiB/s for late cases, else fio MiB/s)" if key == "auto" else METRICS[key].label
+
+
+ZFS_BESIDE = ("physical_write_mibs", "physical_read_mibs", "physical_per_logical", "compressratio", "arc_hit_ratio",
+              "arc_mru_hits", "arc_mfu_hits")
+
+
+def beside(lb: Leaderboard) -> tuple[str, ...]:
+    """Figures shown next to the ranking one: fio's own and the durable MiB/s (whichever does not rank), cp's
+    apparent speed for copies, and the ZFS figures measured in this test case."""
+    have = {k for r in lb.rows for k, s in r.test.stats.items() if s is not None}
+    out = [k for k in ("mibs", "durable_mibs", "copy_mibs") if k != lb.metric and k in have]
+    return tuple(out + [k for k in ZFS_BESIDE if k in have])

@@ -7,10 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tankbench.analysis.analyse import Analysis
-from tankbench.analysis.cases import METRICS, TestSummary
+from tankbench.analysis.cases import TestSummary
+from tankbench.analysis.figures import Figure, Series, tidy
 from tankbench.analysis.leaderboard import Leaderboard, Row
+from tankbench.fio.parse import FioOutputError, job_entries, load_fio_json
 from tankbench.journal.db import Journal
-from tankbench.reports.common import EXPLAIN, fingerprint_rows, fmt, fmt_summary, metric_label
+from tankbench.metrics import METRICS
+from tankbench.reports.charts import figure_html
+from tankbench.reports.common import EXPLAIN, beside, fingerprint_rows, fmt, fmt_summary, metric_label
 
 TOP_ROWS = 40          # leaderboard rows shown per test case (all rows are in results.csv / results.xlsx)
 TOP_BARS = 20          # bars per leaderboard chart
@@ -33,6 +37,8 @@ border-radius:3px;background:#ddf4ff;color:#0550ae;margin-left:4px}.win{backgrou
 .sev-error{color:#b3261e;font-weight:700}.sev-warning{color:#9a6700;font-weight:700}.sev-info{color:#57606a}
 .chip{display:inline-block;font-size:11px;border:1px solid #d0d7de;border-radius:3px;padding:0 3px;margin:1px}
 .chip.w{color:#888;border-style:dashed}.small{font-size:12px;color:#57606a}.charts{display:flex;flex-wrap:wrap;gap:8px}
+.wide{overflow-x:auto;max-width:100%}.figs{display:flex;flex-wrap:wrap;gap:14px}.fig{max-width:600px}.fig h4{margin:8px 0 2px;font-size:13px}
+.note{background:#fff8c5;border-left:4px solid #d4a72c;padding:4px 8px;font-size:12px}
 .legend span{display:inline-block;margin-right:12px}.legend i{display:inline-block;width:12px;height:10px;margin-right:4px}
 svg text{font:11px system-ui,sans-serif}
 """
@@ -69,18 +75,19 @@ def _run_chips(t: TestSummary, key: str) -> str:
     return "".join(chips) + more
 
 
-def _row_html(r: Row, key: str, lo: float, hi: float) -> str:
+def _row_html(r: Row, key: str, lo: float, hi: float, side: tuple[str, ...]) -> str:
     t = r.test
     cls = " ".join(c for c in ("zvol" if t.target_kind == "zvol" else "", "baseline" if t.is_baseline else "") if c)
     s = t.stats.get(key)
     badges = ('<span class="badge win">winner</span>' if r.is_winner else "") + \
         ('<span class="badge">baseline</span>' if t.is_baseline else "")
-    colour = scale_colour(r.value, lo, hi, METRICS[key].higher_is_better)
+    colour = scale_colour(r.value, lo, hi, bool(METRICS[key].higher_is_better))
     sd = f"{fmt(s.sd)} ({s.cv:.0%})" if s and s.n >= 2 else "—"
+    extra = "".join(f'<td class="num">{ex(fmt(t.mean(k)), EXPLAIN[k])}</td>' for k in side)
     return (f'<tr class="{cls}"><td class="num">{r.rank}</td><td title="tests.id {e(t.id)}">#{t.number} '
             f'{e(t.name)}{badges}</td><td>{e(t.config)}</td>'
             f'<td class="num" style="background:{colour}">{ex(fmt_summary(s), EXPLAIN[key] + "; ± " + EXPLAIN["ci"])}'
-            f'</td><td class="num">{ex(sd, EXPLAIN["sd"])}</td>'
+            f'</td><td class="num">{ex(sd, EXPLAIN["sd"])}</td>{extra}'
             f'<td>{ex(r.vs_baseline.text, EXPLAIN["vs_baseline"] + "; " + EXPLAIN["welch"]) if r.vs_baseline else "—"}</td>'
             f'<td>{ex(r.vs_first.text, EXPLAIN["vs_first"] + "; " + EXPLAIN["welch"]) if r.vs_first else "—"}</td>'
             f'<td class="num">{ex(fmt(t.load1.mean) if t.load1 else "not measured", EXPLAIN["load1"])}</td>'
@@ -117,18 +124,21 @@ def bar_chart(lb: Leaderboard) -> str:
 
 
 def leaderboard_html(lb: Leaderboard) -> str:
-    """Chart and table of one test case."""
+    """Chart and table of one test case: the ranking figure (and why it ranks), the figures beside it."""
     vals = [r.value for r in lb.rows if r.value is not None]
     lo, hi = (min(vals), max(vals)) if vals else (0.0, 0.0)
     label = metric_label(lb.metric)
+    side = beside(lb)
     head = ("<tr><th>#</th><th>test</th><th>config</th><th>" + ex(label + " mean ± CI", EXPLAIN[lb.metric]) +
-            "</th><th>sd</th><th>vs fastest baseline</th><th>vs first place</th><th>load1</th>"
+            "</th><th>sd</th>" + "".join(f"<th>{ex(metric_label(k), EXPLAIN[k])}</th>" for k in side) +
+            "<th>vs fastest baseline</th><th>vs first place</th><th>load1</th>"
             "<th>load per MiB/s</th><th>cost vs first</th><th>runs (warm-ups dashed, not ranked)</th></tr>")
-    body = "".join(_row_html(r, lb.metric, lo, hi) for r in lb.rows[:TOP_ROWS])
+    body = "".join(_row_html(r, lb.metric, lo, hi, side) for r in lb.rows[:TOP_ROWS])
     more = (f'<p class="small">Showing the top {TOP_ROWS} of {len(lb.rows)} tests; every row is in results.csv '
             'and results.xlsx.</p>') if len(lb.rows) > TOP_ROWS else ""
-    return (f'<section class="leaderboard" data-case="{e(lb.case)}"><h3>{e(lb.case)}</h3>{bar_chart(lb)}'
-            f'<table>{head}{body}</table>{more}</section>')
+    return (f'<section class="leaderboard" data-case="{e(lb.case)}" data-metric="{e(lb.metric)}"><h3>{e(lb.case)}'
+            f'</h3><p class="small ranked">Ranked by <b>{e(label)}</b>: {e(lb.reason)}.</p>{bar_chart(lb)}'
+            f'<div class="wide"><table>{head}{body}</table></div>{more}</section>')
 
 
 def line_chart(name: str, title: str, t: Sequence[float], ys: Sequence[float]) -> str:
@@ -166,9 +176,9 @@ def load_series(journal: Journal, tests: Sequence[TestSummary]) -> dict[str, tup
     """The samples of the last measured run of each test: {test id: (runs.id, samples)}."""
     out: dict[str, tuple[int, Mapping[str, Any]]] = {}
     for t in tests:
-        runs = [r for r in journal.runs(t.id, with_samples=True) if r.status == "done" and not r.warmup]
-        if runs and runs[-1].samples.get("t"):
-            out[t.id] = (runs[-1].row_id, runs[-1].samples)
+        run = journal.last_measured_run(t.id)
+        if run is not None and run.samples.get("t"):
+            out[t.id] = (run.row_id, run.samples)
     return out
 
 
@@ -200,7 +210,8 @@ def head_html(a: Analysis) -> str:
     title = ", ".join(dict.fromkeys(n for n in ds.campaign_names if n)) or ds.path
     return (f"<h1>tankbench report: {e(title)}</h1>{banner}<p>{len(ds.tests)} tests in {len(ds.cases())} test cases, "
             f"{ds.n_runs} runs ({n_meas} measured, {n_warm} warm-ups shown but not ranked). Journal: "
-            f"<code>{e(ds.path)}</code>. Ranked by <b>{ex(metric_label(a.rank_by), EXPLAIN[a.rank_by])}</b>.</p>")
+            f"<code>{e(ds.path)}</code>. Ranked by <b>{ex(metric_label(a.rank_by), EXPLAIN[a.rank_by])}</b>."
+            + (f" Selection: <code>{e(' '.join(a.selection))}</code>." if a.selection else "") + "</p>")
 
 
 def sections_html(a: Analysis) -> list[str]:
@@ -226,20 +237,20 @@ def sections_html(a: Analysis) -> list[str]:
 
 
 def timing_html(a: Analysis, limit: int = TOP_ROWS) -> str:
-    """The latest-finishing runs: expected vs wall, fio's MiB/s vs corrected (seed 000's timing KPI)."""
+    """The latest-finishing runs: expected vs wall, fio's MiB/s vs durable (seed 000's timing KPI)."""
     late = sorted(((t, r) for t in a.dataset.tests for r in t.runs if r.excess_s is not None and r.status == "done"),
                   key=lambda tr: -(tr[1].excess_s or 0.0))[:limit]
     if not late:
         return '<h2 id="timing">Timing</h2><p>No wall-clock times in this journal: not measured.</p>'
     rows = "".join(
         f"<tr><td>#{t.number} {e(t.name)}</td><td class='num'>{r.row_id}</td><td class='num'>{fmt(r.expected_s)}</td>"
-        f"<td class='num'>{fmt(r.wall_s)}</td><td class='num'>{ex(fmt(r.excess_s), EXPLAIN['excess'])} "
+        f"<td class='num'>{fmt(r.wall_s)}</td><td class='num'>{ex(fmt(r.excess_s), EXPLAIN['excess_s'])} "
         f"({(r.excess_s or 0) / r.expected_s * 100 if r.expected_s else 0:.0f} %)</td>"
-        f"<td class='num'>{fmt(r.drain_s)}</td><td class='num'>{fmt(r.values['mibs'])}</td>"
-        f"<td class='num'>{ex(fmt(r.values['corrected']), EXPLAIN['corrected'])}</td></tr>" for t, r in late)
+        f"<td class='num'>{fmt(r.drain_s)}</td><td class='num'>{fmt(r.values.get('mibs'))}</td>"
+        f"<td class='num'>{ex(fmt(r.values.get('durable_mibs')), EXPLAIN['durable_mibs'])}</td></tr>" for t, r in late)
     return (f'<h2 id="timing">Timing</h2><p class="small">The {len(late)} runs that finished latest after ramp + '
             f'runtime.</p><table><tr><th>test</th><th>runs.id</th><th>expected s</th><th>wall s</th><th>late by s'
-            f'</th><th>drain s</th><th>fio MiB/s</th><th>corrected MiB/s</th></tr>{rows}</table>')
+            f'</th><th>drain s</th><th>fio MiB/s</th><th>durable MiB/s</th></tr>{rows}</table>')
 
 
 def fingerprint_html(a: Analysis) -> str:
@@ -248,7 +259,56 @@ def fingerprint_html(a: Analysis) -> str:
     return f'<h2 id="fingerprint">Fingerprint</h2><table><tr><th>id</th><th>key</th><th>value</th></tr>{rows}</table>'
 
 
-def render_html(a: Analysis, series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None) -> str:
+PCTS = ("1.000000", "10.000000", "50.000000", "90.000000", "99.000000", "99.900000", "99.990000")
+
+
+def load_percentiles(journal: Journal, tests: Sequence[TestSummary]) -> dict[str, dict[str, list[float]]]:
+    """fio's completion-latency percentiles (ms at PCTS) of the last measured run of each test, per direction,
+    from the fio JSON kept in the journal (the worst job where there are several)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for t in tests:
+        run = journal.last_measured_run(t.id)
+        if run is None or not run.fio_json:
+            continue
+        try:
+            jobs = job_entries(load_fio_json(run.fio_json))
+        except FioOutputError:
+            continue
+        for d in ("read", "write"):
+            tables = [((j.get(d) or {}).get("clat_ns") or {}).get("percentile") or {} for j in jobs]
+            if all(all(p in tb for p in PCTS) for tb in tables) and tables and (jobs[0].get(d) or {}).get("total_ios"):
+                out.setdefault(t.id, {})[d] = [max(float(tb[p]) for tb in tables) / 1e6 for p in PCTS]
+    return out
+
+
+def percentile_figures(a: Analysis, pct: Mapping[str, Mapping[str, list[float]]]) -> list[Figure]:
+    """fio-plot's latency percentile plot: per test case, one line per plotted test and direction."""
+    by_case: dict[str, list[Series]] = {}
+    ids: dict[str, list[str]] = {}
+    for t in a.dataset.tests:
+        for d, vals in pct.get(t.id, {}).items():
+            by_case.setdefault(t.case, []).append(Series(f"#{t.number} {t.name} ({d})",
+                                                         tuple(zip((p.rstrip("0").rstrip(".") for p in PCTS), vals))))
+            ids.setdefault(t.case, []).append(t.id)
+    return [tidy(Figure(f"percentiles-{case}", f"{case}: completion latency percentiles, last measured run",
+                        "lines", "p99_ms", "percentile", tuple(p.rstrip("0").rstrip(".") for p in PCTS),
+                        tuple(ss[:8]), "", tuple(ids[case]), y_label="clat ms")) for case, ss in by_case.items()]
+
+
+def figures_html(a: Analysis, pct: Mapping[str, Mapping[str, list[float]]] | None = None) -> str:
+    """The figures the journal's axes allow (analysis.figures) and the latency percentile plots."""
+    higher = {lb.case: METRICS[lb.metric].higher_is_better is not False for lb in a.leaderboards}
+    figs = list(a.figures) + percentile_figures(a, pct or {})
+    if not figs:
+        return ('<h2 id="figures">Figures</h2><p class="small">No axis with several values that a figure plots '
+                '(iodepth, numjobs, layout, cache, recordsize) and no fio latency percentiles in this journal.</p>')
+    return (f'<h2 id="figures">Figures</h2><p class="small">Drawn from the journal\'s axes; each value is the mean of '
+            f'the measured runs of one test (points and cells have tooltips; every number is in results.json).</p>'
+            f'<div class="figs">{"".join(figure_html(f, higher) for f in figs)}</div>')
+
+
+def render_html(a: Analysis, series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None,
+                pct: Mapping[str, Mapping[str, list[float]]] | None = None) -> str:
     """The whole page as one string."""
     boards = "".join(leaderboard_html(lb) for lb in a.leaderboards)
     comps = _list([e(c.text) for c in a.comparisons[:200]]) + (
@@ -259,13 +319,14 @@ def render_html(a: Analysis, series: Mapping[str, tuple[int, Mapping[str, Any]]]
               '<span>cell colour: red = worst … green = best of its test case</span></p>')
     explain = _list([f"<b>{e(k)}</b>: {e(v)}" for k, v in EXPLAIN.items()])
     body = "".join([head_html(a), *sections_html(a), f'<h2 id="leaderboards">Leaderboards</h2>{legend}{boards}',
-                    f'<h2 id="comparisons">Within-case comparisons</h2>{comps}', timing_html(a),
+                    figures_html(a, pct), f'<h2 id="comparisons">Within-case comparisons</h2>{comps}', timing_html(a),
                     f'<h2 id="series">Time series</h2>{series_html(a, series or {})}', fingerprint_html(a),
                     f'<h2 id="method">How the numbers are obtained</h2>{explain}'])
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tankbench report</title>'
             f'<meta name="viewport" content="width=device-width"><style>{CSS}</style></head><body>{body}</body></html>')
 
 
-def write_html(a: Analysis, path: str, series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None) -> None:
+def write_html(a: Analysis, path: str, series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None,
+               pct: Mapping[str, Mapping[str, list[float]]] | None = None) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        f.write(render_html(a, series))
+        f.write(render_html(a, series, pct))

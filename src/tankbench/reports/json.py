@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 from tankbench.analysis.analyse import Analysis
-from tankbench.analysis.cases import METRICS, TestSummary
+from tankbench.analysis.cases import TestSummary
 from tankbench.analysis.leaderboard import Ratio
 from tankbench.analysis.stats import Summary
+from tankbench.metrics import METRICS, REGISTRY
 from tankbench.reports.common import EXPLAIN
 
 
@@ -26,15 +27,15 @@ def _ratio(r: Ratio | None) -> dict[str, Any] | None:
 
 
 def test_dict(t: TestSummary) -> dict[str, Any]:
+    """A test with its axes, statistics of every registry figure, and its runs."""
     return {
         "id": t.id, "number": t.number, "name": t.name, "target": t.target, "target_kind": t.target_kind,
         "case": t.case, "config": t.config, "baseline": t.is_baseline, "params": dict(t.params),
-        "props": dict(t.props), "runtime": t.runtime, "ramp": t.ramp, "skip_note": t.skip_note,
+        "props": dict(t.props), "axes": t.axes(), "storage_config": t.storage_config, "runtime": t.runtime, "ramp": t.ramp, "skip_note": t.skip_note,
         "stats": {k: _summary(t.stats.get(k)) for k in METRICS},
-        "load1": _summary(t.load1), "cpu_pct": _summary(t.cpu_pct),
         "runs": [{"row_id": r.row_id, "run_no": r.run_no, "warmup": r.warmup, "attempt": r.attempt,
                   "status": r.status, "wall_s": r.wall_s, "expected_s": r.expected_s, "excess_s": r.excess_s,
-                  "drain_s": r.drain_s, "load1": r.load1, "cpu_pct": r.cpu_pct, "note": r.note,
+                  "drain_s": r.drain_s, "late": r.late, "note": r.note,
                   **{k: v for k, v in r.values.items()}} for r in t.runs],
     }
 
@@ -44,9 +45,16 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
     ds = a.dataset
     return {
         "journal": ds.path, "campaigns": list(ds.campaign_names), "rank_by": a.rank_by, "emulated": a.emulated,
-        "explain": EXPLAIN, "fingerprints": {k: dict(v.data) for k, v in ds.fingerprints.items()},
+        "selection": list(a.selection), "explain": EXPLAIN,
+        "metrics": [{"key": m.key, "name": m.name, "unit": m.unit, "higher_is_better": m.higher_is_better,
+                     "formula": m.formula, "source": m.source, "runs": list(m.kinds)} for m in REGISTRY],
+        "fingerprints": {k: dict(v.data) for k, v in ds.fingerprints.items()},
         "tests": [test_dict(t) for t in ds.tests],
-        "leaderboards": [{"case": lb.case, "metric": lb.metric, "rows": [
+        "figures": [{"id": f.id, "title": f.title, "kind": f.kind, "metric": f.metric, "x": f.x,
+                     "x_values": list(f.x_values), "note": f.note, "test_ids": list(f.test_ids),
+                     "series": [{"label": s.label, "points": [list(p) for p in s.points]} for s in f.series]}
+                    for f in a.figures],
+        "leaderboards": [{"case": lb.case, "metric": lb.metric, "reason": lb.reason, "rows": [
             {"rank": r.rank, "test_id": r.test.id, "test_number": r.test.number, "name": r.test.name,
              "value": r.value, "winner": r.is_winner, "baseline": r.test.is_baseline,
              "vs_baseline": _ratio(r.vs_baseline), "vs_first": _ratio(r.vs_first),
@@ -77,7 +85,9 @@ def mix_dict(a: Analysis) -> dict[str, Any] | None:
 
 
 def write_json(a: Analysis, path: str) -> None:
-    """Indented for small journals; compact (C encoder, ~5× faster) above 10,000 runs."""
+    """Indented for small journals; compact above 10,000 runs. json.dumps, not json.dump: dump streams through
+    the pure-Python encoder, dumps uses the C one when not indenting (~5× faster)."""
+    text = json.dumps(analysis_dict(a), indent=1 if a.dataset.n_runs <= 10_000 else None, default=str)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(analysis_dict(a), f, indent=1 if a.dataset.n_runs <= 10_000 else None, default=str)
+        f.write(text)
         f.write("\n")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from tankbench.analysis.analyse import Analysis
+from tankbench.analysis.figures import Figure
 from tankbench.analysis.leaderboard import Leaderboard
-from tankbench.reports.common import EXPLAIN, fmt, fmt_summary, metric_label
+from tankbench.reports.common import EXPLAIN, beside, fmt, fmt_summary, metric_label
 
 TOP = 10
+MD_BESIDE = ("mibs", "durable_mibs", "copy_mibs", "physical_per_logical", "compressratio", "arc_hit_ratio")
 
 
 def _cell(text: str) -> str:
@@ -14,20 +16,38 @@ def _cell(text: str) -> str:
 
 
 def leaderboard_md(lb: Leaderboard, top: int = TOP) -> list[str]:
-    """One leaderboard as a Markdown table (top N rows; the rest counted)."""
+    """One leaderboard as a Markdown table (top N rows; the rest counted): the ranking figure, then fio's own
+    or the durable figure beside it, and the ZFS figures measured in the case."""
     label = metric_label(lb.metric)
-    lines = [f"### {lb.case}", "", f"| # | test | config | {label} (mean ± 95 % CI) | vs fastest baseline | "
-             "vs first place | load1 |", "|---|---|---|---|---|---|---|"]
+    side = tuple(k for k in beside(lb) if k in MD_BESIDE)  # a forum post: fewer columns; XLSX/CSV have them all
+    cols = [f"{label} (mean ± 95 % CI)", *(metric_label(k) for k in side), "vs fastest baseline", "vs first place",
+            "load1"]
+    lines = [f"### {lb.case}", "", f"Ranked by **{label}**: {lb.reason}.", "",
+             "| # | test | config | " + " | ".join(cols) + " |", "|---" * (3 + len(cols)) + "|"]
     for r in lb.rows[:top]:
         t = r.test
         mark = (" 🏆" if r.is_winner else "") + (" (baseline)" if t.is_baseline else "") + \
             (" (zvol)" if t.target_kind == "zvol" else "")
-        lines.append(f"| {r.rank} | #{t.number} {_cell(t.name)}{mark} | {_cell(t.config)} | "
-                     f"{fmt_summary(t.stats.get(lb.metric))} | {_cell(r.vs_baseline.text) if r.vs_baseline else '—'}"
-                     f" | {_cell(r.vs_first.text) if r.vs_first else '—'} | "
-                     f"{fmt(t.load1.mean) if t.load1 else 'not measured'} |")
+        cells = [fmt_summary(t.stats.get(lb.metric)), *(fmt(t.mean(k)) for k in side),
+                 _cell(r.vs_baseline.text) if r.vs_baseline else "—", _cell(r.vs_first.text) if r.vs_first else "—",
+                 fmt(t.load1.mean) if t.load1 else "not measured"]
+        lines.append(f"| {r.rank} | #{t.number} {_cell(t.name)}{mark} | {_cell(t.config)} | " + " | ".join(cells) + " |")
     if len(lb.rows) > top:
-        lines.append(f"| … | {len(lb.rows) - top} more tests in results.csv | | | | | |")
+        lines.append(f"| … | {len(lb.rows) - top} more tests in results.csv |" + " |" * (1 + len(cols)))
+    return lines + [""]
+
+
+def figure_md(f: Figure) -> list[str]:
+    """A figure as a table: one row per series, one column per x value (the HTML draws it)."""
+    unit = "" if f.metric == "auto" else f" ({metric_label(f.metric)})"
+    lines = [f"### Figure: {f.title}{unit}", ""]
+    if f.common:
+        lines += [f"All rows: {f.common}.", ""]
+    if f.note:
+        lines += [f"> {f.note}", ""]
+    lines += [f"| {f.x} → | " + " | ".join(_cell(x) for x in f.x_values) + " |", "|---" * (1 + len(f.x_values)) + "|"]
+    lines += [f"| {_cell(s.label)} | " + " | ".join(fmt(v) if v is not None else "—" for _, v in s.points) + " |"
+              for s in f.series]
     return lines + [""]
 
 
@@ -40,7 +60,8 @@ def summary_markdown(a: Analysis) -> str:
                 "tool works, not which configuration to choose.", ""]
     n_meas = sum(len(t.measured) for t in ds.tests)
     out += [f"{len(ds.tests)} tests, {ds.n_runs} runs ({n_meas} measured; warm-ups excluded from rankings). "
-            f"Ranked by **{metric_label(a.rank_by)}**: {EXPLAIN[a.rank_by]}.", ""]
+            f"Ranked by **{metric_label(a.rank_by)}**: {EXPLAIN[a.rank_by]}."
+            + (f" Selection: {'; '.join(a.selection)}." if a.selection else ""), ""]
     out += ["## Recommendations", ""] + [f"- {r.text}" for r in a.recommendations] + [""]
     if a.goals:
         out += ["## Goals", ""]
@@ -58,6 +79,8 @@ def summary_markdown(a: Analysis) -> str:
     out += ["", "## Leaderboards", ""]
     for lb in a.leaderboards:
         out += leaderboard_md(lb)
+    for f in a.figures:
+        out += figure_md(f)
     out += ["## How the numbers are obtained", ""] + [f"- **{k}**: {v}" for k, v in EXPLAIN.items()] + [""]
     return "\n".join(out)
 

@@ -1,0 +1,448 @@
+"""Every derived number defined once: key, name, unit, formula, source, and the function computing it.
+
+The runner stores fio's own keys plus `derive()`'s (durable throughput, lateness) and `copy_metrics()`'s; the
+report, `results`, `compare` and `advise` recompute every figure from the raw keys with `run_values()`, so a
+journal written by an older tankbench (whose stored derived keys meant something else) reads the same way.
+`docs/metrics.md` is generated from this registry (`metrics_markdown()`, checked by a unit test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+MIB = 1024.0 * 1024.0
+
+FIO, COPY = "fio", "copy"
+
+
+class Times(NamedTuple):
+    """The clock of one run as tankbench measured it (seconds); None when not measured (imported runs)."""
+
+    wall_s: float | None
+    expected_s: float
+    ramp_s: float
+    drain_s: float | None
+
+
+Compute = Callable[[Mapping[str, float], Times], "float | None"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One derived number: how it is named, what unit, which direction is better, and how it is computed."""
+
+    key: str  # the one name: CLI (--rank-by), CSV/XLSX column, JSON key
+    name: str  # shown in headings and tables
+    unit: str
+    higher_is_better: bool | None  # None: neither (a ratio to read, not to rank)
+    formula: str
+    source: str
+    needs: tuple[str, ...]  # journal metric keys it reads
+    compute: Compute
+    kinds: tuple[str, ...] = (FIO,)  # fio runs, copy runs (cp/rsync/dd), or both
+    group: str = "throughput"
+
+    @property
+    def label(self) -> str:
+        """Heading text with the unit, e.g. "durable MiB/s"."""
+        return self.name if not self.unit or self.unit in self.name else f"{self.name} ({self.unit})"
+
+    @property
+    def rankable(self) -> bool:
+        return self.higher_is_better is not None
+
+
+def durable_seconds(t: Times) -> float | None:
+    """Seconds from the end of ramp-up until the data was on disk: wall − ramp + drain (None without wall)."""
+    if t.wall_s is None:
+        return None
+    return t.wall_s - t.ramp_s + (t.drain_s or 0.0)
+
+
+def _fio_mibs(m: Mapping[str, float], t: Times) -> float | None:
+    v = m.get("total.bw_bytes")
+    return None if v is None else v / MIB
+
+
+def _durable_mibs(m: Mapping[str, float], t: Times) -> float | None:
+    io = m.get("copy.bytes", m.get("total.io_bytes"))
+    if "copy.bytes" in m:  # a copy has no ramp-up: the whole command counts
+        t = t._replace(ramp_s=0.0)
+    d = durable_seconds(t)
+    return None if io is None or d is None or d <= 0 else io / d / MIB
+
+
+def _copy_mibs(m: Mapping[str, float], t: Times) -> float | None:
+    size = m.get("copy.bytes")
+    return None if size is None or t.wall_s is None or t.wall_s <= 0 else size / t.wall_s / MIB
+
+
+def _p99(m: Mapping[str, float], t: Times) -> float | None:
+    r, w, x = m.get("read.lat_p99_ns"), m.get("write.lat_p99_ns"), m.get("trim.lat_p99_ns")
+    if r is None and w is None and x is None:
+        return None
+    return max(v for v in (r, w, x) if v is not None) / 1e6
+
+
+def _key(name: str, scale: float = 1.0) -> Compute:
+    def get(m: Mapping[str, float], t: Times) -> float | None:
+        v = m.get(name)
+        return None if v is None else v * scale
+
+    get.raw_key, get.scale = name, scale  # type: ignore[attr-defined]  # run_values inlines these
+    return get
+
+
+def _ratio(num: str, den: str) -> Compute:
+    def get(m: Mapping[str, float], t: Times) -> float | None:
+        a, b = m.get(num), m.get(den)
+        return None if a is None or not b else a / b
+
+    return get
+
+
+def _load1(m: Mapping[str, float], t: Times) -> float | None:
+    return m.get("sys.load1_max", m.get("sys.load1_end"))
+
+
+def _cpu(m: Mapping[str, float], t: Times) -> float | None:
+    if "sys.cpu_user_pct" not in m and "sys.cpu_sys_pct" not in m:
+        return None
+    return m.get("sys.cpu_user_pct", 0.0) + m.get("sys.cpu_sys_pct", 0.0)
+
+
+def _excess(m: Mapping[str, float], t: Times) -> float | None:
+    return None if t.wall_s is None else t.wall_s - t.expected_s
+
+
+BOTH = (FIO, COPY)
+WALL = "tankbench: wall clock around the fio process (or copy command), drain = `sync`/`zpool sync` after it"
+
+REGISTRY: tuple[Metric, ...] = (
+    Metric(
+        "mibs",
+        "fio MiB/s",
+        "MiB/s",
+        True,
+        "total.bw_bytes / 2^20: fio's bandwidth of all directions (bytes moved / fio's own runtime)",
+        "fio JSON (`bw_bytes` of read + write + trim)",
+        ("total.bw_bytes",),
+        _fio_mibs,
+    ),
+    Metric(
+        "durable_mibs",
+        "durable MiB/s",
+        "MiB/s",
+        True,
+        "total.io_bytes / (wall_s − ramp_s + drain_s) / 2^20: the bytes fio moved over the time from the end of "
+        "ramp-up until they were on disk (seed 000's timing issue); copy tests: copy.bytes / (wall_s + drain_s)",
+        f"fio JSON (`io_bytes`) + {WALL}",
+        ("total.io_bytes", "copy.bytes"),
+        _durable_mibs,
+        BOTH,
+    ),
+    Metric(
+        "iops",
+        "IOPS",
+        "IOPS",
+        True,
+        "total.iops = read.iops + write.iops + trim.iops",
+        "fio JSON (`iops`)",
+        ("total.iops",),
+        _key("total.iops"),
+    ),
+    Metric(
+        "p99_ms",
+        "p99 latency",
+        "ms",
+        False,
+        "max(read, write, trim).lat_p99_ns / 10^6: the worst direction's 99th percentile completion latency",
+        "fio JSON (`clat_ns.percentile`)",
+        ("read.lat_p99_ns", "write.lat_p99_ns", "trim.lat_p99_ns"),
+        _p99,
+        group="latency",
+    ),
+    Metric(
+        "copy_mibs",
+        "apparent copy MiB/s",
+        "MiB/s",
+        True,
+        "copy.bytes / wall_s / 2^20: what the copy command appeared to achieve when it returned (data may still "
+        "be in RAM; compare durable MiB/s)",
+        WALL,
+        ("copy.bytes",),
+        _copy_mibs,
+        (COPY,),
+    ),
+    Metric(
+        "excess_s",
+        "late by",
+        "s",
+        False,
+        "wall_s − expected_s where expected_s = ramp + runtime: how late fio finished (seed 000's timing KPI)",
+        WALL,
+        (),
+        _excess,
+        group="timing",
+    ),
+    Metric(
+        "load1",
+        "load1",
+        "",
+        False,
+        "sys.load1_max: highest 1-minute load average sampled at 1 Hz during the run (sys.load1_end when no "
+        "maximum was sampled)",
+        "tankbench sampler: /proc/loadavg",
+        ("sys.load1_max", "sys.load1_end"),
+        _load1,
+        BOTH,
+        "cost",
+    ),
+    Metric(
+        "cpu_pct",
+        "CPU %",
+        "%",
+        False,
+        "sys.cpu_user_pct + sys.cpu_sys_pct: host-wide CPU user + system during the run",
+        "tankbench sampler: /proc/stat",
+        ("sys.cpu_user_pct", "sys.cpu_sys_pct"),
+        _cpu,
+        BOTH,
+        "cost",
+    ),
+    Metric(
+        "logical_write_mibs",
+        "logical write MiB/s",
+        "MiB/s",
+        True,
+        "write.bw_bytes / 2^20: what the application wrote per second (fio's write bandwidth)",
+        "fio JSON (`write.bw_bytes`)",
+        ("write.bw_bytes",),
+        _key("write.bw_bytes", 1 / MIB),
+        group="zfs",
+    ),
+    Metric(
+        "physical_write_mibs",
+        "physical write MiB/s",
+        "MiB/s",
+        None,
+        "dev.write_bw_bytes / 2^20: bytes written per second to the target's disks (the pool's vdevs, incl. "
+        "ZIL/SLOG and metadata) while sampled",
+        "tankbench sampler: /proc/diskstats of the target's disks",
+        ("dev.write_bw_bytes",),
+        _key("dev.write_bw_bytes", 1 / MIB),
+        BOTH,
+        "zfs",
+    ),
+    Metric(
+        "physical_read_mibs",
+        "physical read MiB/s",
+        "MiB/s",
+        None,
+        "dev.read_bw_bytes / 2^20: bytes read per second from the target's disks while sampled (near 0 for "
+        "reads served by the ARC)",
+        "tankbench sampler: /proc/diskstats of the target's disks",
+        ("dev.read_bw_bytes",),
+        _key("dev.read_bw_bytes", 1 / MIB),
+        BOTH,
+        "zfs",
+    ),
+    Metric(
+        "physical_per_logical",
+        "physical/logical written",
+        "×",
+        False,
+        "zfs.physical_bytes_written / zfs.logical_bytes_written: bytes that reached the disks per byte fio "
+        "wrote (< 1: compression; > 1: metadata, ZIL, read-modify-write of partial records)",
+        "diskstats (physical) and fio JSON `write.io_bytes` (logical)",
+        ("zfs.physical_bytes_written", "zfs.logical_bytes_written"),
+        _ratio("zfs.physical_bytes_written", "zfs.logical_bytes_written"),
+        BOTH,
+        "zfs",
+    ),
+    Metric(
+        "compressratio",
+        "compressratio",
+        "×",
+        None,
+        "zfs.compressratio: the dataset's or zvol's compressratio after the run",
+        "`zfs get compressratio` after the run",
+        ("zfs.compressratio",),
+        _key("zfs.compressratio"),
+        BOTH,
+        "zfs",
+    ),
+    Metric(
+        "arc_hit_ratio",
+        "ARC hit %",
+        "%",
+        None,
+        "100 · arc.hits / (arc.hits + arc.misses) during the run (> 90 % in a read test: it measured RAM)",
+        "arcstats before and after the run",
+        ("arc.hit_ratio",),
+        _key("arc.hit_ratio", 100.0),
+        BOTH,
+        "zfs",
+    ),
+    Metric(
+        "arc_mru_hits",
+        "ARC MRU hits",
+        "hits",
+        None,
+        "arc.mru_hits: ARC hits on blocks seen once (most recently used list) during the run",
+        "arcstats before and after the run",
+        ("arc.mru_hits",),
+        _key("arc.mru_hits"),
+        BOTH,
+        "zfs",
+    ),
+    Metric(
+        "arc_mfu_hits",
+        "ARC MFU hits",
+        "hits",
+        None,
+        "arc.mfu_hits: ARC hits on blocks seen more than once (most frequently used list) during the run; "
+        "growing run after run = the ARC learned the working set (seed 002)",
+        "arcstats before and after the run",
+        ("arc.mfu_hits",),
+        _key("arc.mfu_hits"),
+        BOTH,
+        "zfs",
+    ),
+)
+
+METRICS: dict[str, Metric] = {m.key: m for m in REGISTRY}
+RANKABLE = tuple(m.key for m in REGISTRY if m.rankable and m.group in ("throughput", "latency"))
+ALIASES = {"corrected": "durable_mibs", "durable": "durable_mibs", "p99": "p99_ms"}
+# Keys an older tankbench stored under a name whose meaning changed: never shown as if current.
+SUPERSEDED = {"timing.corrected_bw_bytes": "io/wall (not durable): use durable_mibs"}
+
+
+def resolve(key: str) -> str | None:
+    """The registry key of a name or alias ("corrected" -> "durable_mibs"); None when unknown."""
+    key = ALIASES.get(key, key)
+    return key if key in METRICS else None
+
+
+def raw_keys(keys: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The journal metric keys the given metrics (default: all) read."""
+    out: dict[str, None] = {}
+    for m in REGISTRY:
+        if keys is None or m.key in keys:
+            out.update(dict.fromkeys(m.needs))
+    return tuple(out)
+
+
+def applicable(present: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """Registry metrics whose inputs occur among the journal keys `present` (or that need none)."""
+    return tuple(m.key for m in REGISTRY if not m.needs or any(k in present for k in m.needs))
+
+
+def is_copy_run(raw: Mapping[str, float]) -> bool:
+    """A copy run (cp/rsync/dd) carries copy.bytes; it has no fio figures even if an older journal stored some."""
+    return "copy.bytes" in raw
+
+
+def run_values(raw: Mapping[str, float], times: Times, keys: tuple[str, ...] | None = None) -> dict[str, float | None]:
+    """Every (or the given) registry metric of one run; None where it does not apply or was not measured."""
+    copy = "copy.bytes" in raw
+    out: dict[str, float | None] = {}
+    for k, f, fio, c, rk, sc in _plan(keys):
+        if not (c if copy else fio):
+            out[k] = None
+        elif rk is None:
+            out[k] = f(raw, times)
+        else:  # a plain key times a scale: inlined, this loop runs for every run of every journal
+            v = raw.get(rk)
+            out[k] = None if v is None else v * sc
+    return out
+
+
+@lru_cache(maxsize=32)
+def _plan(keys: tuple[str, ...] | None) -> tuple[tuple[str, Compute, bool, bool, str | None, float], ...]:
+    """(key, compute, applies to fio runs, to copy runs, plain raw key, its scale) of the metrics to compute."""
+    return tuple(
+        (
+            m.key,
+            m.compute,
+            FIO in m.kinds,
+            COPY in m.kinds,
+            getattr(m.compute, "raw_key", None),
+            float(getattr(m.compute, "scale", 1.0)),
+        )
+        for m in (REGISTRY if keys is None else [METRICS[k] for k in keys])
+    )
+
+
+# -- what the runner stores ----------------------------------------------------------------------------------
+
+
+def derive(
+    raw: Mapping[str, float], *, wall_s: float, expected_s: float, ramp_s: float, drain_s: float, is_copy: bool
+) -> dict[str, float]:
+    """The derived keys tankbench journals beside fio's own, by the registry's definitions:
+    `timing.excess_s` (wall − ramp − runtime) and `timing.durable_bw_bytes` (bytes/s until durable).
+    Copy runs get theirs from copy_metrics(); nothing here for them."""
+    if is_copy:
+        return {}
+    t = Times(wall_s, expected_s, ramp_s, drain_s)
+    out = {"timing.excess_s": round(wall_s - expected_s, 4)}
+    durable = _durable_mibs(raw, t)
+    if durable is not None:
+        out["timing.durable_bw_bytes"] = durable * MIB
+    return out
+
+
+def copy_metrics(size: int, wall: float, drain: float) -> dict[str, float]:
+    """A copy test's keys: bytes, seconds, apparent and durable bytes/s. No fio keys (total.*, write.*): a copy
+    is not an fio job, and its apparent speed is not fio's bandwidth."""
+    durable = wall + drain
+    return {
+        "copy.bytes": float(size),
+        "copy.seconds": wall,
+        "copy.durable_seconds": durable,
+        "copy.apparent_bw_bytes": size / wall if wall > 0 else 0.0,
+        "copy.durable_bw_bytes": size / durable if durable > 0 else 0.0,
+    }
+
+
+# -- docs ----------------------------------------------------------------------------------------------------
+
+
+def metrics_markdown() -> str:
+    """docs/metrics.md: the registry as a table (regenerate with `python -m tankbench.metrics > docs/metrics.md`)."""
+    lines = [
+        "# Metrics",
+        "",
+        "<!-- generated from src/tankbench/metrics.py by `python -m tankbench.metrics "
+        "> docs/metrics.md`; a unit test checks that this file matches -->",
+        "",
+        "Every derived number tankbench shows is defined once, in `tankbench.metrics.REGISTRY`. The key is the "
+        "one name used by `--rank-by`, `compare --metric`, CSV/XLSX columns and JSON keys. Figures are "
+        "recomputed from the raw journal keys in every output, so journals of older versions read the same.",
+        "",
+        "| key | name | unit | better | formula | source | runs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in REGISTRY:
+        better = {True: "higher", False: "lower", None: "—"}[m.higher_is_better]
+        lines.append(
+            f"| `{m.key}` | {m.name} | {m.unit or '—'} | {better} | {m.formula} | {m.source} | {', '.join(m.kinds)} |"
+        )
+    lines += [
+        "",
+        "Aliases accepted on the command line: " + ", ".join(f"`{a}` = `{k}`" for a, k in ALIASES.items()) + ".",
+        "",
+        "Journal keys of older versions that are never shown as current figures: "
+        + "; ".join(f"`{k}` ({why})" for k, why in SUPERSEDED.items())
+        + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(metrics_markdown(), end="")
