@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from typing import Any
 
 from tankbench.model import Test
 from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
@@ -61,6 +62,17 @@ def test_file_paths(test: Test) -> list[str]:
     if per_job_files(test):
         return [f"{stem}.{j}.fiodata" for j in range(numjobs_of(test))]
     return [f"{stem}.fiodata"]
+
+
+def layout_request(test: Test, path: str | None = None) -> dict[str, Any]:
+    """The agent request that lays out and verifies what fio will open, for the test's layout: every per-job
+    file of a file/dataset target (`prepare_file`), or the region of a raw device / zvol (`prepare_raw`,
+    `path` = the provisioned device). The runner sends it before each run (a write test changes the data)."""
+    layout = layout_of(test)
+    if test.target.kind in ("raw", "zvol"):
+        return {"op": "prepare_raw", "path": path or test_file_path(test), "size": test.target.size, "layout": layout}
+    paths = test_file_paths(test)
+    return {"op": "prepare_file", "path": paths[0], "paths": paths, "size": test.target.size, "layout": layout}
 
 
 def job_bytes(test: Test) -> int:
