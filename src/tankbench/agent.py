@@ -396,8 +396,9 @@ def _measure_file(path, settle=False):
     return {"apparent": st.st_size, "allocated": st.st_blocks * 512, "data": data, "ratio": ratio, "zeros": zeros}
 
 
-def _file_ok(m, size, layout):
-    """(verified, why not) for one measured file against its layout."""
+def _file_ok(m, size, layout, zero_holes=False):
+    """(verified, why not) for one measured file against its layout. `zero_holes`: the filesystem stores zero
+    blocks as holes (ZFS with compression on), so a zero layout has no data blocks there."""
     want, tol = expected_ratio(layout)
     if m["apparent"] != size:
         return False, "size %d, expected %d" % (m["apparent"], size)
@@ -407,7 +408,7 @@ def _file_ok(m, size, layout):
         else:
             ok = m["data"] <= size // 100
         return (ok and m["zeros"] == 1.0), "" if ok and m["zeros"] == 1.0 else "the file holds written blocks"
-    if m["data"] is not None and m["data"] < size * 0.98 and layout != "zero":
+    if m["data"] is not None and m["data"] < size * 0.98 and not (layout == "zero" and zero_holes):
         return False, "holes: only %d of %d bytes are data" % (m["data"], size)
     if abs(m["ratio"] - want) > tol:
         return False, "sampled compress ratio %.2f, expected %.2f for layout %s" % (m["ratio"], want, layout)
@@ -477,13 +478,14 @@ def op_prepare_file(req):
             created_dir = True
     dataset, pool = zfs_dataset_of(paths[0])
     sync_cmd = req.get("sync_cmd") or (["zpool", "sync", pool] if pool else None)
+    zero_holes = bool(dataset) and zfs_space(dataset).get("compression", "off") != "off"
     laid_out = False
     t0 = time.monotonic()
     _flush(sync_cmd)
     measured = []
     for path in paths:
         m = _measure_file(path) if os.path.exists(path) and not req.get("force") else None
-        if m is None or not _file_ok(m, size, layout)[0]:
+        if m is None or not _file_ok(m, size, layout, zero_holes)[0]:
             _write_file(path, size, layout)
             laid_out, m = True, None
         measured.append(m)
@@ -491,7 +493,8 @@ def op_prepare_file(req):
     if laid_out:
         _flush(sync_cmd)
     files = [m or _measure_file(p, settle=True) for p, m in zip(paths, measured)]
-    notes = ["%s: %s" % (p, why) for p, m in zip(paths, files) for ok, why in [_file_ok(m, size, layout)] if not ok]
+    notes = ["%s: %s" % (p, why) for p, m in zip(paths, files)
+             for ok, why in [_file_ok(m, size, layout, zero_holes)] if not ok]
     space = zfs_space(dataset) if dataset else {}
     emit("result", checks=layout_checks(layout, files, laid_out, seconds, dict(space, dataset=dataset) if dataset
                                         else None, notes), created_dir=created_dir)
@@ -534,6 +537,10 @@ def _region_ok(path, size, layout, space):
         return False, "sampled compress ratio %.2f, expected %.2f for layout %s" % (ratio, want, layout)
     if layout == "zero" and zeros < 1.0:
         return False, "not all sampled bytes are zero"
+    logical = space.get("logicalreferenced")
+    if layout != "unwritten" and logical is not None and logical < size * 0.98:
+        if not (layout == "zero" and space.get("compression", "off") != "off"):
+            return False, "the zvol holds only %d written bytes of %d (holes)" % (logical, size)
     return True, ""
 
 

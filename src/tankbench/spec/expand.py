@@ -9,8 +9,16 @@ from typing import Any
 
 from tankbench.errors import UserError
 from tankbench.model import Target, Test
-from tankbench.spec.parse import (AXES, DATA_AXES, FIO_AXES, HOST_AXES, ZFS_AXES_FOR, Spec, canonical_tunables,
-                                   parse_tunables)
+from tankbench.spec.parse import (
+    AXES,
+    DATA_AXES,
+    FIO_AXES,
+    HOST_AXES,
+    ZFS_AXES_FOR,
+    Spec,
+    canonical_tunables,
+    parse_tunables,
+)
 from tankbench.units import fmt_size
 
 
@@ -20,11 +28,21 @@ def _matches(rule: Mapping[str, tuple[Any, ...]], target: Target, params: Mappin
             actual: Any = target.name
         elif axis == "kind":
             actual = target.kind
+        elif axis == "tunables":  # a rule names some parameters: it matches tests that set them so
+            have = parse_tunables(str(params.get("tunables", "default")))
+            if not any(_tunables_match(parse_tunables(str(v)), have) for v in values):
+                return False
+            continue
         else:
             actual = params.get(axis)
         if actual not in values:
             return False
     return True
+
+
+def _tunables_match(rule: Mapping[str, str], have: Mapping[str, str]) -> bool:
+    """`default` matches tests that set nothing; otherwise every parameter the rule names, at its value."""
+    return have == {} if not rule else all(have.get(k) == v for k, v in rule.items())
 
 
 def _zfs_stem(target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> list[str]:
