@@ -375,3 +375,28 @@ def test_buffer_check_flags_compressing_fio_buffers_only_where_it_means_somethin
     assert buffer_check(t, "off", 1.6) == {}
     (r,) = expand(spec(POOL + '[matrix]\nrw = ["randread"]\nbs = ["4k"]\n'))
     assert buffer_check(r, "lz4", 1.6) == {}, "reads write no buffers"
+
+
+def test_exclude_rules_match_tunables_by_parameter():
+    text = (
+        POOL
+        + """
+[tunables]
+zfs_arc_max = 1073741824
+
+[matrix]
+rw = ["write", "read"]
+bs = ["4k"]
+tunables = [{}, { zfs_txg_timeout = 10 }]
+
+[[exclude]]
+rw = "read"
+tunables = { zfs_txg_timeout = 10 }
+"""
+    )
+    tests = expand(spec(text))
+    assert sorted((t.params["rw"], t.params["tunables"]) for t in tests) == [
+        ("read", "zfs_arc_max=1073741824"),
+        ("write", "zfs_arc_max=1073741824"),
+        ("write", "zfs_arc_max=1073741824,zfs_txg_timeout=10"),
+    ]
