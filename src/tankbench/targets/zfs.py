@@ -149,6 +149,14 @@ class ZfsProvisioner:
                              probe["block_devices"][dev], self.spec.path)
         argv = create_pool_argv(self.pool, self.cid, with_log="slog" not in self.spec.matrix)
         res = self.host.run(argv, timeout=300)
+        if res.returncode != 0 and self.host.run(["zpool", "list", "-H", "-o", "name", name],
+                                                 timeout=120).returncode != 0:
+            # seen in the lab right after `clean` destroyed a pool on the same disks: "currently unavailable" or
+            # "no such pool or dataset" while udev still settles the disks' partitions; one retry after it did
+            self.note(f"creating pool {name} failed ({res.stderr.strip()}); retrying once after udev settles")
+            self.host.run(["udevadm", "settle", "-t", "60"], timeout=120)
+            time.sleep(5)
+            res = self.host.run(argv, timeout=300)
         if res.returncode != 0:
             raise UserError(f"{self.spec.path}: creating pool {name} failed: {res.stderr.strip()}",
                             "a vdev may belong to another (imported) pool or be in use; tankbench does not force it")
