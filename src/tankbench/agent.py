@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """tankbench agent: runs on the benchmarked host (local, ssh or lab VM) next to fio. Stdlib only.
 
-Protocol: one JSON request line on stdin; JSON event lines on stdout, the last one
+Protocol: tankbench starts it with `python3 -I -c <bootstrap>` and sends this file's source on stdin (see
+hosts/base.py: it is never installed as a file); then one JSON request line on stdin; JSON event lines on stdout, the last one
 {"event": "result", ...} or {"event": "error", "message": ...}. stdin stays open: when it reaches EOF
 (tankbench exited, was killed, or its ssh connection dropped) the agent ends the processes it started
 (by process group) and exits, so a killed campaign never leaves fio running behind it.
 
-Ops: probe, prepare_file, fio_run, cooldown, end_pids.
+Ops: probe, prepare_file, prepare_raw, fio_run, cooldown, end_pids, dirs, key, noise.
 """
 
 import json
@@ -18,6 +19,10 @@ import sys
 import threading
 import time
 import zlib
+
+#: where the kernel's views are; tests point these at fake trees (tests/unit/test_agent_*.py)
+PROC = "/proc"
+SYS = "/sys"
 
 _children = []  # type: list[int]  # process groups started by this agent
 _lock = threading.Lock()
@@ -66,7 +71,7 @@ def read_text(path, default=""):
 
 def meminfo():
     out = {}
-    for line in read_text("/proc/meminfo").splitlines():
+    for line in read_text(PROC + "/meminfo").splitlines():
         parts = line.split()
         if len(parts) >= 2:
             mult = 1024 if len(parts) > 2 and parts[2] == "kB" else 1
@@ -75,13 +80,13 @@ def meminfo():
 
 
 def loadavg():
-    parts = read_text("/proc/loadavg", "0 0 0 0/0 0").split()
+    parts = read_text(PROC + "/loadavg", "0 0 0 0/0 0").split()
     return float(parts[0]), float(parts[1]), float(parts[2])
 
 
 def procstat():
     out = {}
-    for line in read_text("/proc/stat").splitlines():
+    for line in read_text(PROC + "/stat").splitlines():
         parts = line.split()
         if not parts:
             continue
@@ -98,16 +103,26 @@ def diskstats(names):
     """{name: (reads, read_sectors, writes, write_sectors)} for the named devices."""
     out = {}
     wanted = set(names)
-    for line in read_text("/proc/diskstats").splitlines():
+    for line in read_text(PROC + "/diskstats").splitlines():
         p = line.split()
         if len(p) >= 10 and p[2] in wanted:
             out[p[2]] = (int(p[3]), int(p[5]), int(p[7]), int(p[9]))
     return out
 
 
+def vmstat():
+    """/proc/vmstat counters (pswpin/pswpout: pages swapped in/out since boot)."""
+    out = {}
+    for line in read_text(PROC + "/vmstat").splitlines():
+        p = line.split()
+        if len(p) == 2 and p[1].isdigit():
+            out[p[0]] = int(p[1])
+    return out
+
+
 def arcstats():
     out = {}
-    text = read_text("/proc/spl/kstat/zfs/arcstats")
+    text = read_text(PROC + "/spl/kstat/zfs/arcstats")
     for line in text.splitlines()[2:]:
         p = line.split()
         if len(p) == 3:
@@ -120,7 +135,7 @@ def arcstats():
 
 # ---------------------------------------------------------------- devices
 def _sys_block_name(major, minor):
-    link = "/sys/dev/block/%d:%d" % (major, minor)
+    link = SYS + "/dev/block/%d:%d" % (major, minor)
     if not os.path.exists(link):
         return None
     return os.path.realpath(link)
@@ -179,12 +194,12 @@ def block_info(path):
     for p in parts:
         majmin.add(read_text(os.path.join(sysdir, p, "dev")).strip())
     mounts = []
-    for line in read_text("/proc/self/mountinfo").splitlines():
+    for line in read_text(PROC + "/self/mountinfo").splitlines():
         f = line.split()
         if len(f) > 4 and f[2] in majmin:
             mounts.append(f[4])
     devnames = {"/dev/" + n for n in [name] + parts}
-    for line in read_text("/proc/swaps").splitlines()[1:]:
+    for line in read_text(PROC + "/swaps").splitlines()[1:]:
         f = line.split()
         if f and os.path.realpath(f[0]) in devnames:
             mounts.append("[swap]")
@@ -208,12 +223,113 @@ def block_info(path):
     return info
 
 
+# ---------------------------------------------------------------- private directories
+class UnsafePath(Exception):
+    """A directory tankbench keeps job files or keys in could be changed by another user."""
+
+
+def state_root():
+    """Where this host's user keeps tankbench's job files and keys: ~/.cache/tankbench of the user the agent
+    runs as (from the password database, not $HOME, which sudo may carry over from another user)."""
+    import pwd
+    try:
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        home = ""
+    if not home or home == "/" or not os.path.isdir(home):
+        return "/var/tmp/tankbench-%d" % os.geteuid()
+    return os.path.join(home, ".cache", "tankbench")
+
+
+def _check_ancestors(path):
+    """Every directory above `path` must be owned by root or us and not writable by others (unless
+    sticky, like /tmp: then only the owner of the entry below may replace it, and that is checked next)."""
+    uid = os.geteuid()
+    parts = os.path.realpath(path).split("/")
+    for i in range(1, len(parts)):
+        d = "/".join(parts[:i]) or "/"
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            return  # not created yet: secure_dir creates the rest itself (0700) and checks again
+        if st.st_uid not in (0, uid):
+            raise UnsafePath("%s is owned by uid %d" % (d, st.st_uid))
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise UnsafePath("%s is writable by group or others (mode %o)" % (d, stat.S_IMODE(st.st_mode)))
+
+
+def secure_dir(path):
+    """Create `path` (mode 0700) if needed and prove only this user can change what is in it; return its
+    real path. Raise UnsafePath for a symlink, a non-directory, another owner or an unsafe ancestor."""
+    uid = os.geteuid()
+    _check_ancestors(path)  # before creating anything inside a directory someone else controls
+    old = os.umask(0o077)
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    finally:
+        os.umask(old)
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath("%s is not a directory (a symlink or a file)" % path)
+    if st.st_uid != uid:
+        raise UnsafePath("%s is owned by uid %d, not %d" % (path, st.st_uid, uid))
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)  # ours: tighten it (an older tankbench or a umask of 022 made it)
+    _check_ancestors(path)
+    return os.path.realpath(path)
+
+
+def op_dirs(req):
+    """Secure the named subdirectories of state_root() (e.g. "work", "keys") and return their paths."""
+    root = req.get("root") or state_root()
+    try:
+        dirs = dict((name, secure_dir(os.path.join(root, name))) for name in req.get("names", []))
+    except UnsafePath as e:
+        emit("error", message="unsafe directory: %s (tankbench keeps job files and keys only where no other "
+                              "user can change them: fix the owner or mode, or remove it)" % e)
+        return
+    emit("result", dirs=dirs)
+
+
+def op_key(req):
+    """Ensure (or remove) a 32-byte raw ZFS key file, mode 0600, in a secure directory."""
+    directory = secure_dir(req["dir"])
+    name = req["name"]
+    if "/" in name or name in ("", ".", ".."):
+        raise ValueError("bad key file name %r" % name)
+    path = os.path.join(directory, name)
+    if req.get("action") == "remove":
+        try:
+            os.unlink(path)
+            removed = True
+        except FileNotFoundError:
+            removed = False
+        emit("result", path=path, removed=removed)
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size != 32:
+            raise UnsafePath("%s exists and is not a 32-byte key file of ours" % path) from None
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            os.chmod(path, 0o600)
+        emit("result", path=path, created=False)
+        return
+    try:
+        os.write(fd, os.urandom(32))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    emit("result", path=path, created=True)
+
+
 # ---------------------------------------------------------------- ops
 def op_probe(req):
     """Fingerprint facts, plus what the runner needs to know about each path it will use."""
     uname = os.uname()
     cpu_model = ""
-    for line in read_text("/proc/cpuinfo").splitlines():
+    for line in read_text(PROC + "/cpuinfo").splitlines():
         if line.startswith("model name"):
             cpu_model = line.split(":", 1)[1].strip()
             break
@@ -226,9 +342,9 @@ def op_probe(req):
         if "=" in line:
             k, v = line.split("=", 1)
             osrel[k] = v.strip('"')
-    zfs_version = read_text("/sys/module/zfs/version").strip()
+    zfs_version = read_text(SYS + "/module/zfs/version").strip()
     zfs_params = {}
-    pdir = "/sys/module/zfs/parameters"
+    pdir = SYS + "/module/zfs/parameters"
     if zfs_version and os.path.isdir(pdir):
         for name in sorted(os.listdir(pdir)):
             zfs_params[name] = read_text(os.path.join(pdir, name)).strip()
@@ -244,7 +360,7 @@ def op_probe(req):
     models = {}
     for p in list(paths.values()):
         for d in p["devices"]:
-            models[d] = read_text("/sys/block/%s/device/model" % d).strip()
+            models[d] = read_text(SYS + "/block/%s/device/model" % d).strip()
     for b in blocks.values():
         if b.get("name"):
             models[b["name"]] = b.get("model", "")
@@ -256,7 +372,8 @@ def op_probe(req):
         "mem_bytes": mem.get("MemTotal", 0), "fio_version": fio, "python": sys.version.split()[0],
         "zfs_version": zfs_version, "device_models": models,
     }, paths=paths, block_devices=blocks, zfs_params=zfs_params, load1=load[0], dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
-        swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0), zfs=bool(zfs_version))
+        swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0), zfs=bool(zfs_version),
+        boot_id=read_text(PROC + "/sys/kernel/random/boot_id").strip())
 
 
 def _sample_layout(path, size, samples=16, chunk=65536):
@@ -730,7 +847,7 @@ def drain(max_s, threshold_bytes, sync_cmd=None):
 def op_fio_run(req):
     """Run fio (or a given command) once under a watchdog with samplers; measure wall time and drain; return everything."""
     workdir = req["workdir"]
-    os.makedirs(workdir, exist_ok=True)
+    secure_dir(workdir)  # job.fio decides what fio runs (exec_prerun=...): nobody else may write here
     job = os.path.join(workdir, "job.fio")
     out = os.path.join(workdir, "fio.json")
     if os.path.exists(out):
@@ -803,6 +920,27 @@ def op_fio_run(req):
          after_outputs=after)
 
 
+def op_noise(req):
+    """Facts about what else is going on before a run: the pool's `zpool status` (scrub/resilver), I/O on the
+    given disks and swap traffic over a short window, load and dirty memory. Judged by tankbench.preflight."""
+    status = None
+    if req.get("pool"):
+        try:
+            cp = subprocess.run(["zpool", "status", req["pool"]], capture_output=True, text=True, timeout=60)
+            status = {"rc": cp.returncode, "stdout": cp.stdout, "stderr": cp.stderr[-2000:]}
+        except (OSError, subprocess.TimeoutExpired) as e:
+            status = {"rc": -1, "stdout": "", "stderr": str(e)}
+    devices = list(req.get("devices", []))
+    t0, disk0, vm0 = time.monotonic(), diskstats(devices), vmstat()
+    time.sleep(float(req.get("window_s", 1.0)))
+    t1, disk1, vm1 = time.monotonic(), diskstats(devices), vmstat()
+    mem = meminfo()
+    emit("result", zpool_status=status, window_s=round(t1 - t0, 3), disk=disk_delta(disk0, disk1, t1 - t0),
+         devices_seen=sorted(disk1), swap_in_pages=vm1.get("pswpin", 0) - vm0.get("pswpin", 0),
+         swap_out_pages=vm1.get("pswpout", 0) - vm0.get("pswpout", 0), load1=loadavg()[0],
+         cpu_count=os.cpu_count() or 1, dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0))
+
+
 def op_cooldown(req):
     """Wait a fixed time, then until load1 and dirty data fall below thresholds (bounded)."""
     t0 = time.monotonic()
@@ -826,7 +964,7 @@ def op_end_pids(req):
     """End processes a crashed campaign left behind: only the given pids, only if still fio with our job."""
     ended = []
     for pid, marker in req.get("pids", []):
-        cmd = read_text("/proc/%d/cmdline" % int(pid)).replace("\0", " ")
+        cmd = read_text(PROC + "/%d/cmdline" % int(pid)).replace("\0", " ")
         if cmd.startswith("fio ") and marker in cmd:
             try:
                 os.killpg(int(pid), signal.SIGKILL)
@@ -837,7 +975,7 @@ def op_end_pids(req):
 
 
 OPS = {"probe": op_probe, "prepare_file": op_prepare_file, "prepare_raw": op_prepare_raw, "fio_run": op_fio_run, "cooldown": op_cooldown,
-       "end_pids": op_end_pids}
+       "end_pids": op_end_pids, "dirs": op_dirs, "key": op_key, "noise": op_noise}
 
 
 def _read_request_line():

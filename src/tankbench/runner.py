@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tankbench import preflight as preflight_mod
+from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text, test_file_path
-from tankbench.fio.parse import FioOutputError, load_fio_json, metrics_from_fio
-from tankbench.hosts.base import Host
-from tankbench.journal import Journal
-from tankbench.model import Fingerprint, Run, Target, Test
+from tankbench.hosts.base import Host, work_root
+from tankbench.hosts.lab import LabHost
+from tankbench.journal import Journal, host_crash_count
+from tankbench.journal.lock import JournalLock
+from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
-from tankbench.safety import check_raw_target
 from tankbench.spec import Spec, expand
-from tankbench.targets import zfs_metrics
-from tankbench.targets.zfs import ZfsProvisioner
-from tankbench.targets.zfs_metrics import zfs_capture
+from tankbench.targets import TargetKind, Workspace, kind_of
 from tankbench.units import fmt_duration
+from tankbench.verdict import decide_run
+from tankbench.zfs.checks import direct_io_confirm, run_validity
 
 FINISHED = ("done", "failed", "timeout")
-TIMING_FLOOR_S = 2.0  # wall-time excess below this is fio start-up noise, never a timing issue
 
 
 def default_journal_path(spec: Spec) -> str:
@@ -64,60 +64,31 @@ class Preflight:
     load1: float
     dirty_bytes: int
     zfs_params: dict[str, str] = field(default_factory=dict)
+    #: the host's boot id: a run left `running` under another boot id died with its host
+    boot_id: str = ""
 
 
-def preflight(host: Host, spec: Spec) -> Preflight:
+def target_kinds(ws: Workspace) -> dict[str, TargetKind]:
+    """One instance of each target kind the campaign uses, sharing the workspace."""
+    return {t.kind: kind_of(t)(ws) for t in ws.spec.targets if t.kind}
+
+
+def preflight(host: Host, spec: Spec, kinds: dict[str, TargetKind] | None = None) -> Preflight:
     """Read-only checks of every target on the host; raise UserError before anything is written."""
-    dirs = [t.path for t in spec.targets if t.kind == "file"]
-    raws = [t.path for t in spec.targets if t.kind == "raw"]
-    probe = host.call_agent({"op": "probe", "paths": dirs, "block_devices": raws}, timeout=300)
+    kinds = kinds if kinds is not None else target_kinds(Workspace(host, spec))
+    dirs: list[str] = []
+    devices: list[str] = []
+    for t in spec.targets:
+        d, b = kinds[t.kind].probe_paths(t)
+        dirs += d
+        devices += b
+    probe = host.call_agent({"op": "probe", "paths": dirs, "block_devices": devices}, timeout=300)
     if not probe["fingerprint"].get("fio_version"):
         raise UserError(f"{host.name}: fio is not installed on the host", "install it (Debian: apt-get install fio)")
-    if spec.pool is not None and not probe["fingerprint"].get("zfs_version"):
-        raise UserError(f"{spec.path}: the campaign has ZFS targets but {host.name} has no ZFS module loaded",
-                        'run it in the lab (host = "lab") or on a ZFS host')
     for t in spec.targets:
-        if t.kind in ("dataset", "zvol"):
-            continue
-        where = f"{spec.path}: target {t.name!r} path = {t.path!r}"
-        if t.kind == "file":
-            info = probe["paths"][t.path]
-            if info["exists"] and not info["is_dir"]:
-                raise UserError(f"{where}: exists and is not a directory",
-                                "a file target names the directory tankbench puts its test file in")
-            if not info["exists"] and not info["parent_is_dir"]:
-                raise UserError(f"{where}: neither it nor its parent directory exists on {host.name}",
-                                "create the parent directory, or fix the path")
-            if not info["writable"]:
-                raise UserError(f"{where}: not writable on {host.name}", "pick a directory you can write to")
-        else:
-            check_raw_target(t, probe["block_devices"][t.path], spec.path)
+        kinds[t.kind].check(t, probe)
     return Preflight(fingerprint=probe["fingerprint"], load1=probe["load1"], dirty_bytes=probe["dirty_bytes"],
-                     zfs_params=probe.get("zfs_params", {}))
-
-
-class JournalLock:
-    """One `run` per journal at a time (flock: released by the kernel even after kill -9)."""
-
-    def __init__(self, journal_path: str) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(journal_path)), exist_ok=True)
-        self.path = journal_path + ".lock"
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-
-    def __enter__(self) -> JournalLock:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            raise UserError(f"another `tankbench run` is using {self.path[:-5]}",
-                            "wait for it to finish, or pass a different --journal") from None
-        os.ftruncate(self.fd, 0)
-        os.write(self.fd, str(os.getpid()).encode())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
+                     zfs_params=probe.get("zfs_params", {}), boot_id=str(probe.get("boot_id", "")))
 
 
 @dataclass
@@ -155,31 +126,29 @@ class CampaignRunner:
         self.journal = journal
         self.progress = progress
         self.pre = pre
+        self.workdir = f"{work_root(host)}/{spec.campaign_id}"
+        self.ws = Workspace(host, spec, progress.note, self.workdir, zfs_params=dict(pre.zfs_params),
+                            zfs_version=str(pre.fingerprint.get("zfs_version", "")))
+        self.kinds = target_kinds(self.ws)
         fp = dict(pre.fingerprint)
         fp["accelerator"] = host.accelerator
         fp["host"] = host.name
-        if pre.zfs_params and spec.pool is not None:
-            fp["zfs_tunables"] = zfs_metrics.tunables(pre.zfs_params)
-        if spec.pool is not None:
-            fp["pool_layout"] = {"vdevs": len(spec.pool.vdevs), "ashift": spec.pool.ashift,
-                                 "created_by_tankbench": spec.pool.creates, "parent": spec.pool.parent}
+        for kind in self.kinds.values():
+            fp.update(kind.fingerprint())
         fp.update(extra_fingerprint or {})
         self.fingerprint = Fingerprint(fp)
-        self.zfs = ZfsProvisioner(host, spec, progress.note) if spec.pool is not None else None
-        self.workdir = f"/var/tmp/tankbench/{spec.campaign_id}"
         self.outcome = Outcome()
-        self._raw_laid_out: set[str] = set()
-        self._raw_checks: dict[str, dict[str, Any]] = {}
         self._copy_source_ready = False
+        self._devices: dict[str, list[str]] = {}  # target name -> physical devices sampled
 
     # -- resume bookkeeping --------------------------------------------------------------
     def pending(self, tests: list[Test]) -> Iterator[tuple[Test, list[tuple[int, bool, int]]]]:
         """For each test, the runs still to do as (run_no, warmup, attempt); skip tests that crashed twice."""
         for test in tests:
             existing = self.journal.runs(test.id, with_samples=False)
-            crashes = sum(1 for r in existing if r.status == "crashed")
+            crashes = host_crash_count(existing)  # only the host going down counts, not a killed tankbench
             if crashes >= 2:
-                note = f"skipped: crashed {crashes} times (the host or tankbench died during its runs)"
+                note = f"skipped: crashed {crashes} times (the host went down during its runs)"
                 self.journal.set_skip_note(test.id, note)
                 self.outcome.tests_skipped.append(test.name)
                 self.progress.note(f"{test.number:04d} {test.name}: {note}")
@@ -196,49 +165,18 @@ class CampaignRunner:
 
     # -- one run -------------------------------------------------------------------------
     def prepare(self, test: Test) -> dict[str, Any]:
-        """Precondition the target and return the checks that prove it (verified, not assumed)."""
-        t = test.target
-        if test.is_copy:
-            if t.kind in ("dataset", "zvol"):
-                assert self.zfs is not None
-                self.zfs.provision(test)
-            elif t.kind == "file":
-                self.host.run(["mkdir", "-p", t.path], check=True, timeout=60)
-            return {"copy.source_bytes": self.spec.copy_size}
-        if t.kind == "zvol":
-            assert self.zfs is not None
-            dev = self.zfs.provision(test)
-            res = self.host.call_agent({"op": "prepare_raw", "path": dev, "size": t.size},
-                                       timeout=max(600.0, t.size / (2 << 20)))
-            return dict(res["checks"])
-        if t.kind in ("file", "dataset"):
-            if t.kind == "dataset":
-                assert self.zfs is not None
-                self.zfs.provision(test)
-            request: dict[str, Any] = {"op": "prepare_file", "path": test_file_path(test), "size": t.size}
-            if t.kind == "dataset" and self.spec.pool is not None:
-                request["sync_cmd"] = ["zpool", "sync", self.spec.pool.pool_name]
-            res = self.host.call_agent(request,
-                                       timeout=max(600.0, t.size / (5 << 20)))
-            checks = dict(res["checks"])
-            if not checks.get("layout.verified"):
-                self.progress.note(f"warning: test file of target {t.name!r} failed verification: {checks}")
-            return checks
-        if t.kind == "raw" and t.size:
-            if t.name not in self._raw_laid_out:
-                res = self.host.call_agent({"op": "prepare_raw", "path": t.path, "size": t.size},
-                                           timeout=max(600.0, t.size / (5 << 20)))
-                self._raw_checks[t.name] = dict(res["checks"])
-                self._raw_laid_out.add(t.name)
-            return dict(self._raw_checks[t.name])
-        return {"layout.verified": False,
-                "layout.note": "raw device without a size: tankbench does not lay out a whole device; reads of "
-                               "never-written blocks may not reach the medium"}
+        """Provision and lay out the test's target; return the checks that prove it (verified, not assumed)."""
+        checks = self.kinds[test.target.kind].prepare(test)
+        if test.target.name not in self._devices:
+            self._devices[test.target.name] = self.devices(test)
+        checks["devices"] = self._devices[test.target.name]
+        return checks
 
     def execute(self, test: Test, run_no: int, warm: bool, attempt: int, checks: dict[str, Any]) -> Run:
         """Run fio once and journal the frozen Run (a `running` row exists while it is in flight)."""
         spec = self.spec
-        row = self.journal.begin_run(test.id, run_no, warm, attempt, test.expected_s, self.host.name)
+        row = self.journal.begin_run(test.id, run_no, warm, attempt, test.expected_s, self.host.name,
+                                     boot_id=self.pre.boot_id)
         deadline = test.expected_s + spec.deadline_grace
         request = {"op": "fio_run", "job_text": job_text(test), "deadline_s": deadline,
                    "workdir": f"{self.workdir}/{test.id}", "devices": checks.get("devices", []),
@@ -247,8 +185,7 @@ class CampaignRunner:
             request["argv"] = copy_argv(str(test.params["workload"]), self.copy_source(), test_file_path(test))
             request["sync_cmd"] = ["sync"]
             request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + spec.deadline_grace + 60
-        if test.target.kind in ("dataset", "zvol") and spec.pool is not None:
-            request.update(zfs_capture(test, spec.pool.pool_name))
+        request.update(self.kinds[test.target.kind].capture(test))
 
         def on_event(ev: dict[str, Any]) -> None:
             if ev.get("event") == "started":
@@ -290,54 +227,33 @@ class CampaignRunner:
 
     def result_to_run(self, test: Test, run_no: int, warm: bool, attempt: int, started: float,
                       res: dict[str, Any], checks: dict[str, Any]) -> Run:
-        """Combine fio's JSON and the agent's measurements into one validated Run."""
-        metrics: dict[str, float] = dict(res.get("metrics", {}))
-        notes = []
-        status = "done"
-        if test.is_copy:
-            metrics.update(copy_metrics(self.spec.copy_size, float(res["wall_s"]), float(res.get("drain_s", 0.0))))
-        else:
-            try:
-                metrics.update(metrics_from_fio(load_fio_json(res.get("fio_json", ""))))
-                if metrics.get("fio.error"):
-                    status = "failed"
-                    notes.append(f"fio reported error {int(metrics['fio.error'])}")
-            except FioOutputError as e:
-                status = "failed"
-                notes.append(str(e))
-        if res.get("exit_status") not in (0, None) and status == "done":
-            status = "failed"
-        if res.get("exit_status"):
-            notes.append(f"fio exited {res['exit_status']}")
-        if res.get("timed_out"):
-            status = "timeout"
-            notes.append(f"watchdog ended fio after {test.expected_s + self.spec.deadline_grace:.0f} s "
-                         f"(expected {test.expected_s:.0f} s)")
-        wall = float(res["wall_s"])
-        threshold = max(self.spec.timing_threshold * test.expected_s, TIMING_FLOOR_S)
+        """Combine fio's JSON, the agent's measurements and the target kind's capture into one validated Run."""
+        verdict = decide_run(test, res, self.spec.timing_threshold, self.spec.deadline_grace, self.spec.copy_size)
+        metrics = dict(verdict.metrics)
         all_checks = dict(checks)
         all_checks.update(res.get("checks", {}))
-        all_checks["timing.threshold_s"] = round(threshold, 3)
-        all_checks["timing.issue"] = wall - test.expected_s > threshold and not test.is_copy
-        all_checks["preflight.load1"] = self.pre.load1
-        all_checks["preflight.dirty_bytes"] = self.pre.dirty_bytes
+        all_checks.update(verdict.checks)
+        all_checks.setdefault("preflight.load1", self.pre.load1)
+        all_checks.setdefault("preflight.dirty_bytes", self.pre.dirty_bytes)
         all_checks.pop("devices", None)
-        if test.target.kind in ("dataset", "zvol"):
-            zm, zc, zs = zfs_metrics.from_capture(test, res, self.pre.fingerprint.get("zfs_version", ""),
-                                                 self.pre.zfs_params, metrics)
-            metrics.update(zm)
-            all_checks.update(zc)
-            res = dict(res, samples=dict(res.get("samples", {}), **zs))
-        if not test.is_copy:
-            metrics["timing.excess_s"] = round(wall - test.expected_s, 4)
-        if wall > 0 and metrics.get("total.io_bytes") and not test.is_copy:
-            metrics["timing.corrected_bw_bytes"] = metrics["total.io_bytes"] / wall
-        return Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status=status, started=started,
-                   ended=time.time(), host=self.host.name, fingerprint_id=self.fingerprint.id,
-                   expected_s=test.expected_s, wall_s=wall, drain_s=float(res.get("drain_s", 0.0)),
-                   metrics=metrics, checks=all_checks, samples=res.get("samples", {}),
+        samples = dict(res.get("samples", {}))
+        km, kc, ks = self.kinds[test.target.kind].after_run(test, res, metrics)
+        metrics.update(km)
+        all_checks.update(kc)
+        samples.update(ks)
+        if "zfs.direct_ignored" in all_checks:  # the prediction from version and properties, against the run
+            all_checks.update(direct_io_confirm(all_checks.get("zfs.direct_ignored"), metrics))
+        invalid = run_validity(test.params, all_checks)
+        all_checks["valid"] = not invalid
+        if invalid:
+            all_checks["validity.reasons"] = invalid
+            verdict = replace(verdict, notes=(*verdict.notes, "not a valid measurement: " + "; ".join(invalid)))
+        return Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status=verdict.status,
+                   started=started, ended=time.time(), host=self.host.name, fingerprint_id=self.fingerprint.id,
+                   expected_s=test.expected_s, wall_s=verdict.wall_s, drain_s=float(res.get("drain_s", 0.0)),
+                   metrics=metrics, checks=all_checks, samples=samples,
                    fio_json=res.get("fio_json", ""), exit_status=res.get("exit_status"),
-                   stderr_tail=res.get("stderr_tail", ""), note="; ".join(notes))
+                   stderr_tail=res.get("stderr_tail", ""), note="; ".join(verdict.notes))
 
     def cooldown(self) -> None:
         c = self.spec.cooldown
@@ -349,20 +265,17 @@ class CampaignRunner:
         """Every pending run, test by test; returns what happened."""
         self.outcome.tests = len(tests)
         work = list(self.pending(tests))
-        if self.zfs is not None and work:
-            self.zfs.setup()
+        for kind in sorted({test.target.kind for test, _ in work}):
+            self.kinds[kind].setup()
         self.progress.total = sum(len(todo) for _, todo in work)
-        devices_of: dict[str, list[str]] = {}
         for index, (test, todo) in enumerate(work, 1):
             for run_no, warm, attempt in todo:
                 label = "warm-up" if warm else f"run {run_no}/{self.spec.repeats}"
                 if attempt > 1:
                     label += f" (attempt {attempt}, after a crash)"
                 checks = self.prepare(test)
+                checks.update(self.noise_check(test, checks["devices"]))
                 self.progress.start(index, len(work), test.number, test.name, label, test.expected_s + 1)
-                if test.target.name not in devices_of:
-                    devices_of[test.target.name] = self.devices(test.target)
-                checks["devices"] = devices_of[test.target.name]
                 run = self.execute(test, run_no, warm, attempt, checks)
                 self.count(run)
                 self.progress.finish(run.status, describe(run))
@@ -370,12 +283,23 @@ class CampaignRunner:
                 self.cooldown()
         return self.outcome
 
-    def devices(self, target: Target) -> list[str]:
-        """Physical disks under the target, for /proc/diskstats sampling (a ZFS target: the pool's vdevs)."""
-        if target.kind in ("dataset", "zvol") and self.spec.pool is not None:
-            paths = list(self.spec.pool.vdevs) or zfs_metrics.pool_vdev_paths(self.host, self.spec.pool.pool_name)
-        else:
-            paths = [target.path]
+    def noise_check(self, test: Test, devices: list[str]) -> dict[str, Any]:
+        """Before a run: scrub/resilver, other I/O on its disks, swap traffic, load — wait, refuse or record and
+        warn, as the campaign's [preflight] says (preflight.py); the verdict goes into the run's checks."""
+        policy = self.spec.preflight
+        if all(getattr(policy, k) == "off" for k in ("scrub", "disk_io", "swap", "load")):
+            return {}
+        pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else None
+        verdict = preflight_mod.before_run(self.host, pool, devices, policy, note=self.progress.note)
+        if verdict.action == "refuse":
+            raise UserError(*verdict.refusal())
+        for warning in verdict.warnings:
+            self.progress.note(f"warning: {test.name}: {warning}")
+        return dict(verdict.checks())
+
+    def devices(self, test: Test) -> list[str]:
+        """Physical disks under the test's target, for /proc/diskstats sampling (ZFS: the pool's vdevs)."""
+        paths = self.kinds[test.target.kind].device_paths(test)
         probe = self.host.call_agent({"op": "probe", "paths": paths, "block_devices": []}, timeout=120)
         return sorted({d for p in paths for d in probe["paths"][p]["devices"]})
 
@@ -387,26 +311,6 @@ class CampaignRunner:
             o.runs_timeout += 1
         else:
             o.runs_failed += 1
-
-
-def copy_argv(workload: str, source: str, dest: str) -> list[str]:
-    """The copy command of a copy test: seed 000 compared fio with what cp, rsync and dd really do."""
-    if workload == "cp":
-        return ["cp", "--", source, dest]
-    if workload == "rsync":
-        return ["rsync", "--whole-file", source, dest]
-    return ["dd", f"if={source}", f"of={dest}", "bs=1M", "status=none"]
-
-
-def copy_metrics(size: int, wall: float, drain: float) -> dict[str, float]:
-    """Apparent MiB/s (the command returned) vs durable MiB/s (the data reached the disks: + drain)."""
-    durable = wall + drain
-    return {"copy.bytes": float(size), "copy.seconds": wall, "copy.durable_seconds": durable,
-            "copy.apparent_bw_bytes": size / wall if wall > 0 else 0.0,
-            "copy.durable_bw_bytes": size / durable if durable > 0 else 0.0,
-            "write.io_bytes": float(size), "write.bw_bytes": size / wall if wall > 0 else 0.0,
-            "total.io_bytes": float(size), "total.bw_bytes": size / wall if wall > 0 else 0.0,
-            "timing.corrected_bw_bytes": size / durable if durable > 0 else 0.0}
 
 
 def describe(run: Run) -> str:
@@ -433,8 +337,11 @@ def describe(run: Run) -> str:
 
 
 def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | None = None,
-                 quiet: bool = False) -> Outcome:
-    """The whole `run` command as a function: validate, then run and journal every pending run."""
+                 quiet: bool = False, keep_lab: bool = False) -> Outcome:
+    """The whole `run` command as a function: validate, then run and journal every pending run.
+
+    A lab VM this call booted is shut down at the end unless `keep_lab`; a lab that was already up stays up,
+    and the progress says so and how to stop it."""
     t0 = time.monotonic()
     tests = expand(spec)
     progress = Progress(0, quiet=quiet)
@@ -442,14 +349,11 @@ def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | No
     journal_path = journal_path or default_journal_path(spec)
     try:
         pre = preflight(host, spec)
-        extra: dict[str, Any] = {}
-        if host.name.startswith("lab"):
-            from tankbench.lab.vm import lab_fingerprint
-            extra = lab_fingerprint(host)
+        extra = dict(host.fingerprint_extra())
         with JournalLock(journal_path):
             journal = Journal(journal_path)
             try:
-                crashed = journal.mark_crashed()
+                crashed = journal.mark_crashed({host.name: pre.boot_id} if pre.boot_id else None)
                 end_stale(host, crashed, spec)
                 journal.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
                 journal.add_tests(spec.campaign_id, tests, {t.id: job_text(t) for t in tests})
@@ -457,21 +361,38 @@ def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | No
                 journal.add_fingerprint(runner.fingerprint)
                 runner.outcome.runs_crashed_found = len(crashed)
                 if crashed:
-                    progress.note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; "
-                                  "they are marked crashed and retried once")
+                    progress.note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; they "
+                                  "are retried (marked crashed if the host went down since, else interrupted: "
+                                  "only host crashes count toward skipping a test)")
                 outcome = runner.run(tests)
             finally:
                 journal.close()
     finally:
         host.close()
+        if isinstance(host, LabHost):
+            leave_lab(host, keep_lab, progress.note)
     outcome.journal = journal_path
     outcome.seconds = time.monotonic() - t0
     return outcome
 
 
+def leave_lab(host: LabHost, keep: bool, note: Callable[[str], None]) -> None:
+    """Shut down a lab this run booted (unless asked to keep it); say so when a lab stays up (~3 GB resident)."""
+    name = host.lab_name
+    how = "tankbench lab down" + ("" if name == "default" else f" --name {name}")
+    if host.started_here and not keep:
+        from tankbench.lab import vm
+
+        vm.down(name, note)
+    elif host.started_here:
+        note(f"lab {name} is still up (--keep-lab): stop it with `{how}`")
+    else:
+        note(f"lab {name} was up before this run and is still up: stop it with `{how}`")
+
+
 def end_stale(host: Host, crashed: list[tuple[int, str, int | None, str]], spec: Spec) -> None:
     """fio processes of crashed runs that still live on this host: end them (only ours, by pid)."""
-    pids = [(pid, f"/var/tmp/tankbench/{spec.campaign_id}/{test_id}/job.fio")
+    pids = [(pid, f"{work_root(host)}/{spec.campaign_id}/{test_id}/job.fio")
             for _, test_id, pid, h in crashed if pid and h == host.name]
     if pids:
         host.call_agent({"op": "end_pids", "pids": pids}, timeout=60)

@@ -9,10 +9,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tankbench.fio.parse import load_fio_json, metrics_from_fio
+from tankbench.hosts.lab import LabHost
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import vm
 
@@ -107,14 +109,14 @@ def test_write_file_and_agent_path(lab: SshHost) -> None:
     assert lab.read_file("/tmp/tb-test.txt") == "hello 'lab' $HOME\n"
 
 
-def test_lab_status_json_and_fingerprint(lab: SshHost) -> None:
+def test_lab_status_json_and_fingerprint(lab: LabHost) -> None:
     cp = subprocess.run([sys.executable, "-m", "tankbench", "lab", "status", "--name", LAB, "--json"],
                         capture_output=True, text=True, timeout=60)
     assert cp.returncode == 0, cp.stderr
     doc = json.loads(cp.stdout)
     assert doc["state"] == "up" and doc["accelerator"] == lab.accelerator
     assert doc["ssh_port"] == lab.port and doc["disks"][-1] == "/dev/disk/by-id/virtio-tblog0"
-    fp = vm.lab_fingerprint(lab)
+    fp = lab.fingerprint_extra()
     assert fp["accelerator"] == lab.accelerator and str(fp["lab_disk_backing"]).startswith("sparse file on ")
     assert fp["lab_memory_mb"] == 3072 and fp["lab_cpus"] == 2
 
@@ -158,3 +160,56 @@ def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost, monke
     assert not os.path.exists(f"/proc/{pid}") or not vm.is_our_qemu(pid, LAB_B)
     assert vm.status(LAB_B)["state"] == "down"
     assert sh(lab, "hostname").strip() == "tankbench-lab"  # the first lab is untouched
+
+
+def test_lab_up_is_idempotent_and_refuses_contradicting_options(lab: LabHost) -> None:
+    up = [sys.executable, "-m", "tankbench", "lab", "up", "--name", LAB]
+    cp = subprocess.run(up, capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert "already up" in cp.stderr and f"-p {lab.port}" in cp.stdout
+    cp = subprocess.run([*up, "--disks", "5"], capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 2 and "already up with disks 2" in cp.stderr, cp.stderr
+    assert vm.status(LAB)["state"] == "up"
+
+
+def _tiny_lab_campaign(tmp_path: Path, lab_name: str) -> Path:
+    path = tmp_path / f"{lab_name}.toml"
+    path.write_text(f"""
+[campaign]
+name = "lifecycle"
+runtime = "1s"
+warmup = false
+repeats = 1
+[host]
+kind = "lab"
+name = "{lab_name}"
+[[target]]
+name = "scratch"
+kind = "file"
+path = "/var/tmp/tb-lifecycle"
+size = "8M"
+[matrix]
+rw = ["randread"]
+bs = ["4k"]
+""")
+    return path
+
+
+def test_run_shuts_down_the_lab_it_booted_and_leaves_one_that_was_up(lab: LabHost, tmp_path: Path) -> None:
+    run = [sys.executable, "-m", "tankbench", "run", "--no-report"]
+    cp = subprocess.run([*run, str(_tiny_lab_campaign(tmp_path, LAB)), "--journal", str(tmp_path / "a.sqlite")],
+                        capture_output=True, text=True, timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    assert f"lab {LAB} was up before this run and is still up: stop it with `tankbench lab down --name {LAB}`" \
+        in cp.stderr
+    assert vm.status(LAB)["state"] == "up"
+    other = LAB_B.replace("-b", "-c")
+    cp = subprocess.run([*run, str(_tiny_lab_campaign(tmp_path, other)), "--journal", str(tmp_path / "b.sqlite")],
+                        capture_output=True, text=True, timeout=900)
+    try:
+        assert cp.returncode == 0, cp.stderr
+        assert f"lab {other}: down" in cp.stderr
+        assert vm.status(other)["state"] == "down"
+    finally:
+        if vm.read_state(other) is not None:
+            vm.down(other)

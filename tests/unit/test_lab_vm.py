@@ -1,4 +1,4 @@
-"""Pure parts of the lab VM: qemu argv, sizes, names, per-name directories and ports."""
+"""Pure parts of the lab VM: qemu argv, sizes, names, per-name directories and ports (lab/qemu.py, lab/state.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tankbench.errors import UserError
-from tankbench.lab import build, vm
+from tankbench.lab import build, qemu, state, vm
 
 V = build.Versions(suite="bookworm-backports", kernel_abi="6.12.95+deb12-amd64", kernel_version="v",
                    zfs_version="2.3.2", mirror="m", security_mirror="s")
@@ -17,7 +17,7 @@ IMG = build.Image(dir=Path("/c/img"), kernel=Path("/c/img/vmlinuz"), initrd=Path
 
 
 def _argv(accel: str = "tcg", **cfg: object) -> list[str]:
-    return vm.qemu_argv(name="t1", image=IMG, config=vm.LabConfig(**cfg), accelerator=accel,  # type: ignore[arg-type]
+    return qemu.qemu_argv(name="t1", image=IMG, config=state.LabConfig(**cfg), accelerator=accel,  # type: ignore[arg-type]
                         ssh_port=40022, fio_port=40765, run_dir=Path("/r/t1"), pubkey_blob="KEYBLOB")
 
 
@@ -55,53 +55,45 @@ def test_network_forwards_bind_loopback_only() -> None:
     assert "hostfwd=tcp:127.0.0.1:40765-10.0.2.15:8765" in net
 
 
-def test_overlay_and_incoming_for_saved_state() -> None:
-    argv = vm.qemu_argv(name="t", image=IMG, config=vm.LabConfig(), accelerator="tcg", ssh_port=1, fio_port=2,
-                        run_dir=Path("/r"), pubkey_blob="K", root_overlay=Path("/r/root.qcow2"),
-                        incoming="exec:cat /r/state")
-    assert "file=/r/root.qcow2,if=none,id=root,format=qcow2" in argv
-    assert argv[-2:] == ["-incoming", "exec:cat /r/state"]
-
-
 @pytest.mark.parametrize("text,expected", [("8G", 8 << 30), ("512M", 512 << 20), ("1T", 1 << 40),
                                            ("8GiB", 8 << 30), ("1.5G", 3 << 29), ("134217728", 128 << 20)])
 def test_parse_size(text: str, expected: int) -> None:
-    assert vm.parse_size(text) == expected
+    assert state.parse_disk_size(text) == expected
 
 
 @pytest.mark.parametrize("text", ["8X", "", "-1G", "G", "1M", "100T"])
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(UserError):
-        vm.parse_size(text)
+        state.parse_disk_size(text)
 
 
 @pytest.mark.parametrize("name", ["", "Default", "a/b", "..", "x" * 33, "-x"])
 def test_bad_names(name: str) -> None:
     with pytest.raises(UserError):
-        vm.check_name(name)
+        state.check_name(name)
 
 
 def test_guest_disk_paths() -> None:
-    assert vm.guest_disk_paths(2) == ["/dev/disk/by-id/virtio-tbdata0", "/dev/disk/by-id/virtio-tbdata1"]
-    assert vm.guest_disk_paths(1, True)[-1] == "/dev/disk/by-id/virtio-tblog0"
+    assert qemu.guest_disk_paths(2) == ["/dev/disk/by-id/virtio-tbdata0", "/dev/disk/by-id/virtio-tbdata1"]
+    assert qemu.guest_disk_paths(1, True)[-1] == "/dev/disk/by-id/virtio-tblog0"
 
 
 def test_two_labs_get_separate_dirs_and_ports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    a, b = vm.run_dir("one"), vm.run_dir("two")
+    a, b = state.run_dir("one"), state.run_dir("two")
     assert a != b and a.parent == b.parent == tmp_path / "tankbench" / "labs"
-    port = vm.free_port()
+    port = state.free_port()
     (a / "state.json").write_text(json.dumps({"ssh_port": port, "fio_port": port + 1}))
     # a port recorded by another lab is never handed out again, even if it is free right now
     for _ in range(50):
-        assert vm.free_port() not in (port, port + 1)
+        assert state.free_port() not in (port, port + 1)
 
 
 def test_is_our_qemu_refuses_other_processes() -> None:
     import os
-    assert not vm.is_our_qemu(os.getpid(), "default")
-    assert not vm.is_our_qemu(1, "default")
-    assert not vm.is_our_qemu(2 ** 22 + 7, "default")
+    assert not qemu.is_our_qemu(os.getpid(), "default")
+    assert not qemu.is_our_qemu(1, "default")
+    assert not qemu.is_our_qemu(2 ** 22 + 7, "default")
 
 
 def test_unknown_lab_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,24 +102,13 @@ def test_unknown_lab_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyP
         vm.down("ghost")
     with pytest.raises(UserError, match="no lab named 'ghost'"):
         vm.require_up("ghost")
-    vm.run_dir("sleepy")
+    state.run_dir("sleepy")
     with pytest.raises(UserError, match="is not up"):
         vm.require_up("sleepy")
     assert vm.status("sleepy")["state"] == "down"
 
 
-def test_saved_state_key_depends_on_image_config_and_accelerator() -> None:
-    from dataclasses import replace
-
-    k = vm.saved_key(IMG, vm.LabConfig(), "tcg")
-    assert k == vm.saved_key(IMG, vm.LabConfig(), "tcg")
-    assert k != vm.saved_key(IMG, vm.LabConfig(memory_mb=4096), "tcg")
-    assert k != vm.saved_key(IMG, vm.LabConfig(disk_size=16 << 30), "tcg")
-    assert k != vm.saved_key(IMG, vm.LabConfig(slog=True), "tcg")
-    assert k != vm.saved_key(IMG, vm.LabConfig(), "kvm")
-    assert k != vm.saved_key(replace(IMG, key="k2"), vm.LabConfig(), "tcg")
-    assert vm.qemu_version().startswith("QEMU emulator version")
-
-
-def test_restored_guests_get_a_new_vm_generation_id() -> None:
-    assert "vmgenid,guid=auto" in _argv()
+def test_no_saved_state_devices_in_the_argv() -> None:
+    # the saved-state experiment was removed (docs/lab.md): the root disk is always the image with snapshot=on
+    argv = _argv()
+    assert "-incoming" not in argv and not any("vmgenid" in a for a in argv)

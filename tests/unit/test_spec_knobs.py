@@ -9,8 +9,8 @@ from tankbench.errors import SpecError
 from tankbench.fio import jobs
 from tankbench.fio.jobs import deadline_s, job_script, job_text, layout_request
 from tankbench.spec import expand, parse_spec
-from tankbench.spec.parse import canonical_tunables, parse_tunables
 from tankbench.targets.zfs import buffer_check, create_pool_argv
+from tankbench.tunables import canonical_tunables, parse_tunables
 
 ID = "/dev/disk/by-id/virtio-tbdata"
 

@@ -56,7 +56,7 @@ def analyse_dataset(ds: Dataset, rank_by: str = "mibs",
 
 def open_journal(path: str) -> Journal:
     """Open an existing journal for reading (UserError when missing)."""
-    return Journal(path, create=False)
+    return Journal.open_readonly(path)
 
 
 def load(journal: Journal, settings: Settings | None = None) -> Dataset:

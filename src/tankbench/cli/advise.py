@@ -61,7 +61,7 @@ def print_advice(a: Analysis) -> None:
 def cmd_advise(args: argparse.Namespace) -> int:
     key = check_rank_by(args.rank_by)
     mix = parse_mix_text(args.mix) if args.mix is not None else None
-    with Journal(journal_path(args), create=False) as j:
+    with Journal.open_readonly(journal_path(args)) as j:
         ds = load(j)
         if mix is not None:
             check_mix_cases(ds, mix)

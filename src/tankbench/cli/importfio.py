@@ -12,15 +12,25 @@ from tankbench.journal.db import Journal
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "import", help="import fio JSON result files into a journal",
-        description="Add fio --output-format=json results (local or --client) to a journal: one test per "
-                    "distinct job (rw, bs, iodepth, direct, sync, target, other options), one run per result. "
-                    "Wall time, samplers and layout checks are unknown for imported runs; the report says so.")
+        "import",
+        help="import fio JSON result files into a journal",
+        description="Add fio --output-format=json or json+ results (fio 2.1 to 3.4x, local or --client; UTF-8, "
+        "or UTF-16 with a BOM) to a journal: one test per distinct job (rw, bs, iodepth, direct, sync, "
+        "target, other options) and one run per job and file. A job's parallel entries (numjobs without "
+        "group_reporting, each --client host) are one run: IOPS and bandwidth summed, latency pooled "
+        "(percentiles exact from json+ histograms, else marked approximate). Each file gets its own "
+        "fingerprint (fio version, client hosts). Wall time, samplers and layout checks are unknown for "
+        "imported runs; the report says so.",
+    )
     p.add_argument("files", nargs="+", metavar="FILE.json", help="fio JSON output files")
     p.add_argument("--journal", required=True, metavar="J", help="journal file (created if missing)")
-    p.add_argument("--fingerprint", action="append", default=[], metavar="KEY=VALUE",
-                   help="a fact about the system that ran fio, e.g. accelerator=tcg, kernel=6.12, "
-                        "zfs_version=2.3.2 (repeatable)")
+    p.add_argument(
+        "--fingerprint",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a fact about the system that ran fio, e.g. accelerator=tcg, kernel=6.12, zfs_version=2.3.2 (repeatable)",
+    )
     p.set_defaults(func=run)
 
 

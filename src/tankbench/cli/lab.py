@@ -10,7 +10,8 @@ import sys
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
 from tankbench.lab import build as labbuild
-from tankbench.lab import vm
+from tankbench.lab import qemu, vm
+from tankbench.lab import state as state_mod
 
 HONEST = ("Under TCG (no KVM) the lab measures an emulator: use it to check that a campaign works, "
           "never to decide between configurations.")
@@ -36,16 +37,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     u = sub.add_parser("up", help="boot a lab (returns when ssh answers and zfs is loaded)",
                        description="Boot a lab VM: KVM if it works here, else TCG. Data disks are fresh sparse "
-                                   "files seen in the guest as /dev/disk/by-id/virtio-tbdata0 …")
+                                   "files seen in the guest as /dev/disk/by-id/virtio-tbdata0 … A lab that is "
+                                   "already up is reported as it is (exit 0), unless an option given here "
+                                   "contradicts how it runs.")
     _name(u)
-    u.add_argument("--disks", type=int, default=2, help="number of data disks (default 2)")
-    u.add_argument("--disk-size", default="8G", help="size of each sparse data disk (default 8G)")
-    u.add_argument("--slog", action="store_true", help="add a log disk (virtio-tblog0)")
-    u.add_argument("--memory", type=int, default=3072, help="guest memory in MiB (default 3072)")
-    u.add_argument("--cpus", type=int, default=2, help="guest CPUs (default 2)")
-    u.add_argument("--restore", action="store_true",
-                   help="experimental: resume a VM state saved right after boot (seconds instead of ~30 s "
-                        "under TCG); the first use boots normally and saves it")
+    u.add_argument("--disks", type=int, help="number of data disks (default 2)")
+    u.add_argument("--disk-size", help="size of each sparse data disk (default 8G)")
+    u.add_argument("--slog", action="store_true", default=None, help="add a log disk (virtio-tblog0)")
+    u.add_argument("--memory", type=int, help="guest memory in MiB (default 3072)")
+    u.add_argument("--cpus", type=int, help="guest CPUs (default 2)")
     u.set_defaults(func=cmd_up)
 
     s = sub.add_parser("status", help="show a lab's state", description="Show whether a lab is up, its ports, "
@@ -87,11 +87,20 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    """Boot a lab."""
-    config = vm.LabConfig(disks=args.disks, disk_size=vm.parse_size(args.disk_size), slog=args.slog,
-                          memory_mb=args.memory, cpus=args.cpus)
+    """Boot a lab, or report the one that is up (idempotent)."""
+    asked = {"disks": args.disks, "disk_size": state_mod.parse_disk_size(args.disk_size) if args.disk_size else None,
+             "slog": args.slog, "memory_mb": args.memory, "cpus": args.cpus}
+    given = {k: v for k, v in asked.items() if v is not None}
+    running = vm.read_state(args.name)
+    if running is not None and qemu.is_our_qemu(running.pid, args.name):
+        differ = {k: v for k, v in given.items() if getattr(running.config, k) != v}
+        if differ:
+            now = ", ".join(f"{k} {getattr(running.config, k)}" for k in differ)
+            raise UserError(f"lab {args.name!r} is already up with {now}",
+                            f"run `tankbench lab down --name {args.name}` first to boot it with other settings")
+    config = state_mod.LabConfig(**given)
     try:
-        state = vm.up(args.name, config, reuse=True, restore=args.restore)
+        state = vm.up(args.name, config, strict=False)  # options that contradict it were refused above
     except labbuild.LabBuildError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 3

@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     rank_by = check_rank_by(args.rank_by)
     path = journal_path(args)
-    with Journal(path, create=False) as j:
+    with Journal.open_readonly(path) as j:
         a = analyse_dataset(load(j), rank_by)
         out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "report")
         paths = write_all(a, out, j)

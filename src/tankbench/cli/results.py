@@ -4,22 +4,46 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from tankbench.cli._common import open_out, print_json
 from tankbench.cli.show import add_journal_args, open_journal
+from tankbench.errors import UserError
 from tankbench.journal import Journal
 
-BASE_COLUMNS = ["run_id", "test_number", "test_id", "test_name", "test_case", "target", "target_kind", "run_no",
-                "warmup", "attempt", "status", "host", "fingerprint_id", "started", "ended", "expected_s", "wall_s",
-                "drain_s", "exit_status", "note"]
+BASE_COLUMNS = [
+    "run_id",
+    "test_number",
+    "test_id",
+    "test_name",
+    "test_case",
+    "target",
+    "target_kind",
+    "run_no",
+    "warmup",
+    "attempt",
+    "status",
+    "host",
+    "fingerprint_id",
+    "started",
+    "ended",
+    "expected_s",
+    "wall_s",
+    "drain_s",
+    "exit_status",
+    "note",
+]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("results", help="every run with every column",
-                       description="One row per run with every measured column: fio metrics, wall and drain "
-                                   "time, samplers' summaries, checks and test parameters.")
+    p = sub.add_parser(
+        "results",
+        help="every run with every column",
+        description="One row per run with every measured column: fio metrics, wall and drain "
+        "time, samplers' summaries, checks and test parameters.",
+    )
     add_journal_args(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", nargs="?", const="-", metavar="PATH", help="write CSV to PATH (default: stdout)")
@@ -34,14 +58,28 @@ def result_rows(journal: Journal) -> list[dict[str, Any]]:
     for r in journal.iter_runs():
         t = tests.get(r.test_id)
         row: dict[str, Any] = {
-            "run_id": r.row_id, "test_number": t.number if t else None, "test_id": r.test_id,
-            "test_name": t.name if t else "", "test_case": t.test_case if t else "",
-            "target": t.target if t else "", "target_kind": t.target_kind if t else "", "run_no": r.run_no,
-            "warmup": r.warmup, "attempt": r.attempt, "status": r.status, "host": r.host,
-            "fingerprint_id": r.fingerprint_id, "started": r.started, "ended": r.ended,
-            "expected_s": r.expected_s, "wall_s": r.wall_s, "drain_s": r.drain_s, "exit_status": r.exit_status,
-            "note": r.note}
-        for k, v in (t.params.items() if t else ()):
+            "run_id": r.row_id,
+            "test_number": t.number if t else None,
+            "test_id": r.test_id,
+            "test_name": t.name if t else "",
+            "test_case": t.test_case if t else "",
+            "target": t.target if t else "",
+            "target_kind": t.target_kind if t else "",
+            "run_no": r.run_no,
+            "warmup": r.warmup,
+            "attempt": r.attempt,
+            "status": r.status,
+            "host": r.host,
+            "fingerprint_id": r.fingerprint_id,
+            "started": r.started,
+            "ended": r.ended,
+            "expected_s": r.expected_s,
+            "wall_s": r.wall_s,
+            "drain_s": r.drain_s,
+            "exit_status": r.exit_status,
+            "note": r.note,
+        }
+        for k, v in t.params.items() if t else ():
             row[f"param.{k}"] = v
         for k, v in sorted(r.metrics.items()):
             row[k] = v
@@ -59,30 +97,51 @@ def columns_of(rows: list[dict[str, Any]]) -> list[str]:
     return cols + sorted(extra, key=lambda k: (k.startswith("check."), not k.startswith("param."), k))
 
 
+def _check_out(path: str | None, option: str) -> None:
+    """Refuse an output path we cannot write a file to before reading the journal."""
+    if path and path != "-" and os.path.isdir(path):
+        raise UserError(
+            f"{option} {path}: is a directory",
+            f"name a file, e.g. {option} {os.path.join(path, 'results' + option.replace('--', '.'))}",
+        )
+
+
+def _open(path: str, option: str) -> TextIO:
+    try:
+        return open_out(path)
+    except OSError as e:
+        raise UserError(f"{option} {path}: cannot write: {e.strerror}", "name a file in a writable directory") from e
+
+
 def cmd_results(args: argparse.Namespace) -> int:
+    _check_out(args.csv, "--csv")
+    _check_out(args.json, "--json")
     with open_journal(args) as journal:
         rows = result_rows(journal)
     if args.json:
-        out = open_out(args.json)
+        out = _open(args.json, "--json")
         print_json(rows, out)
         if out is not sys.stdout:
             out.close()
         return 0
     if args.csv:
-        out = open_out(args.csv)
+        out = _open(args.csv, "--csv")
         writer = csv.DictWriter(out, fieldnames=columns_of(rows), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
         if out is not sys.stdout:
             out.close()
         return 0
-    sys.stdout.write(f"{'run':>5} {'#':>4} {'test':40} {'run':>5} {'status':8} {'IOPS':>9} {'MiB/s':>8} "
-                     f"{'p99 ms':>8} {'wall s':>7} {'drain s':>7}\n")
+    sys.stdout.write(
+        f"{'run':>5} {'#':>4} {'test':40} {'run':>5} {'status':8} {'IOPS':>9} {'MiB/s':>8} "
+        f"{'p99 ms':>8} {'wall s':>7} {'drain s':>7}\n"
+    )
     for r in rows:
         p99 = max(r.get("read.lat_p99_ns", 0) or 0, r.get("write.lat_p99_ns", 0) or 0) / 1e6
         run = "warm" if r["warmup"] else str(r["run_no"])
         sys.stdout.write(
             f"{r['run_id']:>5} {r['test_number'] or 0:04d} {r['test_name'][:40]:40} {run:>5} {r['status']:8} "
             f"{r.get('total.iops', 0):9.0f} {r.get('total.bw_bytes', 0) / 1048576:8.1f} {p99:8.2f} "
-            f"{r['wall_s'] or 0:7.1f} {r['drain_s'] or 0:7.2f}\n")
+            f"{r['wall_s'] or 0:7.1f} {r['drain_s'] or 0:7.2f}\n"
+        )
     return 0

@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)")
     p.add_argument("--journal", metavar="PATH", help="journal file (default: tankbench-results/<name>/journal.sqlite)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--keep-lab", action="store_true",
+                   help="leave the lab VM up afterwards if this run booted it (default: shut it down)")
     p.add_argument("--no-report", action="store_true",
                    help="do not write the report (index.html, summary.md, …) next to the journal afterwards")
     p.set_defaults(func=cmd_run)
@@ -31,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(resolve_campaign(args.campaign), args.scale)
-    outcome = run_campaign(spec, args.journal, quiet=args.quiet)
+    outcome = run_campaign(spec, args.journal, quiet=args.quiet, keep_lab=args.keep_lab)
     print(summary_line(outcome), file=sys.stderr if args.quiet else sys.stdout)
     if not args.no_report:
         write_report(outcome.journal, args.quiet)
@@ -45,7 +47,7 @@ def write_report(journal: str, quiet: bool) -> None:
     from tankbench.reports.write import write_all
 
     out = os.path.join(os.path.dirname(os.path.abspath(journal)), "report")
-    with Journal(journal, create=False) as j:
+    with Journal.open_readonly(journal) as j:
         analysis = analyse_dataset(load(j), "mibs")
         paths = write_all(analysis, out, j)
     if not quiet:

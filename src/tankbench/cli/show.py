@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from typing import Any
@@ -26,20 +25,22 @@ def journal_path(args: argparse.Namespace) -> str:
         from tankbench.cli.presets import resolve_campaign
         from tankbench.runner import default_journal_path
         from tankbench.spec import load_spec
+
         return default_journal_path(load_spec(resolve_campaign(args.campaign)))
     raise UserError("no journal given", "pass CAMPAIGN or --journal PATH")
 
 
 def open_journal(args: argparse.Namespace) -> Journal:
-    path = journal_path(args)
-    if not os.path.exists(path):
-        raise UserError(f"no journal at {path}", "run the campaign first (`tankbench run CAMPAIGN`)")
-    return Journal(path, create=False)
+    """The journal the arguments name, opened read-only (UserError when missing or not a journal)."""
+    return Journal.open_readonly(journal_path(args))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("show", help="status of each test in a journal",
-                       description="One line per test: its runs by status and its mean throughput.")
+    p = sub.add_parser(
+        "show",
+        help="status of each test in a journal",
+        description="One line per test: its runs by status and its mean throughput.",
+    )
     add_journal_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_show)
@@ -65,8 +66,15 @@ def test_status(journal: Journal) -> list[dict[str, Any]]:
             state = "done"
         else:
             state = "problem" if (counts.get("failed") or counts.get("timeout")) else "incomplete"
-        row: dict[str, Any] = {"number": t.number, "id": t.id, "name": t.name, "test_case": t.test_case,
-                               "state": state, "runs": dict(counts), "note": t.skip_note}
+        row: dict[str, Any] = {
+            "number": t.number,
+            "id": t.id,
+            "name": t.name,
+            "test_case": t.test_case,
+            "state": state,
+            "runs": dict(counts),
+            "note": t.skip_note,
+        }
         if measured:
             row["iops"] = sum(r.metrics.get("total.iops", 0) for r in measured) / len(measured)
             row["mib_s"] = sum(r.metrics.get("total.bw_bytes", 0) for r in measured) / len(measured) / 1048576
@@ -86,6 +94,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         runs = " ".join(f"{k}={v}" for k, v in sorted(r["runs"].items())) or "-"
         iops = f"{r['iops']:10.0f}" if "iops" in r else f"{'-':>10}"
         mib = f"{r['mib_s']:9.1f}" if "mib_s" in r else f"{'-':>9}"
-        sys.stdout.write(f"{r['number']:04d}  {r['name']:{width}}  {r['state']:10} {runs:28} {iops} {mib}"
-                         f"{'  ' + r['note'] if r['note'] else ''}\n")
+        sys.stdout.write(
+            f"{r['number']:04d}  {r['name']:{width}}  {r['state']:10} {runs:28} {iops} {mib}"
+            f"{'  ' + r['note'] if r['note'] else ''}\n"
+        )
     return 0

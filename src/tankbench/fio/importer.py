@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import time
@@ -10,19 +11,38 @@ from dataclasses import dataclass
 from typing import Any
 
 from tankbench.errors import UserError
-from tankbench.fio.parse import FioOutputError, fio_version, job_entries, load_fio_json, metrics_from_fio
+from tankbench.fio.parse import FioOutputError, fio_version, job_entries, load_fio_json, metrics_from_jobs
 from tankbench.journal.db import Journal
 from tankbench.model import Fingerprint, Run, Target, Test, short_hash
 from tankbench.units import parse_duration, parse_size
 
 # Options that become test axes or the target; everything else stays a fio option of the test.
-_AXIS_OPTIONS = ("name", "filename", "directory", "rw", "readwrite", "bs", "blocksize", "iodepth", "numjobs",
-                 "direct", "buffered", "sync", "fsync", "fdatasync", "runtime", "ramp_time", "size", "rwmixread")
+_AXIS_OPTIONS = (
+    "name",
+    "filename",
+    "directory",
+    "rw",
+    "readwrite",
+    "bs",
+    "blocksize",
+    "iodepth",
+    "numjobs",
+    "direct",
+    "buffered",
+    "sync",
+    "fsync",
+    "fdatasync",
+    "runtime",
+    "ramp_time",
+    "size",
+    "rwmixread",
+)
 
 
 @dataclass(frozen=True)
 class ImportedJob:
-    """One job result of a foreign fio JSON file, as a test and its measured metrics."""
+    """One run of a foreign fio JSON file: the job entries fio ran in parallel (numjobs, clients) as one test
+    and its aggregated metrics; `hosts` are the fio --client servers it ran on (empty for a local run)."""
 
     test: Test
     metrics: Mapping[str, float]
@@ -30,6 +50,8 @@ class ImportedJob:
     fio_json: str
     source: str
     timestamp: float
+    fio_version: str = ""
+    hosts: tuple[str, ...] = ()
 
 
 def _sync_mode(o: Mapping[str, str]) -> str:
@@ -57,8 +79,11 @@ def job_to_test(options: Mapping[str, str], jobname: str) -> Test:
     o = {k: str(v) for k, v in options.items()}
     rw = o.get("rw", o.get("readwrite", "read"))
     params: dict[str, Any] = {
-        "rw": rw, "bs": o.get("bs", o.get("blocksize", "4k")), "iodepth": int(o.get("iodepth", "1")),
-        "numjobs": int(o.get("numjobs", "1")), "io": "direct" if o.get("direct", "0") == "1" else "buffered",
+        "rw": rw,
+        "bs": o.get("bs", o.get("blocksize", "4k")),
+        "iodepth": int(o.get("iodepth", "1")),
+        "numjobs": int(o.get("numjobs", "1")),
+        "io": "direct" if o.get("direct", "0") == "1" else "buffered",
         "sync_mode": _sync_mode(o),
     }
     if "rwmixread" in o and "rw" in rw[-2:]:
@@ -69,24 +94,107 @@ def job_to_test(options: Mapping[str, str], jobname: str) -> Test:
     return Test(0, jobname or "imported", _target(o), params, fio, runtime, ramp)
 
 
-def read_fio_file(path: str) -> list[ImportedJob]:
-    """Parse one fio JSON file (local `jobs` or `--client` `client_stats`); UserError when it is not one."""
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+#: fio --client adds these to each client's options: they name the host, not the test
+_CLIENT_KEYS = ("hostname", "port")
+
+
+def decode_fio_bytes(data: bytes, path: str) -> str:
+    """UTF-8, or UTF-8/UTF-16 with a byte order mark (PowerShell's `>` writes UTF-16 LE with a BOM)."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError as e:
+                raise UserError(
+                    f"{path}: not valid {codec.upper()} text at byte {e.start}",
+                    "pass the fio JSON file as fio wrote it",
+                ) from e
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"{path}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start})",
+            "pass fio JSON files written by --output-format=json (UTF-8, or UTF-16 with a BOM)",
+        ) from e
+
+
+def _host_of(job: Mapping[str, Any]) -> str:
+    if not job.get("hostname"):
+        return ""
+    return f"{job['hostname']}:{job['port']}" if job.get("port") else str(job["hostname"])
+
+
+def _global_options(doc: Mapping[str, Any], job: Mapping[str, Any]) -> dict[str, Any]:
+    """fio's global options for this entry: a dict, or (fio >= 3.4x with several servers) one per client."""
+    glob = doc.get("global options") or {}
+    if isinstance(glob, list):
+        mine = [g for g in glob if isinstance(g, dict) and _host_of(g) == _host_of(job)]
+        glob = mine[0] if mine else (glob[0] if glob and isinstance(glob[0], dict) else {})
+    return {k: v for k, v in dict(glob).items() if k not in _CLIENT_KEYS}
+
+
+def _group_key(opts: Mapping[str, Any], job: Mapping[str, Any]) -> str:
+    """Entries of one run: same job name, group and options (numjobs clones, the same job on each client)."""
+    return json.dumps([job.get("jobname", ""), job.get("groupid", 0), sorted(opts.items())], default=str)
+
+
+def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
+    """fio < 2.2 printed no options: say what the JSON proves (the directions that did I/O), not fio's defaults."""
+    did = [d for d in ("read", "write", "trim") if isinstance(job.get(d), dict) and job[d].get("io_bytes")]
+    rw = did[0] if len(did) == 1 else "rw"
+    # without options, the job's name is all that tells its tests apart
+    return {
+        "rw": rw,
+        "bs": "unknown",
+        "options": "unknown (fio wrote no options in its JSON)",
+        "jobname": str(job.get("jobname", "")),
+    }
+
+
+def read_fio_file(path: str) -> list[ImportedJob]:
+    """Parse one fio JSON file (local `jobs` or `--client` `client_stats`) into runs, one per distinct job:
+    parallel entries of a job (numjobs without group_reporting, several clients) aggregate into one run.
+    UserError when the file is not fio JSON."""
+    hint = "pass fio JSON files written by --output-format=json"
+    try:
+        with open(path, "rb") as f:
+            text = decode_fio_bytes(f.read(), path)
         doc = load_fio_json(text)
     except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror}", "pass fio JSON files written by --output-format=json") from e
+        raise UserError(f"cannot read {path}: {e.strerror}", hint) from e
     except FioOutputError as e:
-        raise UserError(f"{path}: {e}", "pass fio JSON files written by --output-format=json") from e
-    glob = doc.get("global options") or {}
-    out = []
+        raise UserError(f"{path}: {e}", hint) from e
+    groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for job in job_entries(doc):
-        opts = {**glob, **(job.get("job options") or {})}
-        one = {"fio version": doc.get("fio version", ""), "jobs": [job]}
-        out.append(ImportedJob(job_to_test(opts, str(job.get("jobname", ""))), metrics_from_fio(one),
-                               int(job.get("error", 0)), json.dumps(one), os.path.basename(path),
-                               float(doc.get("timestamp", 0) or 0)))
+        opts = {**_global_options(doc, job), **(job.get("job options") or {})}
+        if "global options" not in doc and "job options" not in job:
+            opts = _unknown_options(job)
+        groups.setdefault(_group_key(opts, job), (opts, []))[1].append(job)
+    out = []
+    for opts, jobs in groups.values():
+        hosts = tuple(sorted({h for j in jobs if (h := _host_of(j))}))
+        one = {"fio version": doc.get("fio version", ""), "jobs": jobs}
+        try:
+            metrics = dict(metrics_from_jobs(jobs))
+            test = job_to_test(opts, str(jobs[0].get("jobname", "")))
+        except (TypeError, ValueError, KeyError) as e:
+            raise UserError(f"{path}: job {jobs[0].get('jobname', '')!r}: unexpected fio JSON ({e})", hint) from e
+        for host in hosts if len(hosts) > 1 else ():  # each client's own share, beside the run's sum
+            mine = metrics_from_jobs([j for j in jobs if _host_of(j) == host])
+            metrics.update({f"client[{host}].{k}": mine[k] for k in ("total.iops", "total.bw_bytes")})
+        out.append(
+            ImportedJob(
+                test,
+                metrics,
+                max(int(j.get("error", 0)) for j in jobs),
+                json.dumps(one),
+                os.path.basename(path),
+                float(doc.get("timestamp", 0) or 0),
+                fio_version(doc),
+                hosts,
+            )
+        )
     return out
 
 
@@ -101,12 +209,21 @@ def parse_facts(items: Sequence[str]) -> dict[str, Any]:
     return facts
 
 
+def file_fingerprint(jobs: Sequence[ImportedJob], facts: Mapping[str, Any]) -> Fingerprint:
+    """The system one imported file ran on, as far as the file and the user's --fingerprint facts tell."""
+    versions = sorted({j.fio_version for j in jobs})
+    hosts = sorted({h for j in jobs for h in j.hosts})
+    data: dict[str, Any] = {"fio_version": versions[0] if len(versions) == 1 else versions, "source": "import"}
+    if hosts:
+        data["fio_clients"] = hosts
+    return Fingerprint({**data, **facts})
+
+
 def import_files(journal: Journal, paths: Sequence[str], facts: Mapping[str, Any]) -> list[tuple[Test, int]]:
-    """Add tests and runs for every job of every file; return (test, run row id) pairs."""
-    jobs = [j for p in paths for j in read_fio_file(p)]
-    versions = sorted({str(json.loads(j.fio_json).get("fio version", "")) for j in jobs})
-    fp = Fingerprint({"fio_version": ",".join(versions), "source": "import", **facts})
-    fp_id = journal.add_fingerprint(fp)
+    """Add tests and runs for every job of every file, each file with its own fingerprint; return
+    (test, run row id) pairs."""
+    per_file = [(p, read_fio_file(p)) for p in paths]
+    jobs = [j for _, js in per_file for j in js]
     campaign = "import-" + short_hash([j.source for j in jobs] + [time.time()], 8)
     journal.add_campaign(campaign, "imported fio results", " ".join(paths), "")
     existing = {t.id: t.number for t in journal.tests()}
@@ -119,17 +236,40 @@ def import_files(journal: Journal, paths: Sequence[str], facts: Mapping[str, Any
                 n += 1
             numbered[t.id] = Test(existing.get(t.id, n), t.name, t.target, t.params, t.fio_options, t.runtime, t.ramp)
     journal.add_tests(campaign, [numbered[k] for k in numbered if k not in existing], {})
-    return [(numbered[j.test.id], _add_run(journal, numbered[j.test.id], j, fp_id)) for j in jobs]
+    done = []
+    for _, file_jobs in per_file:
+        fp_id = journal.add_fingerprint(file_fingerprint(file_jobs, facts))
+        done += [(numbered[j.test.id], _add_run(journal, numbered[j.test.id], j, fp_id)) for j in file_jobs]
+    return done
 
 
 def _add_run(journal: Journal, test: Test, job: ImportedJob, fp_id: str) -> int:
     run_no = 1 + sum(1 for r in journal.runs(test.id, with_samples=False) if not r.warmup)
-    row = journal.begin_run(test.id, run_no, False, 1, test.expected_s, "imported")
+    host = ",".join(job.hosts) or "imported"
+    row = journal.begin_run(test.id, run_no, False, 1, test.expected_s, host)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(job.timestamp)) if job.timestamp else "unknown time"
-    journal.finish_run(row, Run(
-        test_id=test.id, run_no=run_no, warmup=False, attempt=1, status="done" if job.error == 0 else "failed",
-        started=job.timestamp or time.time(), ended=None, host="imported", fingerprint_id=fp_id,
-        expected_s=test.expected_s, wall_s=None, drain_s=None, metrics=job.metrics, fio_json=job.fio_json,
-        exit_status=job.error, note=f"imported from {job.source} ({fio_version(json.loads(job.fio_json))}, fio "
-        f"timestamp {when} UTC) by tankbench import: wall time, samplers and layout checks unknown"))
+    parallel = int(job.metrics.get("fio.jobs", 1))
+    merged = f"; {parallel} parallel job entries summed into this run" if parallel > 1 else ""
+    journal.finish_run(
+        row,
+        Run(
+            test_id=test.id,
+            run_no=run_no,
+            warmup=False,
+            attempt=1,
+            status="done" if job.error == 0 else "failed",
+            started=job.timestamp or time.time(),
+            ended=None,
+            host=host,
+            fingerprint_id=fp_id,
+            expected_s=test.expected_s,
+            wall_s=None,
+            drain_s=None,
+            metrics=job.metrics,
+            fio_json=job.fio_json,
+            exit_status=job.error,
+            note=f"imported from {job.source} ({job.fio_version}, fio timestamp {when} UTC"
+            f"{merged}) by tankbench import: wall time, samplers and layout checks unknown",
+        ),
+    )
     return row

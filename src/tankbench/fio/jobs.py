@@ -6,17 +6,26 @@ import os
 import shlex
 from typing import Any
 
+from tankbench.copytest import copy_script_lines
 from tankbench.model import Test
+from tankbench.targets import kind_of
 from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
 
 
 def _base_path(test: Test) -> str:
-    if test.target.kind == "raw":
-        return test.target.path
-    if test.target.kind in ("dataset", "zvol"):
-        from tankbench.targets.zfs import fio_filename
-        return fio_filename(test)
-    return f"{test.target.path}/tankbench-{test.target.name}.fiodata"
+    """The file or device the test's target kind names for fio (before layouts and per-job files)."""
+    return kind_of(test.target).fio_filename(test)
+
+
+def _block(test: Test) -> bool:
+    """fio opens a block device (raw, zvol): one region shared by the jobs, no file to create."""
+    return kind_of(test.target).block_device
+
+
+def _owned_block(test: Test) -> bool:
+    """A block device tankbench creates (a zvol): it may discard its blocks; a user's disk it never does."""
+    kind = kind_of(test.target)
+    return kind.block_device and kind.needs_pool
 
 
 def layout_of(test: Test) -> str:
@@ -32,7 +41,7 @@ def numjobs_of(test: Test) -> int:
 def per_job_files(test: Test) -> bool:
     """With numjobs > 1 each job of a file or dataset target gets its own laid-out file (fio filename_format);
     jobs on a block device (raw, zvol) each get their own region of it (offset_increment)."""
-    return numjobs_of(test) > 1 and test.target.kind in ("file", "dataset") and not test.is_copy
+    return numjobs_of(test) > 1 and not _block(test) and not test.is_copy
 
 
 def _file_stem(test: Test) -> str:
@@ -49,14 +58,14 @@ def _file_stem(test: Test) -> str:
 def test_file_path(test: Test) -> str:
     """The file or device fio opens: the device for raw and zvol, one laid-out file per target and layout for
     file and dataset (the first job's file when each job has its own)."""
-    if test.target.kind in ("raw", "zvol") or test.is_copy:
+    if _block(test) or test.is_copy:
         return _base_path(test)
     return test_file_paths(test)[0]
 
 
 def test_file_paths(test: Test) -> list[str]:
     """Every file fio opens, one per job when each job has its own (what the layout must cover)."""
-    if test.target.kind in ("raw", "zvol") or test.is_copy:
+    if _block(test) or test.is_copy:
         return [_base_path(test)]
     stem = _file_stem(test)
     if per_job_files(test):
@@ -69,7 +78,7 @@ def layout_request(test: Test, path: str | None = None) -> dict[str, Any]:
     file of a file/dataset target (`prepare_file`), or the region of a raw device / zvol (`prepare_raw`,
     `path` = the provisioned device). The runner sends it before each run (a write test changes the data)."""
     layout = layout_of(test)
-    if test.target.kind in ("raw", "zvol"):
+    if _block(test):
         return {"op": "prepare_raw", "path": path or test_file_path(test), "size": test.target.size, "layout": layout}
     paths = test_file_paths(test)
     return {"op": "prepare_file", "path": paths[0], "paths": paths, "size": test.target.size, "layout": layout}
@@ -79,7 +88,7 @@ def job_bytes(test: Test) -> int:
     """Bytes each job reads or writes over (fio's `size`): the test's size axis or the target's size; on a
     block device with numjobs > 1, the region is shared out between the jobs."""
     size = parse_size(str(test.params["size"])) if test.params.get("size") else test.target.size
-    if test.target.kind in ("raw", "zvol") and numjobs_of(test) > 1:
+    if _block(test) and numjobs_of(test) > 1:
         return size // numjobs_of(test)
     return size
 
@@ -118,7 +127,7 @@ def job_text(test: Test, filename: str | None = None) -> str:
     size = job_bytes(test)
     if size:
         g["size"] = fmt_size(size)
-    if numjobs_of(test) > 1 and test.target.kind in ("raw", "zvol") and size:
+    if numjobs_of(test) > 1 and _block(test) and size:
         g["offset_increment"] = fmt_size(size)  # job j works on [j * size, (j + 1) * size)
     if "buffer_compress_percentage" in p:
         g["buffer_compress_percentage"] = p["buffer_compress_percentage"]
@@ -157,7 +166,7 @@ def layout_script_lines(test: Test) -> list[str]:
     """Shell lines that lay out the test's file(s) or zvol the way tankbench does for its layout."""
     q = shlex.quote
     size, layout = test.target.size, layout_of(test)
-    if test.target.kind == "zvol":
+    if _owned_block(test):
         dev = q(test_file_path(test))
         if layout == "unwritten":
             return ["# layout unwritten: discard the zvol, so reads hit holes (ZFS answers them without disk I/O)",
@@ -198,30 +207,17 @@ def _fio_fill(path: str, size: int, layout: str) -> str:
 def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
     """A POSIX shell script that reproduces the test with plain fio (no tankbench needed)."""
     path = test_file_path(test)
-    q = shlex.quote
     lines = ["#!/bin/sh",
              f"# tankbench test {test.number:04d}: {test.name} (id {test.id})",
              "# Reproduces this test with plain fio; JSON result on stdout.",
              "set -eu",
              'cd "$(dirname "$0")"']
-    if test.target.kind in ("dataset", "zvol"):
-        from tankbench.targets.zfs import script_lines
-        lines.append("# Create the dataset/zvol with the test's properties (tagged as tankbench's), as tankbench does.")
-        lines += script_lines(test, campaign_id)
-    if test.target.kind in ("file", "dataset", "zvol") and not test.is_copy:
+    lines += kind_of(test.target).script_lines(test, campaign_id)
+    if not test.is_copy and (_owned_block(test) or not _block(test)) and \
+            (layout_of(test) != "random" or per_job_files(test)):
+        lines.append("# This test's layout, for the files fio opens:")
         lines += layout_script_lines(test)
-    if test.target.kind in ("raw", "zvol"):
-        lines.append(f"# WARNING: writes to the block device {path} if the job writes.")
     if test.is_copy:
-        if test.target.kind == "file":
-            lines.append(f'mkdir -p "$(dirname {q(path)})"')
-        from tankbench.runner import copy_argv
-        size = parse_size(str(test.params["copy_size"]))
-        src = "/var/tmp/tankbench-copy-source.bin"
-        lines += [f"[ -s {src} ] || head -c {size} /dev/urandom > {src}",
-                  "t0=$(date +%s.%N)", shlex.join(copy_argv(str(test.params["workload"]), src, path)),
-                  "t1=$(date +%s.%N)", "sync", "t2=$(date +%s.%N)",
-                  'awk -v a="$t0" -v b="$t1" -v c="$t2" \'BEGIN { printf "command %.2f s, durable after %.2f s\\n", b - a, c - a }\'']
-        return "\n".join(lines) + "\n"
-    lines.append(f"exec fio --output-format=json {q(fio_name)}")
+        return "\n".join(lines + copy_script_lines(test, path)) + "\n"
+    lines.append(f"exec fio --output-format=json {shlex.quote(fio_name)}")
     return "\n".join(lines) + "\n"

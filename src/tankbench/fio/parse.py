@@ -1,19 +1,47 @@
-"""fio JSON (local `jobs` or client/server `client_stats`) -> a flat metrics dict.
+"""fio JSON (local `jobs` or client/server `client_stats`, fio 2.x to 3.4x) -> a flat metrics dict.
 
-Metric keys (all numbers; bandwidth in bytes/s, latency in ns):
-  {read,write,trim}.{iops, bw_bytes, io_bytes, total_ios, lat_mean_ns, lat_p50_ns, lat_p99_ns, lat_p999_ns,
-                     lat_max_ns, lat_stdev_ns, bw_stdev_bytes, iops_stdev}
+Metric keys (all numbers; bandwidth in bytes/s, latency in ns, whatever unit the fio version wrote):
+  {read,write,trim}.{iops, bw_bytes, io_bytes, total_ios, bw_stdev_bytes, iops_stdev}
+  {read,write,trim}.lat_{mean,stdev,max}_ns        total latency (fio's `lat`: submission + completion)
+  {read,write,trim}.clat_{mean,stdev,max}_ns       completion latency (fio's `clat`)
+  {read,write,trim}.clat_{p50,p99,p999}_ns         completion latency percentiles (what fio prints)
+  {read,write,trim}.lat_{p50,p99,p999}_ns          the same completion latency percentiles, under the key
+                                                   the reports rank by (kept for old journals)
+  {read,write,trim}.lat_approx                     1 when the jobs' percentiles were combined without json+
+                                                   histogram bins (an approximation), else absent
   total.{iops, bw_bytes, io_bytes}
-  fio.{runtime_s, elapsed_s, error, usr_cpu_pct, sys_cpu_pct, ctx}
-Latency is completion latency (clat) percentiles, as fio prints them by default; lat_mean_ns is total latency.
+  fio.{runtime_s, elapsed_s, error, usr_cpu_pct, sys_cpu_pct, ctx, jobs}
+Several job entries (numjobs > 1 without group_reporting, several clients) are one run: IOPS and bandwidth
+are summed; latency means and deviations are pooled by I/O count (exact); percentiles come from the merged
+json+ histogram when every job has one (exact), else from the I/O-weighted mean of the jobs' percentiles
+(approximate, flagged). fio.runtime_s is the longest direction runtime fio printed: with group_reporting,
+fio's job_runtime is the sum over the group's jobs, so it is used only when no direction has a runtime.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from typing import Any
 
 DIRECTIONS = ("read", "write", "trim")
+PERCENTILES = (("p50", 50.0), ("p99", 99.0), ("p999", 99.9))
+
+#: What each latency key means, for labels in reports.
+LATENCY_LABELS = {
+    "lat_mean_ns": "mean total latency (fio lat: submission + completion)",
+    "lat_stdev_ns": "standard deviation of total latency (fio lat)",
+    "lat_max_ns": "maximum total latency (fio lat)",
+    "clat_mean_ns": "mean completion latency (fio clat)",
+    "clat_stdev_ns": "standard deviation of completion latency (fio clat)",
+    "clat_max_ns": "maximum completion latency (fio clat)",
+    **{f"clat_{n}_ns": f"{p:g}th percentile of completion latency (fio clat)" for n, p in PERCENTILES},
+    **{
+        f"lat_{n}_ns": f"{p:g}th percentile of completion latency (fio clat; same as clat_{n}_ns)"
+        for n, p in PERCENTILES
+    },
+}
 
 
 class FioOutputError(ValueError):
@@ -21,12 +49,13 @@ class FioOutputError(ValueError):
 
 
 def load_fio_json(text: str) -> dict[str, Any]:
-    """Parse fio's JSON output, tolerating the non-JSON lines fio sometimes prints before it."""
+    """Parse fio's JSON output: skip what fio printed before the first `{` and ignore what follows the JSON
+    document (fio messages such as "fio: file hash not empty on exit", or `--output-format=json,normal`)."""
     start = text.find("{")
     if start < 0:
         raise FioOutputError("no JSON object in fio output")
     try:
-        doc = json.loads(text[start:])
+        doc, _ = json.JSONDecoder().raw_decode(text, start)
     except json.JSONDecodeError as e:
         raise FioOutputError(f"fio output is not valid JSON: {e}") from e
     if not isinstance(doc, dict) or not (doc.get("jobs") or doc.get("client_stats")):
@@ -42,39 +71,134 @@ def job_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return entries or list(doc.get("client_stats", []))
 
 
-def _percentile(clat: dict[str, Any], pct: float) -> float | None:
-    table = clat.get("percentile") or {}
+def _block(d: dict[str, Any], name: str) -> tuple[dict[str, Any], float]:
+    """fio 3.x `clat_ns` (ns), else fio 2.x `clat` (µs); returns the block and its factor to ns."""
+    if isinstance(d.get(f"{name}_ns"), dict):
+        return d[f"{name}_ns"], 1.0
+    if isinstance(d.get(name), dict):
+        return d[name], 1000.0
+    return {}, 1.0
+
+
+def _percentile(block: dict[str, Any], pct: float) -> float | None:
+    table = block.get("percentile") or {}
     for key, value in table.items():
-        if abs(float(key) - pct) < 1e-9:
-            return float(value)
+        try:
+            if abs(float(key) - pct) < 1e-9:
+                return float(value)
+        except ValueError:
+            continue
     return None
 
 
-def _direction(d: dict[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {
+def _count(d: dict[str, Any], block: dict[str, Any]) -> float:
+    """How many I/Os a latency block covers: fio >= 3.17 says (N); before, total_ios or iops x runtime."""
+    if "N" in block:
+        return float(block["N"])
+    if "total_ios" in d:
+        return float(d["total_ios"])
+    return float(d.get("iops", 0.0)) * float(d.get("runtime", 0)) / 1000.0
+
+
+def _direction(d: dict[str, Any]) -> dict[str, Any]:
+    """One direction of one job entry, in bytes and ns whatever the fio version."""
+    # fio 2.x wrote io_bytes in KiB (no io_kbytes key); fio 3.x writes bytes and io_kbytes
+    io_bytes = float(d.get("io_bytes", 0)) * (1 if "io_kbytes" in d else 1024)
+    out: dict[str, Any] = {
         "iops": float(d.get("iops", 0.0)),
-        "bw_bytes": float(d.get("bw_bytes", d.get("bw", 0) * 1024)),
-        "io_bytes": float(d.get("io_bytes", d.get("io_kbytes", 0) * 1024)),
+        "bw_bytes": float(d["bw_bytes"]) if "bw_bytes" in d else float(d.get("bw", 0)) * 1024,
+        "io_bytes": io_bytes,
         "total_ios": float(d.get("total_ios", 0)),
         "bw_stdev_bytes": float(d.get("bw_dev", 0.0)) * 1024,
         "iops_stdev": float(d.get("iops_stddev", 0.0)),
+        "runtime_ms": float(d.get("runtime", 0)),
     }
-    lat = d.get("lat_ns") or {}
-    clat = d.get("clat_ns") or {}
-    if lat.get("N") or clat.get("N"):
-        out["lat_mean_ns"] = float(lat.get("mean", clat.get("mean", 0.0)))
-        out["lat_max_ns"] = float(lat.get("max", clat.get("max", 0.0)))
-        out["lat_stdev_ns"] = float(lat.get("stddev", clat.get("stddev", 0.0)))
-        for name, pct in (("lat_p50_ns", 50.0), ("lat_p99_ns", 99.0), ("lat_p999_ns", 99.9)):
-            v = _percentile(clat, pct)
-            if v is not None:
-                out[name] = v
+    for name in ("lat", "clat"):
+        block, f = _block(d, name)
+        n = _count(d, block)
+        if not block or n <= 0:
+            continue
+        out[name] = {
+            "n": n,
+            "mean": float(block.get("mean", 0.0)) * f,
+            "stdev": float(block.get("stddev", 0.0)) * f,
+            "max": float(block.get("max", 0.0)) * f,
+            "pct": {k: v * f for k, p in PERCENTILES if (v := _percentile(block, p)) is not None},
+            "bins": {int(k): int(c) for k, c in (block.get("bins") or {}).items()},
+        }
     return out
 
 
-def metrics_from_fio(doc: dict[str, Any]) -> dict[str, float]:
-    """Flatten fio's result into metric keys (summing jobs when group_reporting was off)."""
-    jobs = job_entries(doc)
+def bins_percentile(bins: dict[int, int], pct: float) -> float:
+    """fio's own rule: the first bin (by latency) at which the cumulative count reaches pct % of all I/Os."""
+    total = sum(bins.values())
+    cum = 0
+    for value in sorted(bins):
+        cum += bins[value]
+        if cum >= pct / 100.0 * total:
+            return float(value)
+    return float(max(bins)) if bins else 0.0
+
+
+def _merge_latency(parts: Sequence[dict[str, Any]], prefix: str, out: dict[str, float]) -> bool:
+    """Pool one latency kind (`lat` or `clat`) over parallel jobs into `out`; True when approximate."""
+    blocks = [p for p in parts if p]
+    n = sum(b["n"] for b in blocks)
+    if not blocks or n <= 0:
+        return False
+    mean = sum(b["mean"] * b["n"] for b in blocks) / n
+    second = sum(b["n"] * (b["stdev"] ** 2 + b["mean"] ** 2) for b in blocks) / n
+    out[f"{prefix}_mean_ns"] = mean
+    out[f"{prefix}_stdev_ns"] = math.sqrt(max(second - mean * mean, 0.0)) if len(blocks) > 1 else blocks[0]["stdev"]
+    out[f"{prefix}_max_ns"] = max(b["max"] for b in blocks)
+    if len(blocks) == 1:
+        out.update({f"{prefix}_{k}_ns": v for k, v in blocks[0]["pct"].items()})
+        return False
+    if all(b["bins"] for b in blocks):
+        merged: dict[int, int] = {}
+        for b in blocks:
+            for value, count in b["bins"].items():
+                merged[value] = merged.get(value, 0) + count
+        out.update({f"{prefix}_{k}_ns": bins_percentile(merged, p) for k, p in PERCENTILES})
+        return False
+    for k, _ in PERCENTILES:
+        have = [b for b in blocks if k in b["pct"]]
+        if have:
+            out[f"{prefix}_{k}_ns"] = sum(b["pct"][k] * b["n"] for b in have) / sum(b["n"] for b in have)
+    return any(b["pct"] for b in blocks)
+
+
+def _merge_direction(parts: Sequence[dict[str, Any]]) -> dict[str, float]:
+    merged = {
+        k: sum(p[k] for p in parts)
+        for k in ("iops", "bw_bytes", "io_bytes", "total_ios", "bw_stdev_bytes", "iops_stdev")
+    }
+    _merge_latency([p.get("lat", {}) for p in parts], "lat", merged)
+    approx = _merge_latency([p.get("clat", {}) for p in parts], "clat", merged)
+    for k, _ in PERCENTILES:  # the key reports rank by: completion latency, as fio prints percentiles
+        if f"clat_{k}_ns" in merged:
+            merged[f"lat_{k}_ns"] = merged[f"clat_{k}_ns"]
+    if "lat_mean_ns" not in merged and "clat_mean_ns" in merged:  # fio wrote no total latency
+        merged["lat_mean_ns"] = merged["clat_mean_ns"]
+    if approx:
+        merged["lat_approx"] = 1.0
+    return merged
+
+
+def runtime_s(jobs: Sequence[dict[str, Any]]) -> float:
+    """fio's runtime of a run: the longest direction runtime it printed (ms); job_runtime only when no direction
+    ran (group_reporting sums job_runtime over the group's jobs); else the elapsed wall seconds."""
+    runs = [float(j[d].get("runtime", 0)) for j in jobs for d in DIRECTIONS if isinstance(j.get(d), dict)]
+    if any(runs):
+        return max(runs) / 1000.0
+    job_rt = [float(j["job_runtime"]) for j in jobs if j.get("job_runtime")]
+    if job_rt:
+        return max(job_rt) / 1000.0
+    return max((float(j.get("elapsed", 0)) for j in jobs), default=0.0)
+
+
+def metrics_from_jobs(jobs: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Flatten the job entries of one run (parallel jobs, or one group_reporting entry) into metric keys."""
     if not jobs:
         raise FioOutputError("fio JSON has no jobs")
     m: dict[str, float] = {}
@@ -82,22 +206,12 @@ def metrics_from_fio(doc: dict[str, Any]) -> dict[str, float]:
         parts = [_direction(j[direction]) for j in jobs if isinstance(j.get(direction), dict)]
         if not parts or not any(p["total_ios"] or p["io_bytes"] for p in parts):
             continue
-        merged: dict[str, float] = {}
-        for key in ("iops", "bw_bytes", "io_bytes", "total_ios", "bw_stdev_bytes", "iops_stdev"):
-            merged[key] = sum(p.get(key, 0.0) for p in parts)
-        for key in ("lat_mean_ns", "lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_stdev_ns"):
-            vals = [p[key] for p in parts if key in p]
-            if vals:
-                merged[key] = max(vals) if key != "lat_mean_ns" else sum(vals) / len(vals)
-        maxes = [p["lat_max_ns"] for p in parts if "lat_max_ns" in p]
-        if maxes:
-            merged["lat_max_ns"] = max(maxes)
-        for key, value in merged.items():
+        for key, value in _merge_direction(parts).items():
             m[f"{direction}.{key}"] = value
     m["total.iops"] = sum(m.get(f"{d}.iops", 0.0) for d in DIRECTIONS)
     m["total.bw_bytes"] = sum(m.get(f"{d}.bw_bytes", 0.0) for d in DIRECTIONS)
     m["total.io_bytes"] = sum(m.get(f"{d}.io_bytes", 0.0) for d in DIRECTIONS)
-    m["fio.runtime_s"] = max(float(j.get("job_runtime", 0)) for j in jobs) / 1000.0
+    m["fio.runtime_s"] = runtime_s(jobs)
     elapsed = [float(j["elapsed"]) for j in jobs if "elapsed" in j]
     if elapsed:
         m["fio.elapsed_s"] = max(elapsed)
@@ -105,7 +219,13 @@ def metrics_from_fio(doc: dict[str, Any]) -> dict[str, float]:
     m["fio.usr_cpu_pct"] = sum(float(j.get("usr_cpu", 0.0)) for j in jobs)
     m["fio.sys_cpu_pct"] = sum(float(j.get("sys_cpu", 0.0)) for j in jobs)
     m["fio.ctx"] = float(sum(int(j.get("ctx", 0)) for j in jobs))
+    m["fio.jobs"] = float(len(jobs))
     return m
+
+
+def metrics_from_fio(doc: dict[str, Any]) -> dict[str, float]:
+    """Flatten fio's result into metric keys: all its job entries are taken as one run (see metrics_from_jobs)."""
+    return metrics_from_jobs(job_entries(doc))
 
 
 def fio_version(doc: dict[str, Any]) -> str:

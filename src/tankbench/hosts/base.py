@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
@@ -33,17 +34,47 @@ class Result:
         return self
 
 
+@functools.cache
 def agent_source() -> bytes:
     """The agent program (stdlib only) that each host runs next to fio."""
     return resources.files("tankbench").joinpath("agent.py").read_bytes()
 
 
+def agent_sha256() -> str:
+    """The full sha256 of the agent source: the bootstrap runs the source only if it matches."""
+    return hashlib.sha256(agent_source()).hexdigest()
+
+
 def agent_digest() -> str:
-    return hashlib.sha256(agent_source()).hexdigest()[:16]
+    """A short form of agent_sha256(), for labels."""
+    return agent_sha256()[:16]
+
+
+#: Runs on the host as `python3 -I -c BOOTSTRAP <length> <sha256>`. The agent is never a file on the host (a
+#: file in a shared directory is a file another user can plant or swap before root runs it): its source
+#: comes first on stdin, read from the raw fd so that the request line and the EOF the agent watches for
+#: (tankbench went away: end fio) stay unread for it. -I keeps the current directory and PYTHON* variables
+#: out of the import path, so no planted json.py is imported either.
+AGENT_BOOTSTRAP = """import hashlib,os,sys
+n=int(sys.argv[1]);b=b''
+while len(b)<n:
+ c=os.read(0,n-len(b))
+ if not c:break
+ b+=c
+if hashlib.sha256(b).hexdigest()!=sys.argv[2]:
+ sys.stderr.write('tankbench: the agent source on stdin does not match its sha256; not run\\n');sys.exit(3)
+sys.argv=['tankbench-agent'];exec(compile(b,'tankbench-agent','exec'),{'__name__':'__main__'})
+"""
+
+
+def agent_argv(python: str) -> list[str]:
+    """The host-side argv that starts the agent from stdin (see AGENT_BOOTSTRAP)."""
+    return [python, "-I", "-c", AGENT_BOOTSTRAP, str(len(agent_source())), agent_sha256()]
 
 
 class AgentSession:
-    """A running agent: one JSON request in, JSON event lines out; closing stdin tells it to stop."""
+    """A running agent: its source and one JSON request in, JSON event lines out; closing stdin tells it to
+    stop."""
 
     def __init__(self, proc: subprocess.Popen[bytes], request: dict[str, Any]) -> None:
         self.proc = proc
@@ -51,8 +82,11 @@ class AgentSession:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._t = threading.Thread(target=self._drain_stderr, daemon=True)
         self._t.start()
-        proc.stdin.write(json.dumps(request).encode() + b"\n")
-        proc.stdin.flush()
+        try:
+            proc.stdin.write(agent_source() + json.dumps(request).encode() + b"\n")
+            proc.stdin.flush()
+        except BrokenPipeError:  # it exited at once (no python3 on the host?): events() ends, stderr says why
+            pass
 
     def _drain_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -125,17 +159,9 @@ class Host(ABC):
         script = f"umask 022; cat > {shlex.quote(tmp)} && chmod {mode:o} {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}"
         self.run(["sh", "-c", script], input=data, check=True, timeout=120)
 
-    def agent_path(self) -> str:
-        """Install the agent on the host (once per version) and return its path there."""
-        path = f"/var/tmp/tankbench-agent-{agent_digest()}.py"
-        probe = self.run(["test", "-s", path], timeout=60)
-        if probe.returncode != 0:
-            self.write_file(path, agent_source(), 0o755)
-        return path
-
     def start_agent(self, request: dict[str, Any]) -> AgentSession:
         """Start the agent with one request; read its events from the returned session."""
-        argv = self.command([self.python, self.agent_path()])
+        argv = self.command(agent_argv(self.python))
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
         return AgentSession(proc, request)
@@ -166,5 +192,23 @@ class Host(ABC):
                             f"{session.stderr_text()[-800:]}")
         return result
 
+    def fingerprint_extra(self) -> dict[str, object]:
+        """Facts about this host that belong in every run's fingerprint beyond what the agent probes."""
+        return {}
+
+    def private_dir(self, name: str) -> str:
+        """A directory only this host's user can change (~/.cache/tankbench/NAME there, mode 0700, its owner
+        and every directory above it checked by the agent); created on first use, cached per Host."""
+        cache: dict[str, str] = self.__dict__.setdefault("_private_dirs", {})
+        if name not in cache:
+            cache[name] = str(self.call_agent({"op": "dirs", "names": [name]}, timeout=120)["dirs"][name])
+        return cache[name]
+
     def close(self) -> None:
         """Release connections (ssh control masters, …)."""
+
+
+def work_root(host: Host) -> str:
+    """Where job files of runs live on `host`: a 0700 directory of the host's user (never a shared /var/tmp
+    path another user could plant a job file or a symlink in). Campaigns use `<work_root>/<campaign id>/…`."""
+    return host.private_dir("work")

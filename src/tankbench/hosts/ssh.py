@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import stat
 import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tankbench.errors import HostError
 from tankbench.hosts.base import Host
 
 #: sockets live here when the caller's directory would make the path too long for a unix socket
@@ -32,7 +34,19 @@ def control_path(target: str, port: int, control_dir: Path | None = None) -> str
         d = _SHORT_DIR
         path = d / f"cm-{digest}"
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _require_private(d)
     return str(path)
+
+
+def _require_private(d: Path) -> None:
+    """The socket directory must be ours alone: in a shared /tmp another user could create it first and put
+    a fake control socket in it, which ssh would then talk to instead of the host."""
+    st = os.lstat(d)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise HostError(f"ssh control directory {d} is not a directory of uid {os.getuid()} "
+                        f"(owner uid {st.st_uid}); remove it (another user may have created it)")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(d, 0o700)
 
 
 class SshHost(Host):

@@ -1,5 +1,5 @@
 """The journal: one SQLite file per campaign, every run committed the moment it ends."""
 
-from tankbench.journal.db import Journal
+from tankbench.journal.db import Journal, host_crash_count, stale_run_status
 
-__all__ = ["Journal"]
+__all__ = ["Journal", "host_crash_count", "stale_run_status"]

@@ -6,17 +6,37 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+import urllib.parse
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tankbench.errors import UserError
-from tankbench.journal.migrations import migrate
+from tankbench.journal.migrations import SCHEMA_VERSION, migrate
 from tankbench.model import Fingerprint, Run, Test
 
-_RUN_COLUMNS = ("id", "test_id", "run_no", "warmup", "attempt", "status", "started", "ended", "host",
-                "fingerprint_id", "expected_s", "wall_s", "drain_s", "metrics", "checks", "samples",
-                "fio_json", "exit_status", "stderr_tail", "note")
+_RUN_COLUMNS = (
+    "id",
+    "test_id",
+    "run_no",
+    "warmup",
+    "attempt",
+    "status",
+    "started",
+    "ended",
+    "host",
+    "fingerprint_id",
+    "expected_s",
+    "wall_s",
+    "drain_s",
+    "metrics",
+    "checks",
+    "samples",
+    "fio_json",
+    "exit_status",
+    "stderr_tail",
+    "note",
+)
 
 
 @dataclass(frozen=True)
@@ -39,14 +59,113 @@ class TestRow:
         return dict(self.canonical.get("params", {}))
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_TABLES = {"campaigns", "tests", "fingerprints", "runs"}
+_NOT_JOURNAL_HINT = "pass the .sqlite file that `tankbench run` or `tankbench import` wrote"
+
+
+def _not_journal(path: str, why: str) -> UserError:
+    return UserError(f"{path}: not a tankbench journal ({why})", _NOT_JOURNAL_HINT)
+
+
+def _ro_uri(path: str, immutable: bool) -> str:
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    return uri + "&immutable=1" if immutable else uri
+
+
+def _connect_ro(path: str) -> sqlite3.Connection:
+    """A read-only connection that cannot change a byte of the file; `immutable` only when SQLite cannot open
+    it otherwise (read-only media without the WAL index), since immutable readers ignore concurrent writers."""
+    last: sqlite3.Error | None = None
+    for immutable in (False, True):
+        conn = sqlite3.connect(_ro_uri(path, immutable), uri=True, timeout=30, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as e:
+            conn.close()
+            last = e
+            if getattr(e, "sqlite_errorname", "") != "SQLITE_CANTOPEN":  # e.g. busy: never read it immutable
+                break  # only a WAL journal on read-only media (no -shm can be made there) needs immutable
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            raise _not_journal(path, str(e)) from e
+    raise UserError(f"cannot read journal {path}: {last}", "check the file's permissions") from last
+
+
+def check_journal_file(path: str) -> sqlite3.Connection:
+    """Open an existing file read-only and make sure it is a journal this tankbench can read; UserError if
+    not (missing, a directory, empty, not SQLite, another SQLite database, written by a newer tankbench).
+    Returns the read-only connection. Never writes to the file."""
+    if not os.path.exists(path):
+        raise UserError(f"no journal at {path}", "run `tankbench run CAMPAIGN` first, or pass --journal PATH")
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a directory, not a journal", _NOT_JOURNAL_HINT)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError as e:
+        raise UserError(f"cannot read journal {path}: {e.strerror}", "check the file's permissions") from e
+    if not head:
+        raise _not_journal(path, "empty file")
+    if head != _SQLITE_MAGIC:
+        raise _not_journal(path, "not an SQLite database")
+    conn = _connect_ro(path)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise _not_journal(path, str(e)) from e
+    if not _TABLES <= tables or version < 1:
+        conn.close()
+        raise _not_journal(path, "an SQLite database without the journal's tables")
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise UserError(
+            f"{path}: journal written by a newer tankbench (schema version {version}; this tankbench "
+            f"reads up to {SCHEMA_VERSION})",
+            "upgrade tankbench to read or extend this journal",
+        )
+    return conn
+
+
+_STALE_NOTES = {
+    "crashed": "the host went down while this run was in progress (its boot id changed, or is unknown; "
+    "found on resume)",
+    "interrupted": "tankbench was stopped while this run was in progress; the host stayed up (same boot id; "
+    "found on resume)",
+}
+
+
+def stale_run_status(run_boot_id: str, host_boot_id: str) -> str:
+    """What a run left `running` was: `interrupted` when the host still has the boot id recorded at its start,
+    else `crashed` (the host rebooted, or one of the ids is unknown: count it, as before boot ids were kept)."""
+    if run_boot_id and host_boot_id and run_boot_id == host_boot_id:
+        return "interrupted"
+    return "crashed"
+
+
+def host_crash_count(runs: Iterable[Run]) -> int:
+    """How many of a test's runs took their host down (status `crashed`); `interrupted` runs, where only
+    tankbench was killed, do not count. The runner skips a test for good at 2."""
+    return sum(1 for r in runs if r.status == "crashed")
+
+
 class Journal:
-    """One SQLite file. Every write is its own transaction, so a kill -9 loses at most the run in flight."""
+    """One SQLite file. Every write is its own transaction, so a kill -9 loses at most the run in flight.
+
+    `Journal(path)` opens for writing (creating a new file, migrating an older one); `Journal.open_readonly(path)`
+    opens an existing journal for reading without changing a byte of it."""
 
     def __init__(self, path: str, *, create: bool = True) -> None:
         self.path = path
-        if not create and not os.path.exists(path):
+        self.readonly = False
+        if os.path.exists(path):
+            check_journal_file(path).close()  # refuse foreign files before anything is written to them
+        elif not create:
             raise UserError(f"no journal at {path}", "run `tankbench run CAMPAIGN` first, or pass --journal PATH")
-        if create:
+        else:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
             self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
@@ -55,7 +174,18 @@ class Journal:
             self.conn.row_factory = sqlite3.Row
             migrate(self.conn)
         except sqlite3.DatabaseError as e:
-            raise UserError(f"{path}: not a tankbench journal ({e})", "pass the .sqlite file that `run` wrote") from e
+            raise _not_journal(path, str(e)) from e
+
+    @classmethod
+    def open_readonly(cls, path: str) -> Journal:
+        """Open an existing journal for reading only (sqlite mode=ro): no schema, no WAL switch, no migration;
+        works on read-only media and while a `run` writes to it. UserError when `path` is not a journal."""
+        self = cls.__new__(cls)
+        self.path = path
+        self.readonly = True
+        self.conn = check_journal_file(path)
+        self.conn.row_factory = sqlite3.Row
+        return self
 
     def close(self) -> None:
         self.conn.close()
@@ -78,8 +208,10 @@ class Journal:
             raise
 
     def add_campaign(self, campaign_id: str, name: str, spec_path: str, spec_text: str) -> None:
-        self._tx("INSERT OR IGNORE INTO campaigns(id, name, spec_path, spec_text, created) VALUES (?,?,?,?,?)",
-                 (campaign_id, name, spec_path, spec_text, time.time()))
+        self._tx(
+            "INSERT OR IGNORE INTO campaigns(id, name, spec_path, spec_text, created) VALUES (?,?,?,?,?)",
+            (campaign_id, name, spec_path, spec_text, time.time()),
+        )
 
     def add_tests(self, campaign_id: str, tests: Iterable[Test], jobs: dict[str, str]) -> None:
         """Record the plan (idempotent: a test id is recorded once; its number follows the latest plan)."""
@@ -90,8 +222,18 @@ class Journal:
                     "INSERT INTO tests(id, campaign_id, number, name, target, target_kind, test_case, canonical,"
                     " fio_job) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET number=excluded.number,"
                     " name=excluded.name, fio_job=excluded.fio_job",
-                    (t.id, campaign_id, t.number, t.name, t.target.name, t.target.kind, t.test_case,
-                     json.dumps(t.canonical(), sort_keys=True), jobs.get(t.id, "")))
+                    (
+                        t.id,
+                        campaign_id,
+                        t.number,
+                        t.name,
+                        t.target.name,
+                        t.target.kind,
+                        t.test_case,
+                        json.dumps(t.canonical(), sort_keys=True),
+                        jobs.get(t.id, ""),
+                    ),
+                )
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -101,16 +243,22 @@ class Journal:
         self._tx("UPDATE tests SET skip_note=? WHERE id=?", (note, test_id))
 
     def add_fingerprint(self, fp: Fingerprint) -> str:
-        self._tx("INSERT OR IGNORE INTO fingerprints(id, data) VALUES (?,?)",
-                 (fp.id, json.dumps(dict(fp.data), sort_keys=True, default=str)))
+        self._tx(
+            "INSERT OR IGNORE INTO fingerprints(id, data) VALUES (?,?)",
+            (fp.id, json.dumps(dict(fp.data), sort_keys=True, default=str)),
+        )
         return fp.id
 
-    def begin_run(self, test_id: str, run_no: int, warmup: bool, attempt: int, expected_s: float,
-                  host: str) -> int:
-        """Insert a `running` row before fio starts, so a crash leaves evidence; return its row id."""
-        cur = self._tx("INSERT INTO runs(test_id, run_no, warmup, attempt, status, started, expected_s, host)"
-                       " VALUES (?,?,?,?,?,?,?,?)",
-                       (test_id, run_no, int(warmup), attempt, "running", time.time(), expected_s, host))
+    def begin_run(
+        self, test_id: str, run_no: int, warmup: bool, attempt: int, expected_s: float, host: str, *, boot_id: str = ""
+    ) -> int:
+        """Insert a `running` row before fio starts, so a crash leaves evidence; return its row id. `boot_id` is
+        the host's /proc/sys/kernel/random/boot_id, which tells a host crash from a killed tankbench on resume."""
+        cur = self._tx(
+            "INSERT INTO runs(test_id, run_no, warmup, attempt, status, started, expected_s, host,"
+            " boot_id) VALUES (?,?,?,?,?,?,?,?,?)",
+            (test_id, run_no, int(warmup), attempt, "running", time.time(), expected_s, host, boot_id),
+        )
         return int(cur.lastrowid or 0)
 
     def set_run_pid(self, row_id: int, pid: int) -> None:
@@ -121,17 +269,34 @@ class Journal:
         self._tx(
             "UPDATE runs SET status=?, ended=?, fingerprint_id=?, wall_s=?, drain_s=?, metrics=?, checks=?,"
             " samples=?, fio_json=?, exit_status=?, stderr_tail=?, note=? WHERE id=?",
-            (run.status, run.ended or time.time(), run.fingerprint_id, run.wall_s, run.drain_s,
-             json.dumps(dict(run.metrics), sort_keys=True), json.dumps(dict(run.checks), sort_keys=True, default=str),
-             json.dumps(dict(run.samples), separators=(",", ":")), run.fio_json, run.exit_status,
-             run.stderr_tail, run.note, row_id))
+            (
+                run.status,
+                run.ended or time.time(),
+                run.fingerprint_id,
+                run.wall_s,
+                run.drain_s,
+                json.dumps(dict(run.metrics), sort_keys=True),
+                json.dumps(dict(run.checks), sort_keys=True, default=str),
+                json.dumps(dict(run.samples), separators=(",", ":")),
+                run.fio_json,
+                run.exit_status,
+                run.stderr_tail,
+                run.note,
+                row_id,
+            ),
+        )
 
-    def mark_crashed(self) -> list[tuple[int, str, int | None, str]]:
-        """Turn runs left `running` by a dead process into `crashed`; return (row, test, pid, host) of each."""
-        rows = self.conn.execute("SELECT id, test_id, pid, host FROM runs WHERE status='running'").fetchall()
+    def mark_crashed(self, boot_ids: Mapping[str, str] | None = None) -> list[tuple[int, str, int | None, str]]:
+        """Close the runs a dead process left `running`: `crashed` when their host rebooted since (or that is
+        unknown), `interrupted` when `boot_ids[host]` is still the boot id the row recorded (only tankbench
+        died; such runs do not count toward skipping a test). Return (row, test, pid, host) of each."""
+        rows = self.conn.execute("SELECT id, test_id, pid, host, boot_id FROM runs WHERE status='running'").fetchall()
         for r in rows:
-            self._tx("UPDATE runs SET status='crashed', ended=?, note=? WHERE id=?",
-                     (time.time(), "process died while this run was in progress (found on resume)", r["id"]))
+            status = stale_run_status(r["boot_id"], (boot_ids or {}).get(r["host"], ""))
+            self._tx(
+                "UPDATE runs SET status=?, ended=?, note=? WHERE id=?",
+                (status, time.time(), _STALE_NOTES[status], r["id"]),
+            )
         return [(r["id"], r["test_id"], r["pid"], r["host"]) for r in rows]
 
     # -- reads ------------------------------------------------------------------------------
@@ -142,8 +307,20 @@ class Journal:
         """Every test ever planned into this journal, by number."""
         out = []
         for r in self.conn.execute("SELECT * FROM tests ORDER BY number, id"):
-            out.append(TestRow(r["id"], r["campaign_id"], r["number"], r["name"], r["target"], r["target_kind"],
-                               r["test_case"], json.loads(r["canonical"]), r["fio_job"], r["skip_note"]))
+            out.append(
+                TestRow(
+                    r["id"],
+                    r["campaign_id"],
+                    r["number"],
+                    r["name"],
+                    r["target"],
+                    r["target_kind"],
+                    r["test_case"],
+                    json.loads(r["canonical"]),
+                    r["fio_job"],
+                    r["skip_note"],
+                )
+            )
         return out
 
     def fingerprints(self) -> dict[str, Fingerprint]:
@@ -151,8 +328,7 @@ class Journal:
 
     def runs(self, test_id: str | None = None, *, with_samples: bool = True) -> list[Run]:
         """Runs in the order they started; `with_samples=False` skips the heavy series and fio JSON."""
-        cols = ", ".join(c if with_samples or c not in ("samples", "fio_json") else f"'' AS {c}"
-                         for c in _RUN_COLUMNS)
+        cols = ", ".join(c if with_samples or c not in ("samples", "fio_json") else f"'' AS {c}" for c in _RUN_COLUMNS)
         sql = f"SELECT {cols} FROM runs"
         args: tuple[Any, ...] = ()
         if test_id:
@@ -161,8 +337,7 @@ class Journal:
         return [self._run(r) for r in self.conn.execute(sql + " ORDER BY id", args)]
 
     def iter_runs(self, *, with_samples: bool = False) -> Iterator[Run]:
-        cols = ", ".join(c if with_samples or c not in ("samples", "fio_json") else f"'' AS {c}"
-                         for c in _RUN_COLUMNS)
+        cols = ", ".join(c if with_samples or c not in ("samples", "fio_json") else f"'' AS {c}" for c in _RUN_COLUMNS)
         for r in self.conn.execute(f"SELECT {cols} FROM runs ORDER BY id"):
             yield self._run(r)
 
@@ -175,16 +350,31 @@ class Journal:
         nb, nm = len(base), len(metric_keys)
         for r in self.conn.execute(f"SELECT {', '.join(base + ext)} FROM runs ORDER BY id", args):
             d = dict(zip(base, r[:nb]))
-            d["metrics"] = {k: v for k, v in zip(metric_keys, r[nb:nb + nm]) if v is not None}
-            d["checks"] = {k: v for k, v in zip(check_keys, r[nb + nm:]) if v is not None}
+            d["metrics"] = {k: v for k, v in zip(metric_keys, r[nb : nb + nm]) if v is not None}
+            d["checks"] = {k: v for k, v in zip(check_keys, r[nb + nm :]) if v is not None}
             yield d
 
     @staticmethod
     def _run(r: sqlite3.Row) -> Run:
         return Run(
-            test_id=r["test_id"], run_no=r["run_no"], warmup=bool(r["warmup"]), attempt=r["attempt"],
-            status=r["status"], started=r["started"], ended=r["ended"], host=r["host"],
-            fingerprint_id=r["fingerprint_id"], expected_s=r["expected_s"], wall_s=r["wall_s"],
-            drain_s=r["drain_s"], metrics=json.loads(r["metrics"] or "{}"), checks=json.loads(r["checks"] or "{}"),
-            samples=json.loads(r["samples"] or "{}"), fio_json=r["fio_json"] or "", exit_status=r["exit_status"],
-            stderr_tail=r["stderr_tail"], note=r["note"], row_id=r["id"])
+            test_id=r["test_id"],
+            run_no=r["run_no"],
+            warmup=bool(r["warmup"]),
+            attempt=r["attempt"],
+            status=r["status"],
+            started=r["started"],
+            ended=r["ended"],
+            host=r["host"],
+            fingerprint_id=r["fingerprint_id"],
+            expected_s=r["expected_s"],
+            wall_s=r["wall_s"],
+            drain_s=r["drain_s"],
+            metrics=json.loads(r["metrics"] or "{}"),
+            checks=json.loads(r["checks"] or "{}"),
+            samples=json.loads(r["samples"] or "{}"),
+            fio_json=r["fio_json"] or "",
+            exit_status=r["exit_status"],
+            stderr_tail=r["stderr_tail"],
+            note=r["note"],
+            row_id=r["id"],
+        )

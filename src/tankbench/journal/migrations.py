@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from tankbench.errors import UserError
+
 MIGRATIONS: list[str] = [
     # 1: campaigns, tests, fingerprints, runs
     """
@@ -29,6 +31,9 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX runs_test ON runs(test_id, run_no, warmup);
     """,
+    # 2: the host's boot id when a run began: on resume, a changed boot id means the host went down during
+    # the run (crashed), the same one means only tankbench was interrupted
+    "ALTER TABLE runs ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''",
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -38,7 +43,11 @@ def migrate(conn: sqlite3.Connection) -> int:
     """Bring the database to SCHEMA_VERSION; return the version it had before."""
     before = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if before > SCHEMA_VERSION:
-        raise RuntimeError(f"journal schema version {before} is newer than this tankbench ({SCHEMA_VERSION})")
+        raise UserError(
+            f"journal written by a newer tankbench (schema version {before}; this tankbench reads up to "
+            f"{SCHEMA_VERSION})",
+            "upgrade tankbench to read or extend this journal",
+        )
     for version in range(before, SCHEMA_VERSION):
         conn.executescript("BEGIN;" + MIGRATIONS[version] + f"; PRAGMA user_version = {version + 1}; COMMIT;")
     return before

@@ -16,9 +16,9 @@ from tankbench.spec.parse import (
     HOST_AXES,
     ZFS_AXES_FOR,
     Spec,
-    canonical_tunables,
-    parse_tunables,
 )
+from tankbench.targets import kind_of
+from tankbench.tunables import canonical_tunables, parse_tunables
 from tankbench.units import fmt_size
 
 
@@ -45,39 +45,10 @@ def _tunables_match(rule: Mapping[str, str], have: Mapping[str, str]) -> bool:
     return have == {} if not rule else all(have.get(k) == v for k, v in rule.items())
 
 
-def _zfs_stem(target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> list[str]:
-    """`zfs-fs-write-4k-def-sync-disabled`, `zfs-slog-zvol-write-1M-sync-standard-logbias-throughput`."""
-    kind = "fs" if target.kind == "dataset" else "zvol"
-    head = "zfs-slog" if params.get("slog") else "zfs"
-    name = f"{kind}-{target.name}" if several else kind
-    if params.get("workload", "fio") != "fio":
-        parts = [f"{head}-{name}-copy-{params['workload']}-{params['copy_size']}"]
-    else:
-        parts = [f"{head}-{name}-{params['rw']}-{params['bs']}"]
-    block_axis = "recordsize" if target.kind == "dataset" else "volblocksize"
-    block = params.get(block_axis, target.props.get(block_axis, "default"))
-    if target.kind == "dataset" or block_axis in varying or block_axis in target.props:
-        parts.append("def" if block == "default" else str(block))
-    for axis in ("encryption", "compression", "sync", "logbias", "primarycache", "atime", "direct"):
-        if axis in varying and axis in params:
-            value = params[axis]
-            parts.append(f"{axis}-{value}" if axis not in ("encryption",) else ("enc" if value != "off" else "noenc"))
-    return parts
-
-
 def test_name(target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> str:
     """Seed 000's style: `baseline-write-1M-raw-disk`, `zfs-fs-write-4k-def-sync-disabled`, then the fio
     axes that vary (`-qd4-buffered-fsync`)."""
-    if params.get("workload", "fio") != "fio":
-        rw, bs = f"copy-{params['workload']}", params["copy_size"]
-    else:
-        rw, bs = params["rw"], params["bs"]
-    if target.kind == "raw":
-        parts = [f"baseline-{target.name}-{rw}-{bs}-raw-disk" if several else f"baseline-{rw}-{bs}-raw-disk"]
-    elif target.kind == "file":
-        parts = [f"{target.kind}-{target.name}-{rw}-{bs}"]
-    else:
-        parts = _zfs_stem(target, params, varying, several)
+    parts = kind_of(target).name_stem(target, params, varying, several)
     if "iodepth" in varying and "iodepth" in params:
         parts.append(f"qd{params['iodepth']}")
     if "numjobs" in varying and "numjobs" in params:
@@ -159,10 +130,11 @@ def expand(spec: Spec) -> list[Test]:
         t_axes = axes_for(target, axes)
         for combo in itertools.product(*(spec.matrix[a] for a in t_axes)):
             params = run_settings(copy_params(dict(zip(t_axes, combo)), spec), spec)
-            if params.get("workload") == "rsync" and target.kind in ("raw", "zvol"):
-                continue  # rsync replaces the destination file: it cannot write into a block device
-            if params.get("layout") == "unwritten" and target.kind == "raw":
-                continue  # a disk's blocks cannot be un-written (no discard of a user's device)
+            if not kind_of(target).accepts(params):
+                continue  # e.g. rsync replaces the destination file: it cannot write into a block device
+            kind = kind_of(target)
+            if params.get("layout") == "unwritten" and kind.block_device and not kind.needs_pool:
+                continue  # a user's disk is never discarded: its blocks cannot be un-written
             if not any(_matches(rule, target, params) for rule in spec.excludes):
                 points.append((target, params))
     for inc in spec.includes:
@@ -174,11 +146,11 @@ def expand(spec: Spec) -> list[Test]:
     seen: set[str] = set()
     varying = {a for a in axes if len(spec.matrix[a]) > 1}
     varying |= {a for inc in spec.includes for a in inc if a != "target" and inc[a] != spec.matrix[a][0]}
-    several = {k: sum(1 for t in spec.targets if t.kind == k) > 1 for k in ("raw", "file", "dataset", "zvol")}
+    several = {k: sum(1 for t in spec.targets if t.kind == k) > 1 for k in {t.kind for t in spec.targets}}
     names: set[str] = set()
     for target, params in points:
         name = test_name(target, params, varying, several.get(target.kind, False))
-        if target.kind in ("dataset", "zvol"):
+        if kind_of(target).needs_pool:
             target = replace(target, pool=spec.zfs_root)
         test = Test(number=0, name=name, target=target, params=params, fio_options=spec.fio,
                     runtime=spec.runtime, ramp=spec.ramp)

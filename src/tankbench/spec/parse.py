@@ -11,6 +11,9 @@ from typing import Any
 
 from tankbench.errors import SpecError, UserError
 from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
+from tankbench.preflight import PreflightPolicy, policy_from_table
+from tankbench.targets import kind_names
+from tankbench.tunables import canonical_tunables
 from tankbench.units import fmt_size, parse_duration, parse_size
 
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
@@ -59,7 +62,7 @@ CAMPAIGN_KEYS = ("name", "description", "runtime", "ramp", "warmup", "repeats", 
                  "timing_threshold", "max_tests", "host", "drain_max", "sample_interval", "copy_size", "mode",
                  "min_throughput")
 TOP_KEYS = ("campaign", "host", "pool", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report",
-            "scale", "tunables")
+            "scale", "preflight", "tunables")
 TARGET_KEYS = ("name", "kind", "path", "size", "confirm", "props")
 POOL_KEYS = ("name", "vdevs", "log", "cache", "special", "confirm", "ashift", "properties", "parent")
 #: vdev classes written in zpool create's grammar (`["raidz1", a, b, c]`, `["mirror", a, b, "mirror", c, d]`)
@@ -168,6 +171,8 @@ class Spec:
     extras: Mapping[str, Any] = field(default_factory=frozen_map)
     pool: PoolSpec | None = None
     scale: str = ""
+    #: what to do before each run about noise on the host (scrub, other I/O, swap, load): [preflight]
+    preflight: PreflightPolicy = field(default_factory=PreflightPolicy)
     mode: str = "time"
     min_throughput: int = 1 << 20
     tunables: Mapping[str, str] = field(default_factory=frozen_map)
@@ -345,7 +350,8 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
                 timing_threshold=threshold, max_tests=max_tests, drain_max=drain_max, sample_interval=interval,
                 copy_size=copy_size,
                 host=host, targets=targets, matrix=frozen_map(matrix), excludes=excludes, includes=includes,
-                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale, mode=mode,
+                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale,
+                preflight=policy_from_table(ctx.table(doc, "preflight"), path), mode=mode,
                 min_throughput=min_throughput, tunables=frozen_map(tunables))
 
 
@@ -389,7 +395,11 @@ def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
     if table is None:
         if shortcut is None:
             return HostSpec()
-        return HostSpec(kind=ctx.choice("campaign.host", shortcut, HOST_KINDS))
+        kind = ctx.choice("campaign.host", shortcut, HOST_KINDS)
+        if kind == "ssh":
+            raise ctx.err("campaign.host", shortcut, "an ssh host needs an address",
+                          'write a [host] table: kind = "ssh", address = "bench.example.org"')
+        return HostSpec(kind=kind)
     if not isinstance(table, dict):
         raise ctx.err("host", table, "must be a table", 'write [host] with kind = "local" | "lab" | "ssh"')
     ctx.unknown_keys(table, HOST_KEYS, "host.")
@@ -416,6 +426,8 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
         raise ctx.err("[[target]]", None, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ctx.err("target", value, "must be an array of tables", "write each target as [[target]]")
+    if not value:
+        raise ctx.err("target", value, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
     out: list[Target] = []
     for i, t in enumerate(value):
         p = f"target[{i}]."
@@ -425,7 +437,7 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
             raise ctx.err(p + "name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "scratch"')
         if any(o.name == name for o in out):
             raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
-        kind = ctx.choice(p + "kind", t.get("kind"), ("raw", "file", "dataset", "zvol"))
+        kind = ctx.choice(p + "kind", t.get("kind"), kind_names())
         if kind in ("dataset", "zvol"):
             out.append(_zfs_target(ctx, t, p, name, kind))
             continue
@@ -595,7 +607,7 @@ def _match_value(ctx: _Ctx, key: str, axis: str, v: object, targets: tuple[Targe
         names = tuple(t.name for t in targets)
         return ctx.choice(key, v, names)
     if axis == "kind":
-        return ctx.choice(key, v, ("raw", "file", "dataset", "zvol"))
+        return ctx.choice(key, v, kind_names())
     return _axis_value(ctx, key, axis, v)
 
 
@@ -792,18 +804,6 @@ def _tunable_set(ctx: _Ctx, key: str, table: object) -> dict[str, str]:
 def _tunables_table(ctx: _Ctx, table: dict[str, Any]) -> dict[str, str]:
     """[tunables]: module parameters fixed for the whole campaign (merged under matrix.tunables)."""
     return _tunable_set(ctx, "tunables", table) if table else {}
-
-
-def canonical_tunables(values: Mapping[str, str]) -> str:
-    """`zfs_arc_max=1073741824,zfs_txg_timeout=10` (sorted); `default` for the host's own values."""
-    return ",".join(f"{k}={values[k]}" for k in sorted(values)) or "default"
-
-
-def parse_tunables(text: str) -> dict[str, str]:
-    """The inverse of canonical_tunables."""
-    if not text or text == "default":
-        return {}
-    return dict(item.split("=", 1) for item in text.split(","))
 
 
 def _check_new_axes(ctx: _Ctx, matrix: Mapping[str, tuple[Any, ...]], fio: Mapping[str, Any],

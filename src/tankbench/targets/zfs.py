@@ -10,6 +10,8 @@ from typing import Any
 from tankbench.errors import HostError, UserError
 from tankbench.hosts.base import Host
 from tankbench.model import Target, Test, short_hash
+from tankbench.secrets import SCRIPT_KEY_DIR, ensure_key, key_file_name, remove_key
+from tankbench.tunables import canonical_tunables, parse_tunables
 
 TAG = "tankbench:campaign"
 MOUNT_BASE = "/tankbench"
@@ -47,17 +49,18 @@ def fio_filename(test: Test) -> str:
 
 
 def key_path(root: str) -> str:
-    return f"/var/tmp/tankbench/{root.replace('/', '_')}.key"
+    """The key file as exported scripts name it ($HOME of whoever runs them); `run` uses secrets.ensure_key."""
+    return f"{SCRIPT_KEY_DIR}/{key_file_name(root)}"
 
 
-def create_argv(test: Test, campaign_id: str) -> list[str]:
+def create_argv(test: Test, campaign_id: str, key: str | None = None) -> list[str]:
     """`zfs create` for the test's dataset or zvol, tagged as this campaign's."""
     props = zfs_props(test)
     argv = ["zfs", "create"]
     if test.target.kind == "zvol":
         argv += ["-V", str(test.target.size)]
     if props.get("encryption", "off") != "off":
-        props.update(keyformat="raw", keylocation=f"file://{key_path(test.target.pool)}")
+        props.update(keyformat="raw", keylocation=f"file://{key or key_path(test.target.pool)}")
     for k, v in props.items():
         argv += ["-o", f"{k}={v}"]
     return argv + ["-o", f"{TAG}={campaign_id}", dataset_name(test)]
@@ -70,9 +73,11 @@ def script_lines(test: Test, campaign_id: str) -> list[str]:
              f"-o {TAG}={campaign_id} {shlex.quote(root)}"]
     if zfs_props(test).get("encryption", "off") != "off":
         k = key_path(root)
-        lines.append(f"[ -s {k} ] || (mkdir -p \"$(dirname {k})\" && head -c 32 /dev/urandom > {k} && chmod 600 {k})")
+        lines.append(f'[ -s "{k}" ] || (umask 077 && mkdir -p "$(dirname "{k}")" && head -c 32 /dev/urandom > "{k}")')
     ds = dataset_name(test)
-    lines.append(f"zfs list {shlex.quote(ds)} >/dev/null 2>&1 || {shlex.join(create_argv(test, campaign_id))}")
+    create = " ".join(f'"{a}"' if a.startswith("keylocation=") else shlex.quote(a)  # "$HOME" expands
+                      for a in create_argv(test, campaign_id))
+    lines.append(f"zfs list {shlex.quote(ds)} >/dev/null 2>&1 || {create}")
     if test.target.kind == "zvol":
         lines.append(f"udevadm settle; while [ ! -e /dev/zvol/{ds} ]; do sleep 0.2; done")
     return lines
@@ -90,6 +95,7 @@ class ZfsProvisioner:
         self.root = spec.zfs_root
         self.note = note or (lambda _msg: None)
         self.current: dict[str, str] = {}  # target name -> dataset in use
+        self.key: str | None = None  # the encryption key file on the host, once setup() made it
 
     # -- helpers ---------------------------------------------------------------------------
     def zfs(self, *argv: str, check: bool = True, timeout: float = 300) -> str:
@@ -132,9 +138,7 @@ class ZfsProvisioner:
                      self.root)
         if any(t.kind in ("dataset", "zvol") and t.props.get("encryption", "off") != "off" for t in self.spec.targets) \
                 or any(v != "off" for v in self.spec.matrix.get("encryption", ())):
-            k = key_path(self.root)
-            self.host.run(["sh", "-c", f"[ -s {k} ] || (mkdir -p $(dirname {k}) && head -c 32 /dev/urandom > {k} "
-                                       f"&& chmod 600 {k})"], check=True, timeout=60)
+            self.key = ensure_key(self.host, self.root)
 
     def setup_created_pool(self) -> None:
         from tankbench.safety import check_raw_target
@@ -194,7 +198,7 @@ class ZfsProvisioner:
         if self.exists(ds):
             self.require_ours(ds)
         else:
-            self.zfs(*create_argv(test, self.cid))
+            self.zfs(*create_argv(test, self.cid, self.key))
         self.current[test.target.name] = ds
         if test.target.kind == "zvol":
             self.wait_zvol(ds)
@@ -229,6 +233,8 @@ class ZfsProvisioner:
                     continue
                 self.zfs("zfs", "destroy", name)
                 gone.append(name)
+        if not self.exists(self.root) and remove_key(self.host, self.root):
+            gone.append(f"key file of {self.root}")
         if self.pool.creates and self.tag_of(self.pool.name) == self.cid:
             rest = self.zfs("zfs", "list", "-H", "-r", "-o", "name", "-t", "all", self.pool.name).split()
             if rest == [self.pool.name]:
@@ -361,7 +367,6 @@ class Tunables:
     def apply(self, test: Test) -> dict[str, Any]:
         """Set the test's tunables (restoring any this campaign changed that the test does not name), read them
         back and return the run's checks: `tunables.set`, `tunables.readback`, `tunables.verified`."""
-        from tankbench.spec.parse import canonical_tunables, parse_tunables
         wanted = parse_tunables(str(test.params.get("tunables", "default")))
         if not self._loaded:  # a crashed run's originals win over what the host shows now
             self.originals = {**self._load_state(), **self.originals}

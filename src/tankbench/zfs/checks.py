@@ -6,6 +6,7 @@ docs/zfs-metrics.md for every key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 ZFS_KINDS = ("dataset", "zvol")
@@ -147,3 +148,69 @@ def tunables(params: dict[str, str]) -> dict[str, str]:
     (name -> value text as read from /sys/module/zfs/parameters/*), values stripped. Names absent on
     this OpenZFS version are simply left out; zfs_arc_max "0" means the built-in default."""
     return {name: str(params[name]).strip() for name in FINGERPRINT_TUNABLES if name in params}
+
+
+#: fewer reads than this say nothing about where reads were served from
+DIRECT_MIN_READS = 50
+
+
+def direct_io_confirm(predicted_ignored: bool | None, metrics: Mapping[str, float]) -> dict[str, Any]:
+    """Confirm `zfs.direct_ignored` (decided from version and properties) with what the run measured.
+
+    Reads that go through the ARC are counted there (demand/prefetch data hits + misses); O_DIRECT reads
+    that bypass it are not. From the run's ARC deltas and fio's read count: zfs.direct_measured is "arc"
+    (>= 50 % of reads counted by the ARC), "bypass" (< 20 %) or "mixed"; zfs.direct_confirmed says whether
+    that matches the prediction, and zfs.direct_mismatch_note explains a disagreement. zfs.reads_from_memory:
+    the disks read < 10 % of what fio read (dev.read_bytes). Returns {} without a prediction, without ARC
+    counters, or with fewer than DIRECT_MIN_READS reads (write tests: ARC counters do not show writes).
+    """
+    reads = float(metrics.get("read.total_ios", 0.0))
+    if predicted_ignored is None or reads < DIRECT_MIN_READS or "arc.demand_data_hits" not in metrics:
+        return {}
+    arc_reads = sum(float(metrics.get(f"arc.{k}", 0.0)) for k in (
+        "demand_data_hits", "demand_data_misses", "prefetch_data_hits", "prefetch_data_misses"))
+    share = arc_reads / reads
+    measured = "arc" if share >= 0.5 else "bypass" if share < 0.2 else "mixed"
+    out: dict[str, Any] = {"zfs.direct_measured": measured, "zfs.direct_arc_read_share": round(share, 4)}
+    read_bytes = float(metrics.get("read.io_bytes", 0.0))
+    physical = None
+    if "dev.read_bytes" in metrics and read_bytes > 0:
+        physical = float(metrics["dev.read_bytes"]) / read_bytes
+        out["zfs.reads_from_memory"] = physical < 0.1
+    confirmed = measured == ("arc" if predicted_ignored else "bypass")
+    out["zfs.direct_confirmed"] = confirmed
+    if confirmed:
+        out["zfs.direct_mismatch_note"] = ""
+        return out
+    disks = f"; the disks read {physical:.0%} of what fio read" if physical is not None else ""
+    if predicted_ignored:
+        out["zfs.direct_mismatch_note"] = (
+            f"predicted: O_DIRECT served through the ARC; measured: only {share:.0%} of {reads:.0f} reads were "
+            f"counted by the ARC{disks}: O_DIRECT looks honoured here (check the OpenZFS version and `direct`)")
+    else:
+        out["zfs.direct_mismatch_note"] = (
+            f"predicted: O_DIRECT bypasses the ARC; measured: {share:.0%} of {reads:.0f} reads were counted by the "
+            f"ARC{disks}: reads went through the cache, so the figure may measure memory, not disks")
+    return out
+
+
+def run_validity(params: Mapping[str, Any], checks: Mapping[str, Any]) -> list[str]:
+    """Why a run is not a valid measurement of what its test names ([] when it is).
+
+    - zfs.props_match false: the dataset/zvol did not have the properties the test asks for;
+    - zfs.slog_present contradicts the test's `slog` axis;
+    - zfs.scan_active: a scrub or resilver was running when the run ended.
+    """
+    reasons = []
+    if checks.get("zfs.props_match") is False:
+        reasons.append(f"properties did not take: expected {dict(checks.get('zfs.expected_props') or {})}, "
+                       f"the dataset had {dict(checks.get('zfs.props') or {})}")
+    if "slog" in params and "zfs.slog_present" in checks:
+        wanted = str(params["slog"]).strip().lower() in ("true", "1", "on", "yes")
+        present = bool(checks["zfs.slog_present"])
+        if wanted != present:
+            reasons.append(f"the test's slog axis is {'on' if wanted else 'off'} but the pool "
+                           f"{'had' if present else 'had no'} log device during the run")
+    if checks.get("zfs.scan_active"):
+        reasons.append(f"a {checks['zfs.scan_active']} was running on the pool when the run ended")
+    return reasons

@@ -1,0 +1,203 @@
+"""qemu for the lab: its command line (pure), starting it, recognising it, stopping it, KVM probe, QMP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tankbench.errors import HostError
+from tankbench.lab import build as labbuild
+from tankbench.lab.state import LabConfig, LabState, labs_dir
+
+Progress = Callable[[str], None]
+
+GUEST_ADDR = "10.0.2.15"
+GUEST_FIO_PORT = 8765
+#: single-threaded TCG: as fast as MTTCG on 2 cores and free of its rare boot oops (see docs/lab.md)
+TCG_THREAD = os.environ.get("TANKBENCH_LAB_TCG_THREAD", "single")
+#: extra guest kernel arguments, for experiments (e.g. "initcall_debug")
+KERNEL_ARGS = os.environ.get("TANKBENCH_LAB_KERNEL_ARGS", "")
+#: qemu processes this Python process started (so they can be reaped, not left as zombies)
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def data_disk_ids(disks: int, slog: bool = False) -> list[str]:
+    """The serials of a lab's disks: tbdata0.. then tblog0 (pure)."""
+    return [f"tbdata{i}" for i in range(disks)] + (["tblog0"] if slog else [])
+
+
+def guest_disk_paths(disks: int, slog: bool = False) -> list[str]:
+    """The guest's stable paths for the data disks (and the log disk last)."""
+    return [f"/dev/disk/by-id/virtio-{s}" for s in data_disk_ids(disks, slog)]
+
+
+def kernel_cmdline(pubkey_blob: str, fio_port: int = GUEST_FIO_PORT) -> str:
+    """The guest kernel's command line: root by label, lab-init as PID 1, panics power the VM off."""
+    return (f"console=ttyS0 root=LABEL={labbuild.ROOT_LABEL} rw init=/usr/local/sbin/lab-init net.ifnames=0 "
+            f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob} lab.fioport={fio_port}"
+            + (f" {KERNEL_ARGS}" if KERNEL_ARGS else ""))
+
+
+def qemu_argv(*, name: str, image: labbuild.Image, config: LabConfig, accelerator: str, ssh_port: int,
+              fio_port: int, run_dir: Path, pubkey_blob: str) -> list[str]:
+    """The qemu command line of a lab (pure). The root disk comes first (it is /dev/vda)."""
+    accel = ["-accel", "kvm", "-cpu", "host"] if accelerator == "kvm" else ["-accel", f"tcg,thread={TCG_THREAD}",
+                                                                             "-cpu", "max"]
+    root = f"file={image.rootfs},if=none,id=root,format=raw,snapshot=on"
+    argv = ["qemu-system-x86_64", "-name", f"tankbench-lab-{name}", *accel,
+            "-smp", str(config.cpus), "-m", str(config.memory_mb),
+            "-nodefaults", "-display", "none", "-vga", "none", "-no-reboot",
+            "-serial", f"file:{run_dir / 'console.log'}", "-monitor", "none",
+            "-qmp", f"unix:{run_dir / 'qmp.sock'},server=on,wait=off",
+            "-kernel", str(image.kernel), "-initrd", str(image.initrd), "-append", kernel_cmdline(pubkey_blob),
+            "-drive", root, "-device", "virtio-blk-pci,drive=root,serial=tbroot"]
+    for serial in data_disk_ids(config.disks, config.slog):
+        argv += ["-drive", f"file={run_dir / (serial + '.img')},if=none,id={serial},format=raw,discard=unmap",
+                 "-device", f"virtio-blk-pci,drive={serial},serial={serial}"]
+    argv += ["-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{ssh_port}-:22,"
+                        f"hostfwd=tcp:127.0.0.1:{fio_port}-{GUEST_ADDR}:{GUEST_FIO_PORT}",
+             "-device", "virtio-net-pci,netdev=n0"]
+    return argv
+
+
+def proc_alive(pid: int) -> bool:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def is_our_qemu(pid: int, name: str) -> bool:
+    """True if pid is alive and its command line is this lab's qemu (checked before any signal)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return False
+    return (bool(args) and os.path.basename(args[0]).startswith(b"qemu-system")
+            and f"tankbench-lab-{name}".encode() in args and proc_alive(pid))
+
+
+def kvm_usable(image: labbuild.Image, progress: Progress) -> bool:
+    """Probe KVM: boot the lab kernel without a root disk; it must reach its 'cannot mount root' panic fast.
+
+    On some hosts /dev/kvm exists but the guest dies with an emulation failure and hangs, so the probe
+    has a short timeout. The answer is cached per host boot.
+    """
+    forced = os.environ.get("TANKBENCH_LAB_ACCEL", "")
+    if forced in ("kvm", "tcg"):
+        return forced == "kvm"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    cache = labs_dir() / "kvm-probe.json"
+    try:
+        doc = json.loads(cache.read_text())
+        if doc.get("boot_id") == boot_id:
+            return bool(doc["kvm"])
+    except (OSError, ValueError, KeyError):
+        pass
+    progress("lab: probing KVM (10 s at most)")
+    log = labs_dir() / "kvm-probe.log"
+    log.unlink(missing_ok=True)
+    argv = ["qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-m", "256", "-nodefaults", "-display", "none",
+            "-no-reboot", "-serial", f"file:{log}", "-kernel", str(image.kernel),
+            "-append", "console=ttyS0 panic=-1"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ok = False
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if "Kernel panic" in text or "VFS:" in text:
+            ok = True
+            break
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    cache.write_text(json.dumps({"boot_id": boot_id, "kvm": ok}))
+    return ok
+
+
+def make_disks(d: Path, config: LabConfig) -> None:
+    for old in d.glob("tb*.img"):
+        old.unlink()
+    for serial in data_disk_ids(config.disks, config.slog):
+        with open(d / f"{serial}.img", "wb") as f:
+            f.truncate(config.disk_size if serial.startswith("tbdata") else min(config.disk_size, 4 << 30))
+
+
+def start_qemu(argv: list[str], d: Path) -> subprocess.Popen[bytes]:
+    """Start qemu in a session of its own (Ctrl-C in the terminal that ran `lab up` does not kill the lab)."""
+    (d / "console.log").write_text("")
+    (d / "qmp.sock").unlink(missing_ok=True)
+    with open(d / "qemu.log", "wb") as errlog:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=errlog, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=d)
+    _CHILDREN[proc.pid] = proc
+    return proc
+
+
+def qmp(d: Path, command: str, arguments: dict[str, object] | None = None, timeout: float = 30) -> object:
+    """Send one command to a lab's QMP socket and return its 'return' value."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(d / "qmp.sock"))
+        f = s.makefile("rwb")
+
+        def reply() -> dict[str, object]:
+            while True:
+                line = f.readline()
+                if not line:
+                    raise HostError("QMP connection closed")
+                msg = json.loads(line)
+                if "return" in msg or "error" in msg:
+                    return dict(msg)
+
+        f.readline()  # greeting
+        for cmd, args in (("qmp_capabilities", None), (command, arguments)):
+            f.write(json.dumps({"execute": cmd, **({"arguments": args} if args else {})}).encode() + b"\n")
+            f.flush()
+            msg = reply()
+            if "error" in msg:
+                raise HostError(f"QMP {cmd}: {msg['error']}")
+        return msg["return"]
+
+
+def kill(state: LabState, grace: float = 10.0) -> None:
+    """SIGTERM then SIGKILL the recorded qemu pid, only if it still is this lab's qemu."""
+    pid = state.pid
+    if not is_our_qemu(pid, state.name):
+        reap(pid)
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and proc_alive(pid):
+        time.sleep(0.2)
+    if is_our_qemu(pid, state.name):
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and proc_alive(pid):
+            time.sleep(0.1)
+    reap(pid)
+
+
+def reap(pid: int) -> None:
+    child = _CHILDREN.pop(pid, None)
+    if child is not None:
+        try:
+            child.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass

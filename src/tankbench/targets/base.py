@@ -1,0 +1,146 @@
+"""One interface per target kind: everything plan, export and run need to know about what fio hits.
+
+A target kind is one module in this package defining one `TargetKind` subclass; the registry
+(`tankbench.targets.kind_of`) finds it by its `kind` name, so the runner, the job writer and the matrix
+expansion never compare kind strings. Class methods are pure (plan time); instances live for one campaign
+run on one host (run time) and share a `Workspace`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from tankbench.hosts.base import Host
+from tankbench.model import Target, Test
+
+if TYPE_CHECKING:
+    from tankbench.targets.zfs import ZfsProvisioner
+
+
+class Campaign(Protocol):
+    """What target kinds read of a campaign (spec.Spec; a protocol, so targets sit below spec)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def campaign_id(self) -> str: ...
+    @property
+    def copy_size(self) -> int: ...
+    @property
+    def targets(self) -> tuple[Target, ...]: ...
+    @property
+    def pool(self) -> Any: ...
+
+#: (metrics, checks, samples) a kind adds to a run from what the agent captured for it
+Capture = tuple[dict[str, float], dict[str, Any], dict[str, list[float]]]
+
+
+@dataclass
+class Workspace:
+    """What a campaign's target kinds share on one host: the host, the campaign, where to say things, and
+    campaign-wide resources (the ZFS pool)."""
+
+    host: Host
+    spec: Campaign
+    note: Callable[[str], None] = lambda _msg: None
+    workdir: str = ""
+    zfs_params: Mapping[str, str] = field(default_factory=dict)
+    zfs_version: str = ""
+    zfs_ready: bool = False
+    _zfs: ZfsProvisioner | None = None
+
+    @property
+    def zfs(self) -> ZfsProvisioner:
+        """The campaign's pool provisioner (created on first use; the campaign must have a [pool])."""
+        if self._zfs is None:
+            from tankbench.targets.zfs import ZfsProvisioner
+
+            assert self.spec.pool is not None, "a ZFS target kind without a [pool] (spec validation missed it)"
+            self._zfs = ZfsProvisioner(self.host, self.spec, self.note)
+        return self._zfs
+
+
+class TargetKind(ABC):
+    """A target kind: raw, file, dataset, zvol, … Subclasses set `kind` and implement the abstract methods."""
+
+    kind: ClassVar[str] = ""
+    #: fio opens a block device (no file to lay out; a copy test cannot rsync into it)
+    block_device: ClassVar[bool] = False
+    #: the kind needs the campaign's [pool]
+    needs_pool: ClassVar[bool] = False
+
+    # -- plan time: pure -------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def fio_filename(cls, test: Test) -> str:
+        """The file or device fio opens (copy tests write to it)."""
+
+    @classmethod
+    @abstractmethod
+    def name_stem(cls, target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> list[str]:
+        """The leading parts of a test name, seed 000 style (`baseline-write-1M-raw-disk`, `zfs-fs-…`)."""
+
+    @classmethod
+    def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
+        """Shell lines an exported job script runs before fio: provisioning and layout, as `run` does."""
+        return []
+
+    @classmethod
+    def accepts(cls, params: Mapping[str, Any]) -> bool:
+        """Whether a matrix point makes sense on this kind (rsync replaces a file: not into a block device)."""
+        return not (cls.block_device and params.get("workload") == "rsync")
+
+    # -- run time --------------------------------------------------------------------------------
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.host = ws.host
+
+    def probe_paths(self, target: Target) -> tuple[list[str], list[str]]:
+        """(directories, block devices) the read-only probe before the campaign should look at."""
+        return [], []
+
+    def check(self, target: Target, probe: Mapping[str, Any]) -> None:
+        """Raise UserError if the campaign may not use this target (read-only; before anything is written)."""
+
+    def setup(self) -> None:
+        """Once per campaign run, before the first run on a target of this kind (e.g. create the pool)."""
+
+    def provision(self, test: Test) -> None:
+        """Make the test's target exist in the configuration the test asks for."""
+
+    @abstractmethod
+    def lay_out(self, test: Test) -> dict[str, Any]:
+        """Lay out the data fio reads and return the checks that prove it (verified, not assumed)."""
+
+    def prepare(self, test: Test) -> dict[str, Any]:
+        """Provision, then lay out (a copy test writes its own data: no layout)."""
+        self.provision(test)
+        if test.is_copy:
+            return {"copy.source_bytes": self.ws.spec.copy_size}
+        return self.lay_out(test)
+
+    def device_paths(self, test: Test) -> list[str]:
+        """Paths whose physical disks are sampled from /proc/diskstats during a run."""
+        return [test.target.path]
+
+    def capture(self, test: Test) -> dict[str, Any]:
+        """Extra agent request fields for a run on this kind (files read around fio, commands during it)."""
+        return {}
+
+    def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
+        """Metrics, checks and sample series made from what `capture` asked the agent for."""
+        return {}, {}, {}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Facts for the campaign's fingerprint that this kind knows (e.g. the pool layout)."""
+        return {}
+
+
+def rw_and_bs(params: Mapping[str, Any]) -> tuple[str, str]:
+    """The (rw, bs) parts of a test name; a copy test names its command and size instead."""
+    if params.get("workload", "fio") != "fio":
+        return f"copy-{params['workload']}", str(params["copy_size"])
+    return str(params["rw"]), str(params["bs"])

@@ -1,0 +1,34 @@
+"""`kind = "dataset"`: a laid-out test file on a ZFS dataset with the test's properties."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tankbench.model import Test
+from tankbench.targets.file import lay_out_file, layout_script_lines
+from tankbench.targets.zfsbase import ZfsKind
+
+
+class DatasetKind(ZfsKind):
+    """fio opens `<mountpoint>/tankbench-<target>.fiodata` on the test's dataset."""
+
+    kind = "dataset"
+    short = "fs"
+    block_axis = "recordsize"
+
+    @classmethod
+    def always_names_block(cls) -> bool:
+        return True
+
+    @classmethod
+    def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
+        lines = super().script_lines(test, campaign_id)
+        if not test.is_copy:
+            lines += layout_script_lines(cls.fio_filename(test), test.target.size)
+        return lines
+
+    def lay_out(self, test: Test) -> dict[str, Any]:
+        pool = self.ws.spec.pool
+        assert pool is not None
+        # the layout is verified after the txg that holds it has synced (allocated sizes settle then)
+        return lay_out_file(self.ws, test, self.fio_filename(test), ["zpool", "sync", pool.pool_name])

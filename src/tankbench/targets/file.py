@@ -1,0 +1,81 @@
+"""`kind = "file"`: one laid-out test file in a directory the campaign names."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from tankbench.errors import UserError
+from tankbench.model import Target, Test
+from tankbench.targets.base import TargetKind, Workspace, rw_and_bs
+
+
+def layout_script_lines(path: str, size: int) -> list[str]:
+    """Shell lines that lay out a test file with incompressible data unless it already is (exported scripts)."""
+    return [
+        "# Lay out the test file with incompressible data first, so reads hit real blocks (not a sparse file).",
+        f"f={shlex.quote(path)}",
+        'mkdir -p "$(dirname "$f")"',
+        f'if [ ! -f "$f" ] || [ "$(stat -c %s "$f")" -ne {size} ] || [ $(( $(stat -c %b "$f") * 512 )) -lt {size * 98 // 100} ]; then',
+        f'  head -c {size} /dev/urandom > "$f" && sync "$f"',
+        "fi",
+    ]
+
+
+def lay_out_file(ws: Workspace, test: Test, path: str, sync_cmd: list[str] | None = None) -> dict[str, Any]:
+    """Have the agent lay out and verify the test file; a failed verification is said, and recorded."""
+    t = test.target
+    request: dict[str, Any] = {"op": "prepare_file", "path": path, "size": t.size}
+    if sync_cmd:
+        request["sync_cmd"] = sync_cmd
+    res = ws.host.call_agent(request, timeout=max(600.0, t.size / (5 << 20)))
+    checks = dict(res["checks"])
+    if not checks.get("layout.verified"):
+        ws.note(f"warning: test file of target {t.name!r} failed verification: {checks}")
+    return checks
+
+
+class FileKind(TargetKind):
+    """A file `tankbench-<target>.fiodata` of the target's size in the target's directory."""
+
+    kind = "file"
+
+    @classmethod
+    def fio_filename(cls, test: Test) -> str:
+        return f"{test.target.path}/tankbench-{test.target.name}.fiodata"
+
+    @classmethod
+    def name_stem(cls, target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> list[str]:
+        rw, bs = rw_and_bs(params)
+        return [f"file-{target.name}-{rw}-{bs}"]
+
+    @classmethod
+    def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
+        path = cls.fio_filename(test)
+        if test.is_copy:
+            return [f'mkdir -p "$(dirname {shlex.quote(path)})"']
+        return layout_script_lines(path, test.target.size)
+
+    def probe_paths(self, target: Target) -> tuple[list[str], list[str]]:
+        return [target.path], []
+
+    def check(self, target: Target, probe: Mapping[str, Any]) -> None:
+        info = probe["paths"][target.path]
+        where = f"{self.ws.spec.path}: target {target.name!r} path = {target.path!r}"
+        host = self.host.name
+        if info["exists"] and not info["is_dir"]:
+            raise UserError(f"{where}: exists and is not a directory",
+                            "a file target names the directory tankbench puts its test file in")
+        if not info["exists"] and not info["parent_is_dir"]:
+            raise UserError(f"{where}: neither it nor its parent directory exists on {host}",
+                            "create the parent directory, or fix the path")
+        if not info["writable"]:
+            raise UserError(f"{where}: not writable on {host}", "pick a directory you can write to")
+
+    def provision(self, test: Test) -> None:
+        if test.is_copy:  # the agent creates the directory when it lays out a file; a copy writes its own
+            self.host.run(["mkdir", "-p", test.target.path], check=True, timeout=60)
+
+    def lay_out(self, test: Test) -> dict[str, Any]:
+        return lay_out_file(self.ws, test, self.fio_filename(test))

@@ -1,0 +1,34 @@
+"""`kind = "zvol"`: a ZFS volume with the test's properties, filled with incompressible data before fio."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from tankbench.model import Test
+from tankbench.targets.zfsbase import ZfsKind
+
+
+class ZvolKind(ZfsKind):
+    """fio opens /dev/zvol/<pool>/…; a new zvol reads zeros without any I/O, so it is filled first."""
+
+    kind = "zvol"
+    short = "zvol"
+    block_axis = "volblocksize"
+    block_device = True
+
+    @classmethod
+    def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
+        lines = super().script_lines(test, campaign_id)
+        path = shlex.quote(cls.fio_filename(test))
+        if not test.is_copy:
+            lines += ["# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
+                      f"head -c {test.target.size} /dev/urandom | dd of={path} bs=1M iflag=fullblock conv=fsync "
+                      "status=none"]
+        return lines + [f"# WARNING: writes to the block device {cls.fio_filename(test)} if the job writes."]
+
+    def lay_out(self, test: Test) -> dict[str, Any]:
+        t = test.target
+        res = self.host.call_agent({"op": "prepare_raw", "path": self.fio_filename(test), "size": t.size},
+                                   timeout=max(600.0, t.size / (2 << 20)))
+        return dict(res["checks"])

@@ -1,0 +1,65 @@
+"""How a run ended, decided from what the agent returned: a pure function (status, timeout, timing issue)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tankbench.copytest import copy_metrics
+from tankbench.fio.parse import FioOutputError, load_fio_json, metrics_from_fio
+from tankbench.model import Test
+
+TIMING_FLOOR_S = 2.0  # wall-time excess below this is fio start-up noise, never a timing issue
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A run's status, the metrics made from fio's JSON (or the copy command), timing checks and notes."""
+
+    status: str
+    wall_s: float
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    checks: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, deadline_grace: float,
+               copy_size: int) -> Verdict:
+    """Status and numbers of one run from the agent's `fio_run` result.
+
+    `done` unless fio's JSON is missing/unreadable or reports an error, fio exited non-zero (`failed`), or the
+    watchdog ended it (`timeout`). A timing issue is wall time beyond ramp + runtime by more than
+    max(timing_threshold x expected, 2 s); copy tests have no expected duration.
+    """
+    metrics: dict[str, float] = dict(res.get("metrics", {}))
+    notes: list[str] = []
+    status = "done"
+    wall = float(res["wall_s"])
+    if test.is_copy:
+        metrics.update(copy_metrics(copy_size, wall, float(res.get("drain_s", 0.0))))
+    else:
+        try:
+            metrics.update(metrics_from_fio(load_fio_json(res.get("fio_json", ""))))
+            if metrics.get("fio.error"):
+                status = "failed"
+                notes.append(f"fio reported error {int(metrics['fio.error'])}")
+        except FioOutputError as e:
+            status = "failed"
+            notes.append(str(e))
+    if res.get("exit_status") not in (0, None) and status == "done":
+        status = "failed"
+    if res.get("exit_status"):
+        notes.append(f"fio exited {res['exit_status']}")
+    if res.get("timed_out"):
+        status = "timeout"
+        notes.append(f"watchdog ended fio after {test.expected_s + deadline_grace:.0f} s "
+                     f"(expected {test.expected_s:.0f} s)")
+    threshold = max(timing_threshold * test.expected_s, TIMING_FLOOR_S)
+    checks = {"timing.threshold_s": round(threshold, 3),
+              "timing.issue": wall - test.expected_s > threshold and not test.is_copy}
+    if not test.is_copy:
+        metrics["timing.excess_s"] = round(wall - test.expected_s, 4)
+        if wall > 0 and metrics.get("total.io_bytes"):
+            metrics["timing.corrected_bw_bytes"] = metrics["total.io_bytes"] / wall
+    return Verdict(status=status, wall_s=wall, metrics=metrics, checks=checks, notes=tuple(notes))

@@ -1,0 +1,183 @@
+"""Journals are user files: read commands never change a byte, and refuse what is not a journal (issue 9 item 2)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tankbench.journal.db import Journal
+from tankbench.journal.migrations import SCHEMA_VERSION
+from tests.conftest import ROOT, tankbench
+from tests.reportdata import LAB_ZFS_JOURNAL, local_journal
+
+READERS = [
+    ("show", "--journal"),
+    ("results", "--journal"),
+    ("report", "--journal"),
+    ("advise", "--journal"),
+]
+
+
+def sha256(path: Path | str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def run_reader(command: str, journal: Path | str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    extra = ["--out", str(tmp_path / "rep")] if command == "report" else []
+    return tankbench(command, "--journal", str(journal), *extra)
+
+
+def foreign_sqlite(path: Path) -> Path:
+    """Another program's SQLite database, in rollback-journal mode."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    conn.execute("INSERT INTO notes(text) VALUES ('mine')")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def siblings(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir() if p.name != "rep")
+
+
+def test_report_leaves_the_golden_journal_byte_identical(tmp_path: Path) -> None:
+    before = sha256(LAB_ZFS_JOURNAL)
+    assert LAB_ZFS_JOURNAL.read_bytes()[18:20] == b"\x01\x01", "the fixture is a rollback-mode journal"
+    r = tankbench("report", "--journal", str(LAB_ZFS_JOURNAL), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    assert sha256(LAB_ZFS_JOURNAL) == before
+    assert not any(LAB_ZFS_JOURNAL.with_name(LAB_ZFS_JOURNAL.name + s).exists() for s in ("-wal", "-shm", ".lock"))
+
+
+@pytest.mark.parametrize("command,option", READERS)
+def test_reading_a_real_journal_changes_nothing(command: str, option: str, tmp_path: Path) -> None:
+    path = tmp_path / "j" / "labzfs.sqlite"
+    path.parent.mkdir()
+    shutil.copy(LAB_ZFS_JOURNAL, path)
+    before = sha256(path)
+    r = run_reader(command, path, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sha256(path) == before
+    assert siblings(path) == ["labzfs.sqlite"]
+
+
+def make_bad(kind: str, tmp_path: Path) -> tuple[Path, str]:
+    path = tmp_path / "j" / f"{kind}.sqlite"
+    path.parent.mkdir()
+    if kind == "empty":
+        path.write_bytes(b"")
+        return path, f"Error: {path}: not a tankbench journal (empty file)\n"
+    if kind == "text":
+        path.write_text("these are my notes, not a journal\n")
+        return path, f"Error: {path}: not a tankbench journal (not an SQLite database)\n"
+    if kind == "foreign":
+        foreign_sqlite(path)
+        return path, f"Error: {path}: not a tankbench journal (an SQLite database without the journal's tables)\n"
+    shutil.copy(LAB_ZFS_JOURNAL, path)  # newer: a journal from a tankbench with a later schema
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.close()
+    return path, (
+        f"Error: {path}: journal written by a newer tankbench (schema version {SCHEMA_VERSION + 5}; "
+        f"this tankbench reads up to {SCHEMA_VERSION})\nHint: upgrade tankbench to read or extend this "
+        "journal\n"
+    )
+
+
+BAD = ["empty", "text", "foreign", "newer"]
+
+
+@pytest.mark.parametrize("kind", BAD)
+@pytest.mark.parametrize("command,option", READERS)
+def test_readers_refuse_non_journals_without_touching_them(
+    kind: str, command: str, option: str, tmp_path: Path
+) -> None:
+    path, error = make_bad(kind, tmp_path)
+    before = sha256(path)
+    r = run_reader(command, path, tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith(error.splitlines()[0] + "\n"), r.stderr
+    assert "Hint: " in r.stderr and "Traceback" not in r.stderr
+    assert sha256(path) == before
+    assert siblings(path) == [path.name], "no -wal, -shm or .lock left beside it"
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_import_refuses_non_journals_without_touching_them(kind: str, tmp_path: Path) -> None:
+    path, error = make_bad(kind, tmp_path)
+    before = sha256(path)
+    fio = ROOT / "tests" / "fixtures" / "fio-3.33-lab" / "fio-randread-zvol-buffered.json"
+    r = tankbench("import", "--journal", str(path), str(fio))
+    assert r.returncode == 2 and r.stderr.startswith(error.splitlines()[0] + "\n"), r.stderr
+    assert sha256(path) == before
+    assert siblings(path) == [path.name]
+
+
+def test_newer_journal_full_message(tmp_path: Path) -> None:
+    path, error = make_bad("newer", tmp_path)
+    r = tankbench("show", "--journal", str(path))
+    assert (r.returncode, r.stderr) == (2, error)
+
+
+def test_compare_refuses_a_foreign_file_untouched(tmp_path: Path) -> None:
+    path = foreign_sqlite(tmp_path / "other.db")
+    before = sha256(path)
+    r = tankbench("compare", local_journal(tmp_path), str(path))
+    assert r.returncode == 2 and r.stderr.startswith(f"Error: {path}: not a tankbench journal"), r.stderr
+    assert sha256(path) == before and not (tmp_path / "other.db-wal").exists()
+
+
+def test_show_reads_a_journal_someone_is_writing(tmp_path: Path) -> None:
+    path = local_journal(tmp_path)
+    with Journal(path) as writer:  # a `run` in the middle of a write transaction
+        writer.conn.execute("BEGIN IMMEDIATE")
+        writer.conn.execute("UPDATE tests SET skip_note='being written' WHERE number=1")
+        r = tankbench("show", "--journal", path, "--json")
+        writer.conn.execute("ROLLBACK")
+    assert r.returncode == 0, r.stderr
+    assert '"state": "done"' in r.stdout and "being written" not in r.stdout
+
+
+def test_show_on_read_only_media(tmp_path: Path) -> None:
+    """A WAL-mode journal on a read-only mount (no -shm can be created there): SQLite needs immutable=1."""
+    src = tmp_path / "src"
+    src.mkdir()
+    path = src / "local.sqlite"
+    shutil.copy(local_journal(tmp_path), path)
+    Journal(str(path)).close()  # switches it to WAL, as `run` leaves it
+    assert path.read_bytes()[18:20] == b"\x02\x02" and not (src / "local.sqlite-shm").exists()
+    before = sha256(path)
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    script = (
+        f"mount --bind {src} {mnt} && mount -o remount,bind,ro {mnt} && "
+        f"exec {sys.executable} -m tankbench show --journal {mnt}/local.sqlite"
+    )
+    r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.splitlines()) == 17 and " done " in r.stdout
+    assert sha256(path) == before and sorted(os.listdir(src)) == ["local.sqlite"]
+
+
+def test_results_csv_to_a_directory(tmp_path: Path) -> None:
+    r = tankbench("results", "--journal", local_journal(tmp_path), "--csv", str(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr == (
+        f"Error: --csv {tmp_path}: is a directory\nHint: name a file, e.g. --csv {tmp_path}/results.csv\n"
+    )
+
+
+def test_results_csv_to_an_unwritable_place(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = tankbench("results", "--journal", local_journal(tmp_path), "--csv", str(blocker / "out.csv"))
+    assert r.returncode == 2 and r.stderr.startswith(f"Error: --csv {blocker}/out.csv: cannot write"), r.stderr

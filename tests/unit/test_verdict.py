@@ -1,0 +1,61 @@
+"""The run-result decision (status, timeout, timing issue) as a pure function, on real fio JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tankbench.model import Target
+from tankbench.model import Test as FioTest
+from tankbench.verdict import TIMING_FLOOR_S, decide_run
+from tests.conftest import FIXTURES
+
+FIO_JSON = (FIXTURES / "fio-3.33-lab" / "fio-randwrite-nosync-buffered.json").read_text()
+
+
+def _test(runtime: float = 10.0, ramp: float = 2.0, **params: Any) -> FioTest:
+    p = {"rw": "randwrite", "bs": "4k", **params}
+    return FioTest(number=1, name="t", target=Target(name="f", kind="file", path="/tmp", size=1 << 20), params=p,
+                fio_options={}, runtime=runtime, ramp=ramp)
+
+
+def _decide(res: dict[str, Any], test: FioTest | None = None, threshold: float = 0.1) -> Any:
+    return decide_run(test or _test(), res, threshold, 60.0, 64 << 20)
+
+
+def test_clean_run_is_done_with_fio_numbers_and_no_timing_issue() -> None:
+    v = _decide({"wall_s": 12.5, "exit_status": 0, "fio_json": FIO_JSON})
+    assert v.status == "done" and not v.notes
+    assert v.metrics["write.iops"] > 0 and v.metrics["total.io_bytes"] > 0
+    assert v.checks == {"timing.threshold_s": TIMING_FLOOR_S, "timing.issue": False}
+    assert v.metrics["timing.excess_s"] == 0.5
+    assert v.metrics["timing.corrected_bw_bytes"] == pytest.approx(v.metrics["total.io_bytes"] / 12.5)
+
+
+def test_wall_time_beyond_threshold_is_a_timing_issue() -> None:
+    t = _test(runtime=100.0, ramp=0.0)
+    assert _decide({"wall_s": 110.5, "exit_status": 0, "fio_json": FIO_JSON}, t).checks["timing.issue"]
+    assert not _decide({"wall_s": 109.9, "exit_status": 0, "fio_json": FIO_JSON}, t).checks["timing.issue"]
+    # short tests: fio's start-up noise below the 2 s floor never counts
+    assert not _decide({"wall_s": 3.9, "exit_status": 0, "fio_json": FIO_JSON}, _test(2, 0)).checks["timing.issue"]
+
+
+def test_watchdog_makes_a_timeout_whatever_fio_printed() -> None:
+    v = _decide({"wall_s": 80.0, "exit_status": -9, "timed_out": True, "fio_json": ""})
+    assert v.status == "timeout"
+    assert any("watchdog ended fio after 72 s (expected 12 s)" in n for n in v.notes)
+
+
+def test_nonzero_exit_or_unreadable_json_fails() -> None:
+    v = _decide({"wall_s": 12.0, "exit_status": 1, "fio_json": FIO_JSON})
+    assert v.status == "failed" and "fio exited 1" in v.notes
+    v = _decide({"wall_s": 12.0, "exit_status": 0, "fio_json": "fio: something went wrong"})
+    assert v.status == "failed" and v.notes
+
+
+def test_copy_tests_have_apparent_and_durable_speed_and_no_timing_issue() -> None:
+    t = _test(workload="cp", copy_size="64M")
+    v = _decide({"wall_s": 4.0, "drain_s": 4.0, "exit_status": 0}, t)
+    assert v.status == "done" and not v.checks["timing.issue"] and "timing.excess_s" not in v.metrics
+    assert v.metrics["copy.apparent_bw_bytes"] == 16 << 20 and v.metrics["copy.durable_bw_bytes"] == 8 << 20
