@@ -390,92 +390,324 @@ def _sample_layout(path, size, samples=16, chunk=65536):
     return (comp / raw, zeros / raw) if raw else (0.0, 0.0)
 
 
-def _settled_stat(path, size, sync_cmd, max_s=60.0):
-    """stat() once allocation is visible: ZFS updates st_blocks only when the txg holding the writes syncs,
-    so flush (`sync`, then e.g. `zpool sync POOL`) and poll briefly before judging the file sparse."""
-    t0 = time.monotonic()
-    st = os.stat(path)
-    if st.st_blocks * 512 >= size * 0.98 or st.st_size != size:
-        return st  # allocated; or the wrong size (a layout cut short), which is laid out again anyway
+# ---------------------------------------------------------------- layouts
+#: every layout writes in 4 KiB blocks; compressible:<N>% = (100 - N)% random bytes then N% zeros per block
+BLOCK = 4096
+
+
+def layout_block_source(layout):
+    """A function n -> bytes producing the layout's data (n a multiple of 4 KiB, or the tail)."""
+    if layout == "zero":
+        return lambda n: bytes(n)
+    if layout.startswith("compressible:"):
+        keep = BLOCK * (100 - int(layout.split(":")[1].rstrip("%"))) // 100
+
+        def compressible(n):
+            out = bytearray(n)
+            for off in range(0, n, BLOCK):
+                m = min(keep, n - off)
+                out[off:off + m] = os.urandom(m)
+            return bytes(out)
+        return compressible
+    return os.urandom
+
+
+def expected_ratio(layout):
+    """The sample compress ratio (zlib level 1) a correctly laid-out file shows, and the tolerance."""
+    if layout.startswith("compressible:"):
+        return (100 - int(layout.split(":")[1].rstrip("%"))) / 100.0, 0.1
+    return {"random": (1.0, 0.1), "zero": (0.0, 0.05), "unwritten": (0.0, 0.05)}[layout]
+
+
+def data_bytes(path, size):
+    """Bytes of the file that are data, not holes (SEEK_DATA/SEEK_HOLE); None where the filesystem cannot say.
+    Compressed blocks are data: this tells holes (a sparse, never-written file) from compression."""
+    total = 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        off = 0
+        while off < size:
+            try:
+                start = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == 6:  # ENXIO: no data after off
+                    break
+                return None
+            end = os.lseek(fd, start, os.SEEK_HOLE)
+            total += max(0, min(end, size) - start)
+            off = end
+    finally:
+        os.close(fd)
+    return total
+
+
+def zfs_dataset_of(path):
+    """(dataset, pool) holding a file (from the mount table) or a zvol device path; (None, None) if not ZFS."""
+    if path.startswith("/dev/zvol/"):
+        ds = path[len("/dev/zvol/"):]
+        return ds, ds.split("/")[0]
+    best = ("", None)
+    real = os.path.realpath(path)
+    for line in read_text("/proc/self/mountinfo").splitlines():
+        f = line.split(" - ")
+        if len(f) != 2:
+            continue
+        mnt, (fstype, source) = f[0].split()[4], f[1].split()[:2]
+        if fstype == "zfs" and (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best[0]):
+            best = (mnt, source)
+    if best[1] is None:
+        return None, None
+    return best[1], best[1].split("/")[0]
+
+
+def zfs_space(dataset):
+    """The dataset's (or zvol's) space figures from `zfs get -Hp`: used, logicalused, referenced, … ({} on error)."""
+    props = "used,logicalused,referenced,logicalreferenced,compressratio,compression,volsize"
+    try:
+        cp = subprocess.run(["zfs", "get", "-Hp", "-o", "property,value", props, dataset], capture_output=True,
+                            text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    out = {}
+    for line in cp.stdout.splitlines():
+        k, _, v = line.partition("\t")
+        if v and v != "-":
+            out[k] = int(v) if v.isdigit() else v
+    return out
+
+
+def _run_quiet(argv, timeout=600):
+    try:
+        subprocess.run(argv, timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
+def _flush(sync_cmd, max_s=600.0):
+    """`sync`, then e.g. `zpool sync POOL`: ZFS updates st_blocks (and space figures) only when the txg holding
+    the writes has synced."""
     for argv in (["sync"], sync_cmd):
         if argv:
-            try:
-                subprocess.run(argv, timeout=max_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+            _run_quiet(argv, max_s)
+
+
+def _settled_stat(path, max_s=10.0):
+    """stat() once st_blocks stops changing (after a flush it is final; a short poll guards against a txg that
+    was still syncing). Compressed files never reach their apparent size on disk: never wait for that."""
+    t0 = time.monotonic()
+    st = os.stat(path)
     while time.monotonic() - t0 < max_s:
-        st = os.stat(path)
-        if st.st_blocks * 512 >= size * 0.98:
+        time.sleep(0.2)
+        again = os.stat(path)
+        if again.st_blocks == st.st_blocks and again.st_size == st.st_size:
             break
-        time.sleep(0.5)
+        st = again
     return st
 
 
-def op_prepare_file(req):
-    """Lay out a test file with incompressible data, then verify it is allocated (not sparse)."""
-    path, size = req["path"], int(req["size"])
-    directory = os.path.dirname(path)
-    created_dir = False
-    if not os.path.isdir(directory):
-        os.makedirs(directory)
-        created_dir = True
-    laid_out = False
-    st = _settled_stat(path, size, req.get("sync_cmd")) if os.path.exists(path) else None
-    allocated = st.st_blocks * 512 if st else 0
-    need = st is None or st.st_size != size or allocated < size * 0.98 or req.get("force")
-    if not need and _sample_layout(path, size)[0] < 0.9:
-        need = True
-    t0 = time.monotonic()
-    if need:
-        chunk = 1 << 20
-        with open(path, "wb") as f:
-            left = size
-            while left > 0:
-                n = min(chunk, left)
-                f.write(os.urandom(n))
-                left -= n
-            f.flush()
-            os.fsync(f.fileno())
-        laid_out = True
-    layout_s = time.monotonic() - t0
-    st = _settled_stat(path, size, req.get("sync_cmd"))
-    ratio, zero_fraction = _sample_layout(path, size)
-    emit("result", checks={
-        "layout.apparent_bytes": st.st_size, "layout.allocated_bytes": st.st_blocks * 512,
-        "layout.sparse": st.st_blocks * 512 < st.st_size * 0.98,
-        "layout.sample_compress_ratio": round(ratio, 4),
-        "layout.zero_fraction": round(zero_fraction, 4),
-        "layout.laid_out_now": laid_out, "layout.seconds": round(layout_s, 3),
-        "layout.verified": st.st_size == size and st.st_blocks * 512 >= st.st_size * 0.98 and ratio > 0.9,
-    }, created_dir=created_dir)
+def _measure_file(path, settle=False):
+    """What a file really is: apparent, allocated and data (not hole) bytes, sampled content."""
+    st = _settled_stat(path) if settle else os.stat(path)
+    data = data_bytes(path, st.st_size)
+    ratio, zeros = _sample_layout(path, st.st_size) if st.st_size else (0.0, 1.0)
+    return {"apparent": st.st_size, "allocated": st.st_blocks * 512, "data": data, "ratio": ratio, "zeros": zeros}
 
 
-def op_prepare_raw(req):
-    """Fill a confirmed raw device's test region with incompressible data unless samples show it already is.
+def _file_ok(m, size, layout, zero_holes=False):
+    """(verified, why not) for one measured file against its layout. `zero_holes`: the filesystem stores zero
+    blocks as holes (ZFS with compression on), so a zero layout has no data blocks there."""
+    want, tol = expected_ratio(layout)
+    if m["apparent"] != size:
+        return False, "size %d, expected %d" % (m["apparent"], size)
+    if layout == "unwritten":
+        if m["data"] is None:
+            ok = m["allocated"] <= max(65536, size // 100)
+        else:
+            ok = m["data"] <= size // 100
+        return (ok and m["zeros"] == 1.0), "" if ok and m["zeros"] == 1.0 else "the file holds written blocks"
+    if m["data"] is not None and m["data"] < size * 0.98 and not (layout == "zero" and zero_holes):
+        return False, "holes: only %d of %d bytes are data" % (m["data"], size)
+    if abs(m["ratio"] - want) > tol:
+        return False, "sampled compress ratio %.2f, expected %.2f for layout %s" % (m["ratio"], want, layout)
+    if layout == "zero" and m["zeros"] < 1.0:
+        return False, "not all sampled bytes are zero"
+    return True, ""
 
-    Reads of never-written blocks (a new disk, a sparse virtual disk) can be served without touching the
-    medium; a region that samples as incompressible has been written and is left alone."""
-    path, size = req["path"], int(req["size"])
-    before = _sample_layout(path, size)[0]
-    laid_out = False
-    t0 = time.monotonic()
-    if before < 0.9:
-        fd = os.open(path, os.O_WRONLY)
+
+def _write_file(path, size, layout):
+    if layout == "unwritten":  # what fio creates for a new file before it writes: size set, no blocks
+        if os.path.exists(path):
+            os.unlink(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            left, chunk = size, 1 << 20
-            while left > 0:
-                n = min(chunk, left)
-                os.write(fd, os.urandom(n))
-                left -= n
+            os.ftruncate(fd, size)
             os.fsync(fd)
         finally:
             os.close(fd)
+        return
+    source = layout_block_source(layout)
+    with open(path, "wb") as f:
+        left = size
+        while left > 0:
+            n = min(1 << 20, left)
+            f.write(source(n))
+            left -= n
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def layout_checks(layout, files, laid_out, seconds, zfs=None, notes=()):
+    """The checks every layout records: totals over the files, holes vs compression, the verdict."""
+    apparent = sum(m["apparent"] for m in files)
+    allocated = sum(m["allocated"] for m in files)
+    known = all(m["data"] is not None for m in files)
+    data = sum(m["data"] for m in files) if known else None
+    n = max(1, len(files))
+    c = {"layout.mode": layout, "layout.files": len(files), "layout.apparent_bytes": apparent,
+         "layout.allocated_bytes": allocated,
+         "layout.sample_compress_ratio": round(sum(m["ratio"] for m in files) / n, 4),
+         "layout.zero_fraction": round(sum(m["zeros"] for m in files) / n, 4),
+         "layout.laid_out_now": laid_out, "layout.seconds": round(seconds, 3),
+         "layout.verified": not notes, "layout.note": "; ".join(notes)}
+    if data is not None:
+        c["layout.data_bytes"] = data
+        c["layout.hole_bytes"] = apparent - data
+        # sparse: holes (never-written blocks), which read as zeros without disk I/O
+        c["layout.sparse"] = apparent - data > apparent * 0.02
+        # compressed: the data blocks take less room on disk than they hold (not holes)
+        c["layout.compressed"] = data > 0 and allocated < data * 0.9
+        c["layout.disk_ratio"] = round(data / allocated, 3) if allocated else None
+    for k, v in (zfs or {}).items():
+        c["layout.zfs_" + k] = v
+    return c
+
+
+def op_prepare_file(req):
+    """Lay out the test file(s) with the requested layout (random by default), then measure and verify them:
+    apparent vs allocated vs data bytes (holes vs compression), sampled content, and on ZFS the dataset's
+    logical vs physical space."""
+    paths = list(req.get("paths") or [req["path"]])
+    size, layout = int(req["size"]), req.get("layout") or "random"
+    created_dir = False
+    for directory in sorted(set(os.path.dirname(p) for p in paths)):
+        if not os.path.isdir(directory):
+            os.makedirs(directory)
+            created_dir = True
+    dataset, pool = zfs_dataset_of(paths[0])
+    sync_cmd = req.get("sync_cmd") or (["zpool", "sync", pool] if pool else None)
+    zero_holes = bool(dataset) and zfs_space(dataset).get("compression", "off") != "off"
+    laid_out = False
+    t0 = time.monotonic()
+    _flush(sync_cmd)
+    measured = []
+    for path in paths:
+        m = _measure_file(path) if os.path.exists(path) and not req.get("force") else None
+        if m is None or not _file_ok(m, size, layout, zero_holes)[0]:
+            _write_file(path, size, layout)
+            laid_out, m = True, None
+        measured.append(m)
+    seconds = time.monotonic() - t0
+    if laid_out:
+        _flush(sync_cmd)
+    files = [m or _measure_file(p, settle=True) for p, m in zip(paths, measured)]
+    notes = ["%s: %s" % (p, why) for p, m in zip(paths, files)
+             for ok, why in [_file_ok(m, size, layout, zero_holes)] if not ok]
+    space = zfs_space(dataset) if dataset else {}
+    emit("result", checks=layout_checks(layout, files, laid_out, seconds, dict(space, dataset=dataset) if dataset
+                                        else None, notes), created_dir=created_dir)
+
+
+def _write_region(path, size, layout):
+    if layout == "unwritten":
+        import fcntl
+        import struct
+        fd = os.open(path, os.O_WRONLY)
+        try:  # BLKDISCARD: a zvol frees the blocks, which then read as zeros without I/O
+            fcntl.ioctl(fd, 0x1277, struct.pack("QQ", 0, size))
+        finally:
+            os.close(fd)
+        return
+    source = layout_block_source(layout)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        left = size
+        while left > 0:
+            n = min(1 << 20, left)
+            os.write(fd, source(n))
+            left -= n
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _region_ok(path, size, layout, space):
+    want, tol = expected_ratio(layout)
+    ratio, zeros = _sample_layout(path, size)
+    if layout == "unwritten":
+        logical = space.get("logicalreferenced")
+        if logical is None:
+            return False, "not a zvol: a device's blocks cannot be un-written"
+        if logical > max(1 << 20, size // 100):
+            return False, "the zvol holds %d written bytes" % logical
+        return zeros == 1.0, "" if zeros == 1.0 else "sampled bytes are not zero"
+    if abs(ratio - want) > tol:
+        return False, "sampled compress ratio %.2f, expected %.2f for layout %s" % (ratio, want, layout)
+    if layout == "zero" and zeros < 1.0:
+        return False, "not all sampled bytes are zero"
+    logical = space.get("logicalreferenced")
+    if layout != "unwritten" and logical is not None and logical < size * 0.98:
+        if not (layout == "zero" and space.get("compression", "off") != "off"):
+            return False, "the zvol holds only %d written bytes of %d (holes)" % (logical, size)
+    return True, ""
+
+
+def op_prepare_raw(req):
+    """Lay out a confirmed raw device's test region or a zvol with the requested layout (random by default)
+    unless samples show it already is; measure the device size and, for a zvol, logical vs physical bytes.
+
+    Reads of never-written blocks (a new disk, a sparse virtual disk, a new zvol) can be served without
+    touching the medium: `unwritten` (zvols only) asks for exactly that, to show the trap."""
+    path, size, layout = req["path"], int(req["size"]), req.get("layout") or "random"
+    dataset, pool = zfs_dataset_of(path)
+    if layout == "unwritten" and not dataset:
+        raise ValueError("layout unwritten needs a zvol: tankbench never discards a raw device's blocks")
+
+    def space():
+        if not dataset:
+            return {}
+        _run_quiet(["sync"])
+        _run_quiet(["zpool", "sync", pool])
+        return zfs_space(dataset)
+
+    laid_out = False
+    t0 = time.monotonic()
+    if req.get("force") or not _region_ok(path, size, layout, space())[0]:
+        _write_region(path, size, layout)
         laid_out = True
-    ratio, zero_fraction = _sample_layout(path, size)
-    emit("result", checks={"layout.apparent_bytes": size, "layout.sample_compress_ratio": round(ratio, 4),
-                           "layout.zero_fraction": round(zero_fraction, 4),
-                           "layout.laid_out_now": laid_out, "layout.seconds": round(time.monotonic() - t0, 3),
-                           "layout.sparse": False, "layout.verified": ratio > 0.9})
+    seconds = time.monotonic() - t0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        device_bytes = os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+    sp = space()
+    ok, why = _region_ok(path, size, layout, sp)
+    ratio, zeros = _sample_layout(path, size)
+    c = {"layout.mode": layout, "layout.files": 1, "layout.device_bytes": device_bytes,
+         "layout.apparent_bytes": min(size, device_bytes), "layout.sample_compress_ratio": round(ratio, 4),
+         "layout.zero_fraction": round(zeros, 4), "layout.laid_out_now": laid_out,
+         "layout.seconds": round(seconds, 3), "layout.verified": ok, "layout.note": why}
+    if dataset and "logicalreferenced" in sp:
+        # a zvol: written (logical) bytes vs the region tells holes; referenced vs logical tells compression
+        logical, physical = int(sp["logicalreferenced"]), int(sp.get("referenced", 0))
+        c["layout.data_bytes"] = min(logical, size)
+        c["layout.hole_bytes"] = max(0, min(size, device_bytes) - logical)
+        c["layout.allocated_bytes"] = physical
+        c["layout.sparse"] = c["layout.hole_bytes"] > size * 0.02
+        c["layout.compressed"] = logical > 0 and physical < logical * 0.9
+        for k, v in dict(sp, dataset=dataset).items():
+            c["layout.zfs_" + k] = v
+    emit("result", checks=c)
 
 
 class Sampler:

@@ -99,9 +99,9 @@ def test_op_key_refuses_a_planted_file(tmp_path: Path) -> None:
         agent.op_key({"dir": str(d), "name": "tank.key"})
 
 
-def test_settled_stat_does_not_wait_for_a_file_cut_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A kill during layout leaves a short file; it is laid out again, so waiting for it to become allocated
-    (60 s of polling before) is pointless."""
+def test_a_file_cut_short_is_measured_without_waiting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill during layout leaves a short file; it is measured once (no flush, no polling) and laid out again
+    (the 60 s of polling before are gone)."""
     short = tmp_path / "tankbench-x.fiodata"
     short.write_bytes(os.urandom(1 << 20))
 
@@ -110,20 +110,21 @@ def test_settled_stat_does_not_wait_for_a_file_cut_short(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(agent.time, "sleep", no_waiting)
     monkeypatch.setattr(agent.subprocess, "run", no_waiting)
-    assert agent._settled_stat(str(short), 4 << 20, None).st_size == 1 << 20
+    m = agent._measure_file(str(short))
+    assert m["apparent"] == 1 << 20 and not agent._file_ok(m, 4 << 20, "random")[0]
 
 
-def test_settled_stat_still_waits_for_a_full_size_sparse_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The right size but unallocated (ZFS before its txg syncs, or truly sparse): flush and poll (bounded)."""
+def test_settled_stat_waits_for_stable_blocks_never_for_allocation(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The right size but unallocated (sparse, or compressed on ZFS): after the flush, st_blocks is polled only
+    until it stops changing (bounded), then the file is judged; it is never waited on to reach its size."""
     sparse = tmp_path / "sparse.fiodata"
     with open(sparse, "wb") as f:
         f.truncate(4 << 20)
     sleeps: list[float] = []
-    clock = iter(range(0, 1000, 20))
     monkeypatch.setattr(agent.time, "sleep", sleeps.append)
-    monkeypatch.setattr(agent.time, "monotonic", lambda: float(next(clock)))
-    st = agent._settled_stat(str(sparse), 4 << 20, None, max_s=60.0)
-    assert st.st_blocks * 512 < 4 << 20 and sleeps, "a sparse file of the right size is polled, then judged"
+    st = agent._settled_stat(str(sparse), max_s=60.0)
+    assert st.st_blocks * 512 < 4 << 20 and len(sleeps) == 1, "one look to see the blocks are stable, then judged"
 
 
 def test_fio_run_refuses_a_workdir_another_user_prepared(tmp_path: Path) -> None:

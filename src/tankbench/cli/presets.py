@@ -6,24 +6,31 @@ import argparse
 import os
 import sys
 import tomllib
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 
 from tankbench.cli._common import print_json
 
 
-def presets_dir() -> Path:
-    """presets/ of this checkout (the package is installed editable from it)."""
-    return Path(__file__).resolve().parents[3] / "presets"
+def preset_files() -> list[Traversable]:
+    """The preset campaigns shipped inside the package (tankbench/presets/*.toml), by name."""
+    folder = resources.files("tankbench").joinpath("presets")
+    return sorted((f for f in folder.iterdir() if f.name.endswith(".toml") and f.is_file()), key=lambda f: f.name)
+
+
+def preset_path(name: str) -> str | None:
+    """The file of preset `name` (or `name.toml`), or None when there is no such preset."""
+    for f in preset_files():
+        if f.name in (name, f"{name}.toml"):
+            return str(f)  # an installed package (wheel or editable) is a directory on disk
+    return None
 
 
 def resolve_campaign(name: str) -> str:
-    """A path as given, or `NAME` / `NAME.toml` from presets/ when no such file exists here."""
+    """A path as given, or a preset's file when no such file exists here and the name has no `/`."""
     if os.path.exists(name) or "/" in name:
         return name
-    for candidate in (presets_dir() / name, presets_dir() / f"{name}.toml"):
-        if candidate.is_file():
-            return str(candidate)
-    return name
+    return preset_path(name) or name
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,11 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def list_presets() -> list[dict[str, object]]:
+    """Name, file, description and scales of every preset."""
     out = []
-    for path in sorted(presets_dir().glob("*.toml")):
-        doc = tomllib.loads(path.read_text())
+    for f in preset_files():
+        doc = tomllib.loads(f.read_text())
         camp = doc.get("campaign", {})
-        out.append({"name": path.stem, "path": str(path), "description": camp.get("description", ""),
+        out.append({"name": f.name[: -len(".toml")], "path": str(f), "description": camp.get("description", ""),
                     "scales": sorted(doc.get("scale", {}))})
     return out
 

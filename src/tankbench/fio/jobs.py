@@ -2,17 +2,110 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+from typing import Any
 
 from tankbench.copytest import copy_script_lines
 from tankbench.model import Test
 from tankbench.targets import kind_of
-from tankbench.units import fmt_seconds_fio, fmt_size
+from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
+
+
+def _base_path(test: Test) -> str:
+    """The file or device the test's target kind names for fio (before layouts and per-job files)."""
+    return kind_of(test.target).fio_filename(test)
+
+
+def _block(test: Test) -> bool:
+    """fio opens a block device (raw, zvol): one region shared by the jobs, no file to create."""
+    return kind_of(test.target).block_device
+
+
+def _owned_block(test: Test) -> bool:
+    """A block device tankbench creates (a zvol): it may discard its blocks; a user's disk it never does."""
+    kind = kind_of(test.target)
+    return kind.block_device and kind.needs_pool
+
+
+def layout_of(test: Test) -> str:
+    """How the test file/region is laid out before each run: random (the default), zero, unwritten or
+    compressible:<N>%."""
+    return str(test.params.get("layout", "random"))
+
+
+def numjobs_of(test: Test) -> int:
+    return int(test.params.get("numjobs", 1))
+
+
+def per_job_files(test: Test) -> bool:
+    """With numjobs > 1 each job of a file or dataset target gets its own laid-out file (fio filename_format);
+    jobs on a block device (raw, zvol) each get their own region of it (offset_increment)."""
+    return numjobs_of(test) > 1 and not _block(test) and not test.is_copy
+
+
+def _file_stem(test: Test) -> str:
+    """`tankbench-fs.fiodata` for random data, `tankbench-fs.unwritten.fiodata` etc.: one file per layout, so a
+    layout is never laid over another's file between tests; `$jobnum` before the suffix for per-job files."""
+    base = _base_path(test)
+    layout = layout_of(test)
+    stem = base[: -len(".fiodata")] if base.endswith(".fiodata") else base
+    if layout != "random":
+        stem += "." + (f"comp{layout.split(':')[1].rstrip('%')}" if layout.startswith("compressible:") else layout)
+    return stem
 
 
 def test_file_path(test: Test) -> str:
-    """The file or device fio opens (its target kind decides)."""
-    return kind_of(test.target).fio_filename(test)
+    """The file or device fio opens: the device for raw and zvol, one laid-out file per target and layout for
+    file and dataset (the first job's file when each job has its own)."""
+    if _block(test) or test.is_copy:
+        return _base_path(test)
+    return test_file_paths(test)[0]
+
+
+def test_file_paths(test: Test) -> list[str]:
+    """Every file fio opens, one per job when each job has its own (what the layout must cover)."""
+    if _block(test) or test.is_copy:
+        return [_base_path(test)]
+    stem = _file_stem(test)
+    if per_job_files(test):
+        return [f"{stem}.{j}.fiodata" for j in range(numjobs_of(test))]
+    return [f"{stem}.fiodata"]
+
+
+def layout_request(test: Test, path: str | None = None) -> dict[str, Any]:
+    """The agent request that lays out and verifies what fio will open, for the test's layout: every per-job
+    file of a file/dataset target (`prepare_file`), or the region of a raw device / zvol (`prepare_raw`,
+    `path` = the provisioned device). The runner sends it before each run (a write test changes the data)."""
+    layout = layout_of(test)
+    if _block(test):
+        return {"op": "prepare_raw", "path": path or test_file_path(test), "size": test.target.size, "layout": layout}
+    paths = test_file_paths(test)
+    return {"op": "prepare_file", "path": paths[0], "paths": paths, "size": test.target.size, "layout": layout}
+
+
+def job_bytes(test: Test) -> int:
+    """Bytes each job reads or writes over (fio's `size`): the test's size axis or the target's size; on a
+    block device with numjobs > 1, the region is shared out between the jobs."""
+    size = parse_size(str(test.params["size"])) if test.params.get("size") else test.target.size
+    if _block(test) and numjobs_of(test) > 1:
+        return size // numjobs_of(test)
+    return size
+
+
+def size_based(test: Test) -> bool:
+    """A size-based run (campaign.mode = "size"): fio ends when each job has moved its size."""
+    return test.params.get("mode") == "size"
+
+
+def deadline_s(test: Test, grace_s: float, min_throughput: int) -> float:
+    """When the watchdog ends fio. Time based: ramp + runtime + grace. Size based, where the duration is not
+    known in advance: ramp + the bytes all jobs move (size x numjobs; fio's size counts reads and writes
+    together) at the floor throughput `min_throughput` (campaign.min_throughput, default 1 MiB/s) + grace."""
+    if not size_based(test):
+        return test.expected_s + grace_s
+    total = job_bytes(test) * numjobs_of(test)
+    return test.ramp + total / max(1, min_throughput) + grace_s
 
 
 def job_text(test: Test, filename: str | None = None) -> str:
@@ -22,18 +115,24 @@ def job_text(test: Test, filename: str | None = None) -> str:
         return (f"; tankbench test {test.number:04d} {test.name} (id {test.id})\n"
                 f"; copy test, not an fio job: {p['workload']} of a {p['copy_size']} random-filled source onto "
                 f"{filename or test_file_path(test)}, timed until the command returns and until the data is durable\n")
-    g: dict[str, object] = {
-        "ioengine": p.get("ioengine", "libaio"),
-        "filename": filename or test_file_path(test),
-        "time_based": 1,
-        "runtime": fmt_seconds_fio(test.runtime),
-        "ramp_time": fmt_seconds_fio(test.ramp),
-        "group_reporting": 1,
-        "direct": 1 if p.get("io", "direct") == "direct" else 0,
-    }
-    size = p.get("size") or (fmt_size(test.target.size) if test.target.size else "")
+    g: dict[str, object] = {"ioengine": p.get("ioengine", "libaio")}
+    g.update(_file_options(test, filename))
+    if size_based(test):
+        if test.ramp:
+            g["ramp_time"] = fmt_seconds_fio(test.ramp)
+    else:
+        g.update(time_based=1, runtime=fmt_seconds_fio(test.runtime), ramp_time=fmt_seconds_fio(test.ramp))
+    g["group_reporting"] = 1
+    g["direct"] = 1 if p.get("io", "direct") == "direct" else 0
+    size = job_bytes(test)
     if size:
-        g["size"] = size
+        g["size"] = fmt_size(size)
+    if numjobs_of(test) > 1 and _block(test) and size:
+        g["offset_increment"] = fmt_size(size)  # job j works on [j * size, (j + 1) * size)
+    if "buffer_compress_percentage" in p:
+        g["buffer_compress_percentage"] = p["buffer_compress_percentage"]
+    if "refill_buffers" in p:
+        g["refill_buffers"] = 1 if p["refill_buffers"] else 0
     mode = p.get("sync_mode", "async")
     if mode == "sync":
         g["sync"] = 1
@@ -52,6 +151,59 @@ def job_text(test: Test, filename: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _file_options(test: Test, filename: str | None) -> dict[str, object]:
+    """`filename`, or `directory` + `filename_format` when each job has its own file."""
+    path = filename or test_file_path(test)
+    if not per_job_files(test):
+        return {"filename": path}
+    stem = _file_stem(test)
+    if filename:  # the caller named the first job's file: derive the others from it
+        stem = filename[: -len(".0.fiodata")] if filename.endswith(".0.fiodata") else filename
+    return {"directory": os.path.dirname(stem), "filename_format": os.path.basename(stem) + ".$jobnum.fiodata"}
+
+
+def layout_script_lines(test: Test) -> list[str]:
+    """Shell lines that lay out the test's file(s) or zvol the way tankbench does for its layout."""
+    q = shlex.quote
+    size, layout = test.target.size, layout_of(test)
+    if _owned_block(test):
+        dev = q(test_file_path(test))
+        if layout == "unwritten":
+            return ["# layout unwritten: discard the zvol, so reads hit holes (ZFS answers them without disk I/O)",
+                    f"blkdiscard {dev}"]
+        if layout == "zero":
+            return ["# layout zero: zero-filled (seed 000's retest: reading zeros is fast, and meaningless)",
+                    f"dd if=/dev/zero of={dev} bs=1M count={size >> 20} oflag=direct conv=fsync status=none"]
+        if layout.startswith("compressible:"):
+            return [f"# layout {layout}", _fio_fill(dev, size, layout)]
+        return ["# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
+                f"head -c {size} /dev/urandom | dd of={dev} bs=1M iflag=fullblock conv=fsync status=none"]
+    lines = []
+    for path in test_file_paths(test):
+        lines += [f"f={q(path)}", 'mkdir -p "$(dirname "$f")"']
+        if layout == "unwritten":
+            lines += ["# layout unwritten: a never-written (sparse) file, as fio creates it; reads hit holes",
+                      f'rm -f "$f" && truncate -s {size} "$f"']
+        elif layout == "zero":
+            lines += ["# layout zero: zero-filled (with compression on, ZFS stores holes)",
+                      f'head -c {size} /dev/zero > "$f" && sync "$f"']
+        elif layout.startswith("compressible:"):
+            lines += [f"# layout {layout}", _fio_fill('"$f"', size, layout)]
+        else:
+            lines += [
+                "# Lay out the test file with incompressible data first, so reads hit real blocks (not a sparse file).",
+                f'if [ ! -f "$f" ] || [ "$(stat -c %s "$f")" -ne {size} ] || [ $(( $(stat -c %b "$f") * 512 )) -lt {size * 98 // 100} ]; then',
+                f'  head -c {size} /dev/urandom > "$f" && sync "$f"',
+                "fi"]
+    return lines
+
+
+def _fio_fill(path: str, size: int, layout: str) -> str:
+    pct = layout.split(":")[1].rstrip("%")
+    return (f"fio --name=layout --filename={path} --rw=write --bs=1M --size={size} --refill_buffers=1 "
+            f"--buffer_compress_percentage={pct} --buffer_compress_chunk=4k --end_fsync=1 >/dev/null")
+
+
 def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
     """A POSIX shell script that reproduces the test with plain fio (no tankbench needed)."""
     path = test_file_path(test)
@@ -61,6 +213,10 @@ def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
              "set -eu",
              'cd "$(dirname "$0")"']
     lines += kind_of(test.target).script_lines(test, campaign_id)
+    if not test.is_copy and (_owned_block(test) or not _block(test)) and \
+            (layout_of(test) != "random" or per_job_files(test)):
+        lines.append("# This test's layout, for the files fio opens:")
+        lines += layout_script_lines(test)
     if test.is_copy:
         return "\n".join(lines + copy_script_lines(test, path)) + "\n"
     lines.append(f"exec fio --output-format=json {shlex.quote(fio_name)}")

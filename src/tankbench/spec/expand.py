@@ -9,8 +9,16 @@ from typing import Any
 
 from tankbench.errors import UserError
 from tankbench.model import Target, Test
-from tankbench.spec.parse import AXES, FIO_AXES, ZFS_AXES_FOR, Spec
+from tankbench.spec.parse import (
+    AXES,
+    DATA_AXES,
+    FIO_AXES,
+    HOST_AXES,
+    ZFS_AXES_FOR,
+    Spec,
+)
 from tankbench.targets import kind_of
+from tankbench.tunables import canonical_tunables, parse_tunables
 from tankbench.units import fmt_size
 
 
@@ -20,11 +28,21 @@ def _matches(rule: Mapping[str, tuple[Any, ...]], target: Target, params: Mappin
             actual: Any = target.name
         elif axis == "kind":
             actual = target.kind
+        elif axis == "tunables":  # a rule names some parameters: it matches tests that set them so
+            have = parse_tunables(str(params.get("tunables", "default")))
+            if not any(_tunables_match(parse_tunables(str(v)), have) for v in values):
+                return False
+            continue
         else:
             actual = params.get(axis)
         if actual not in values:
             return False
     return True
+
+
+def _tunables_match(rule: Mapping[str, str], have: Mapping[str, str]) -> bool:
+    """`default` matches tests that set nothing; otherwise every parameter the rule names, at its value."""
+    return have == {} if not rule else all(have.get(k) == v for k, v in rule.items())
 
 
 def test_name(target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> str:
@@ -45,7 +63,26 @@ def test_name(target: Target, params: Mapping[str, Any], varying: set[str], seve
         parts.append(str(params["io"]))
     if "sync_mode" in varying and "sync_mode" in params:
         parts.append(str(params["sync_mode"]))
-    return "-".join(parts)
+    return "-".join(parts + _data_name_parts(params, varying))
+
+
+def _data_name_parts(params: Mapping[str, Any], varying: set[str]) -> list[str]:
+    """Name parts of the layout, buffer, cache and tunables axes that vary: `unwritten`, `comp50`, `cold`,
+    `refill`, `bufcomp50`, `txg_timeout10`."""
+    parts = []
+    if "layout" in varying and "layout" in params:
+        layout = str(params["layout"])
+        parts.append(f"comp{layout.split(':')[1].rstrip('%')}" if layout.startswith("compressible:") else layout)
+    if "buffer_compress_percentage" in varying and "buffer_compress_percentage" in params:
+        parts.append(f"bufcomp{params['buffer_compress_percentage']}")
+    if "refill_buffers" in varying and "refill_buffers" in params:
+        parts.append("refill" if params["refill_buffers"] else "norefill")
+    if "cache" in varying and "cache" in params:
+        parts.append(str(params["cache"]))
+    if "tunables" in varying and "tunables" in params:
+        values = parse_tunables(str(params["tunables"]))
+        parts.append("-".join(f"{k.removeprefix('zfs_')}{v}" for k, v in values.items()) or "defaults")
+    return parts
 
 
 def copy_params(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
@@ -53,7 +90,7 @@ def copy_params(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
     if params.get("workload", "fio") == "fio":
         params.pop("workload", None)  # the default: ids of fio tests stay as they were before the axis existed
         return params
-    out = {k: v for k, v in params.items() if k not in FIO_AXES}
+    out = {k: v for k, v in params.items() if k not in FIO_AXES and k not in DATA_AXES}
     out["workload"] = params["workload"]
     out["copy_size"] = fmt_size(spec.copy_size)
     return out
@@ -61,7 +98,19 @@ def copy_params(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
 
 def axes_for(target: Target, axes: list[str]) -> list[str]:
     """The axes that apply to a target: fio axes always, ZFS axes only where they mean something."""
-    return [a for a in axes if a in FIO_AXES or a in ZFS_AXES_FOR[target.kind]]
+    return [a for a in axes if a in FIO_AXES or a in DATA_AXES or a in HOST_AXES or a in ZFS_AXES_FOR[target.kind]]
+
+
+def run_settings(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
+    """Campaign-wide settings that change what a test measures, in its params (and so its id): the fixed
+    [tunables] under the matrix's, and `mode = "size"` for size-based runs (absent: the defaults)."""
+    if spec.tunables:
+        merged = dict(spec.tunables)
+        merged.update(parse_tunables(str(params.get("tunables", "default"))))
+        params["tunables"] = canonical_tunables(merged)
+    if spec.size_based and params.get("workload", "fio") == "fio":
+        params["mode"] = "size"
+    return params
 
 
 def expand(spec: Spec) -> list[Test]:
@@ -80,16 +129,19 @@ def expand(spec: Spec) -> list[Test]:
     for target in spec.targets:
         t_axes = axes_for(target, axes)
         for combo in itertools.product(*(spec.matrix[a] for a in t_axes)):
-            params = copy_params(dict(zip(t_axes, combo)), spec)
+            params = run_settings(copy_params(dict(zip(t_axes, combo)), spec), spec)
             if not kind_of(target).accepts(params):
                 continue  # e.g. rsync replaces the destination file: it cannot write into a block device
+            kind = kind_of(target)
+            if params.get("layout") == "unwritten" and kind.block_device and not kind.needs_pool:
+                continue  # a user's disk is never discarded: its blocks cannot be un-written
             if not any(_matches(rule, target, params) for rule in spec.excludes):
                 points.append((target, params))
     for inc in spec.includes:
         for target in spec.targets:
             if inc.get("target", target.name) == target.name:
-                points.append((target, copy_params({a: inc.get(a, spec.matrix[a][0])
-                                                    for a in axes_for(target, axes)}, spec)))
+                points.append((target, run_settings(copy_params({a: inc.get(a, spec.matrix[a][0])
+                                                                 for a in axes_for(target, axes)}, spec), spec)))
     tests: list[Test] = []
     seen: set[str] = set()
     varying = {a for a in axes if len(spec.matrix[a]) > 1}

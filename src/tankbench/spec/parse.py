@@ -13,19 +13,30 @@ from tankbench.errors import SpecError, UserError
 from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy, policy_from_table
 from tankbench.targets import kind_names
+from tankbench.tunables import canonical_tunables
 from tankbench.units import fmt_size, parse_duration, parse_size
 
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
 HOST_KINDS = ("auto", "local", "lab", "ssh")
 #: fio axes tankbench understands; any other fio option goes under [fio] (same for every test)
-FIO_AXES = ("workload", "rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
+FIO_AXES = ("workload", "rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine",
+            "buffer_compress_percentage", "refill_buffers")
+#: what the test file holds and whether caches are emptied before a run (all target kinds; not copy tests)
+DATA_AXES = ("layout", "cache")
+#: host-wide settings: ZFS module parameters (all target kinds, copy tests too)
+HOST_AXES = ("tunables",)
+#: `layout`: how tankbench lays out the test file / region before each run (`compressible:<N>%` too)
+LAYOUTS = ("random", "zero", "unwritten")
+CACHE_STATES = ("warm", "cold")
+#: `campaign.mode`: time-based runs (runtime) or size-based runs (each job moves its size, then fio ends)
+RUN_MODES = ("time", "size")
 #: `workload`: fio, or a copy command (seed 000's non-synthetic tests) writing campaign.copy_size bytes
 WORKLOADS = ("fio", "cp", "rsync", "dd")
 #: ZFS axes, outermost first so that consecutive tests share one dataset configuration
 ZFS_AXES = ("slog", "encryption", "recordsize", "volblocksize", "compression", "sync", "logbias", "primarycache",
             "atime", "direct")
 #: every axis in expansion order
-AXES = ZFS_AXES + FIO_AXES
+AXES = ZFS_AXES + HOST_AXES + DATA_AXES + FIO_AXES
 #: which ZFS axes apply to which target kind (others are dropped for that target, so tests are not duplicated)
 ZFS_AXES_FOR = {
     "raw": (), "file": (),
@@ -49,11 +60,15 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 CAMPAIGN_KEYS = ("name", "description", "runtime", "ramp", "warmup", "repeats", "cooldown", "deadline_grace",
                  "timing_threshold", "max_tests", "host", "drain_max", "sample_interval", "copy_size",
-                 "order", "shuffle_seed", "racing", "ss", "ss_dur", "ss_ramp")
+                 "order", "shuffle_seed", "racing", "ss", "ss_dur", "ss_ramp", "mode", "min_throughput")
 TOP_KEYS = ("campaign", "host", "pool", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report",
-            "scale", "preflight")
+            "scale", "preflight", "tunables")
 TARGET_KEYS = ("name", "kind", "path", "size", "confirm", "props")
-POOL_KEYS = ("name", "vdevs", "log", "confirm", "ashift", "properties", "parent")
+POOL_KEYS = ("name", "vdevs", "log", "cache", "special", "confirm", "ashift", "properties", "parent")
+#: vdev classes written in zpool create's grammar (`["raidz1", a, b, c]`, `["mirror", a, b, "mirror", c, d]`)
+VDEV_CLASSES = ("vdevs", "log", "cache", "special")
+#: group keywords and the fewest devices each takes (as zpool create enforces)
+VDEV_GROUPS = {"mirror": 2, "raidz": 2, "raidz1": 2, "raidz2": 3, "raidz3": 4}
 HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog")
 COOLDOWN_KEYS = ("fixed", "max", "load1", "dirty", "auto", "idle_iops", "idle_for")
 #: time to answer (issue 11): where warm-ups go, in which order runs go, when repeats stop
@@ -90,10 +105,30 @@ class PoolSpec:
     ashift: int = 12
     properties: Mapping[str, str] = field(default_factory=frozen_map)
     parent: str = ""
+    cache: tuple[str, ...] = ()
+    special: tuple[str, ...] = ()
 
     @property
     def creates(self) -> bool:
         return bool(self.name)
+
+    @property
+    def data_devices(self) -> tuple[str, ...]:
+        """The data vdevs' device paths, without the group keywords (mirror, raidz1, …)."""
+        return tuple(d for d in self.vdevs if d not in VDEV_GROUPS)
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """Every device the pool is created on: data, log, cache and special (no keywords)."""
+        return tuple(d for d in self.vdevs + self.log + self.cache + self.special if d not in VDEV_GROUPS)
+
+    @property
+    def layout(self) -> str:
+        """A one-line description, e.g. `raidz1(3) + log(1) + cache(1)` (for fingerprints and reports)."""
+        parts = [f"{name}{groups}" for name, groups in (("", _groups(self.vdevs)), ("log ", _groups(self.log)),
+                                                          ("cache ", _groups(self.cache)),
+                                                          ("special ", _groups(self.special))) if groups]
+        return " + ".join(parts)
 
     @property
     def pool_name(self) -> str:
@@ -177,6 +212,14 @@ class Spec:
     #: what to do before each run about noise on the host (scrub, other I/O, swap, load): [preflight]
     preflight: PreflightPolicy = field(default_factory=PreflightPolicy)
     schedule: Schedule = field(default_factory=Schedule)
+    mode: str = "time"
+    min_throughput: int = 1 << 20
+    tunables: Mapping[str, str] = field(default_factory=frozen_map)
+
+    @property
+    def size_based(self) -> bool:
+        """Runs end when each job has moved its size (campaign.mode = "size"), not after a runtime."""
+        return self.mode == "size"
 
     @property
     def campaign_id(self) -> str:
@@ -316,7 +359,8 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     name = ctx.string("campaign.name", camp.get("name", ""))
     if not NAME_RE.match(name):
         raise ctx.err("campaign.name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "zvol-vs-dataset"')
-    runtime = ctx.duration("campaign.runtime", camp.get("runtime", "60s"), positive=True)
+    mode, min_throughput = _run_mode(ctx, camp)
+    runtime = 0.0 if mode == "size" else ctx.duration("campaign.runtime", camp.get("runtime", "60s"), positive=True)
     ramp = ctx.duration("campaign.ramp", camp.get("ramp", "0s"))
     schedule = _schedule(ctx, camp, runtime, name)
     repeats = schedule.repeats_max
@@ -340,6 +384,8 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     fio = _fio(ctx, ctx.table(doc, "fio"))
     if schedule.ss:  # fio's own steady-state detection: part of the job, so part of each test's id
         fio.update({"ss": schedule.ss, "ss_dur": f"{schedule.ss_dur_s:g}s", "ss_ramp": f"{schedule.ss_ramp_s:g}s"})
+    tunables = _tunables_table(ctx, ctx.table(doc, "tunables"))
+    _check_new_axes(ctx, matrix, fio, pool, targets, mode)
     extras: dict[str, Any] = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
     return Spec(path=path, text=text, name=name, description=str(camp.get("description", "")), runtime=runtime,
                 ramp=ramp, warmup=warmup, repeats=repeats, cooldown=cooldown, deadline_grace=grace,
@@ -347,7 +393,8 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
                 copy_size=copy_size,
                 host=host, targets=targets, matrix=frozen_map(matrix), excludes=excludes, includes=includes,
                 fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale,
-                preflight=policy_from_table(ctx.table(doc, "preflight"), path), schedule=schedule)
+                preflight=policy_from_table(ctx.table(doc, "preflight"), path), schedule=schedule, mode=mode,
+                min_throughput=min_throughput, tunables=frozen_map(tunables))
 
 
 def _list(ctx: _Ctx, doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
@@ -601,30 +648,21 @@ def _pool(ctx: _Ctx, value: object, targets: tuple[Target, ...]) -> PoolSpec | N
         raise ctx.err("pool.name", name, "not a valid pool name", 'e.g. "tbpool"')
     if parent and not re.match(r"^[A-Za-z][A-Za-z0-9_.:/-]*[A-Za-z0-9_.:-]$", parent):
         raise ctx.err("pool.parent", parent, "not a dataset name", 'e.g. "tank/bench"')
-    lists = {}
-    for key in ("vdevs", "log", "confirm"):
-        items = value.get(key, [])
-        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
-            raise ctx.err(f"pool.{key}", items, "must be a list of device paths", '["/dev/disk/by-id/…"]')
-        for x in items:
-            if key != "confirm" and not x.startswith("/dev/disk/by-id/"):
-                raise ctx.err(f"pool.{key}", x, "vdevs are named by stable id", "use /dev/disk/by-id/… paths")
-        lists[key] = tuple(items)
+    lists = {key: _vdev_list(ctx, key, value.get(key, [])) for key in VDEV_CLASSES + ("confirm",)}
     if name and not lists["vdevs"]:
         raise ctx.err("pool.vdevs", [], "a pool tankbench creates needs vdevs", '["/dev/disk/by-id/virtio-tbdata0"]')
-    if parent and (lists["vdevs"] or lists["log"]):
-        raise ctx.err("pool.vdevs", list(lists["vdevs"] + lists["log"]), "an existing parent takes no vdevs",
+    if parent and any(lists[k] for k in VDEV_CLASSES):
+        given = [d for k in VDEV_CLASSES for d in lists[k]]
+        raise ctx.err("pool.vdevs", given, "an existing parent takes no vdevs",
                       "tankbench never changes the layout of a pool it did not create")
-    missing = [d for d in lists["vdevs"] + lists["log"] if d not in lists["confirm"]]
-    if missing:
-        raise ctx.err("pool.confirm", list(lists["confirm"]), f"does not confirm {missing[0]}",
-                      "list every vdev and log device again in confirm: creating the pool destroys their contents")
+    _check_devices_once(ctx, lists)
     ashift = ctx.integer("pool.ashift", value.get("ashift", 12), 9, 16)
     props = value.get("properties", {})
     if not isinstance(props, dict):
         raise ctx.err("pool.properties", props, "must be a table", '{ compression = "off" }')
     return PoolSpec(name=name, vdevs=lists["vdevs"], log=lists["log"], confirm=lists["confirm"], ashift=ashift,
-                    properties={k: str(v) for k, v in props.items()}, parent=parent)
+                    properties={k: str(v) for k, v in props.items()}, parent=parent, cache=lists["cache"],
+                    special=lists["special"])
 
 
 def _axis_value(ctx: _Ctx, key: str, axis: str, v: object) -> Any:
@@ -666,6 +704,8 @@ def _axis_value(ctx: _Ctx, key: str, axis: str, v: object) -> Any:
         if not re.match(r"^[a-z0-9_:]+$", s):
             raise ctx.err(key, v, "not an fio ioengine name", 'e.g. "libaio", "psync", "io_uring", "null"')
         return s
+    if axis in ("layout", "cache", "tunables", "buffer_compress_percentage", "refill_buffers"):
+        return _data_axis_value(ctx, key, axis, v)
     raise ctx.err(key, v, "unknown axis", "")
 
 
@@ -772,3 +812,157 @@ def _fio(ctx: _Ctx, table: dict[str, Any]) -> dict[str, Any]:
 def describe_axes(spec: Spec) -> Callable[[str], int]:
     """How many values each axis has (names only show the axes that vary)."""
     return lambda axis: len(spec.matrix.get(axis, ()))
+
+
+# -- pool layouts, tunables, layouts, cache state and size-based runs (issue 10) ---------------------------------
+def _groups(items: tuple[str, ...]) -> str:
+    """`raidz1(3)`, `mirror(2) mirror(2)`, `2 disks` for a vdev list in zpool grammar."""
+    groups: list[list[Any]] = []
+    plain = 0
+    for x in items:
+        if x in VDEV_GROUPS:
+            groups.append([x, 0])
+        elif groups:
+            groups[-1][1] += 1
+        else:
+            plain += 1
+    if plain:
+        return f"{plain} disk{'s' if plain > 1 else ''}"
+    return " ".join(f"{word}({n})" for word, n in groups)
+
+
+def _vdev_list(ctx: _Ctx, key: str, items: object) -> tuple[str, ...]:
+    """One vdev class in zpool create's grammar: devices by id, optionally grouped by mirror/raidzN keywords."""
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        raise ctx.err(f"pool.{key}", items, "must be a list of device paths", '["/dev/disk/by-id/…"]')
+    if key == "confirm":
+        return tuple(items)
+    groups: list[tuple[str, int]] = []
+    plain = 0
+    for x in items:
+        if x in VDEV_GROUPS:
+            if key == "cache":
+                raise ctx.err("pool.cache", x, "cache devices cannot be grouped",
+                              "list the L2ARC devices by id without mirror/raidz")
+            if key in ("log", "special") and x != "mirror":
+                raise ctx.err(f"pool.{key}", x, f"a {key} vdev is a disk or a mirror", '["mirror", a, b] or [a]')
+            groups.append((x, 0))
+        elif not x.startswith("/dev/disk/by-id/"):
+            hint = "use /dev/disk/by-id/… paths" if x.startswith("/") else \
+                f"group keywords are {', '.join(VDEV_GROUPS)}; devices are /dev/disk/by-id/… paths"
+            raise ctx.err(f"pool.{key}", x, "vdevs are named by stable id", hint)
+        elif groups:
+            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
+        else:
+            plain += 1
+    if groups and plain:
+        raise ctx.err(f"pool.{key}", items, "mixes single disks with mirror/raidz groups",
+                      "start the list with a keyword and give every disk a group (zpool refuses mixed redundancy)")
+    for word, n in groups:
+        if n < VDEV_GROUPS[word]:
+            raise ctx.err(f"pool.{key}", items, f"a {word} group needs at least {VDEV_GROUPS[word]} devices "
+                          f"(has {n})", f'e.g. ["{word}", {", ".join(["id"] * VDEV_GROUPS[word])}]')
+    return tuple(items)
+
+
+def _check_devices_once(ctx: _Ctx, lists: Mapping[str, tuple[str, ...]]) -> None:
+    """Each device in one place only, and every one of them confirmed (creating the pool destroys them)."""
+    seen: dict[str, str] = {}
+    for key in VDEV_CLASSES:
+        for d in lists[key]:
+            if d in VDEV_GROUPS:
+                continue
+            if d in seen:
+                raise ctx.err(f"pool.{key}", d, f"is already listed in pool.{seen[d]}", "use each device once")
+            seen[d] = key
+    missing = [d for d in seen if d not in lists["confirm"]]
+    if missing:
+        raise ctx.err("pool.confirm", list(lists["confirm"]), f"does not confirm {missing[0]}",
+                      "list every vdev, log, cache and special device again in confirm: creating the pool "
+                      "destroys their contents")
+
+
+def _run_mode(ctx: _Ctx, camp: Mapping[str, Any]) -> tuple[str, int]:
+    """campaign.mode: "time" (runtime) or "size" (fio ends when each job has moved its size)."""
+    mode = ctx.choice("campaign.mode", camp.get("mode", "time"), RUN_MODES)
+    if mode == "size" and "runtime" in camp:
+        raise ctx.err("campaign.runtime", camp["runtime"], 'has no meaning with mode = "size"',
+                      "remove runtime: each job ends after its size; campaign.min_throughput bounds the watchdog")
+    if mode == "time" and "min_throughput" in camp:
+        raise ctx.err("campaign.min_throughput", camp["min_throughput"], 'applies only to mode = "size"',
+                      'remove it, or set mode = "size"')
+    floor = ctx.size("campaign.min_throughput", camp.get("min_throughput", "1M"))
+    return mode, floor
+
+
+def _layout_value(ctx: _Ctx, key: str, v: object) -> str:
+    """random | zero | unwritten | compressible:<N>% (N from 1 to 99)."""
+    if isinstance(v, str) and v.startswith("compressible:"):
+        m = re.match(r"^compressible:([0-9]{1,2})%$", v)
+        if not m or not 1 <= int(m.group(1)) <= 99:
+            raise ctx.err(key, v, "needs a percentage from 1 to 99", 'e.g. "compressible:50%" (half of each block '
+                          "compresses away)")
+        return f"compressible:{int(m.group(1))}%"
+    if v not in LAYOUTS:
+        raise ctx.err(key, v, f"must be one of {', '.join(LAYOUTS)} or compressible:<N>%",
+                      'e.g. layout = ["unwritten", "random"] (seed 002: never-written vs written file)')
+    return str(v)
+
+
+def _data_axis_value(ctx: _Ctx, key: str, axis: str, v: object) -> Any:
+    if axis == "layout":
+        return _layout_value(ctx, key, v)
+    if axis == "cache":
+        return ctx.choice(key, v, CACHE_STATES)
+    if axis == "tunables":
+        return canonical_tunables(_tunable_set(ctx, key, v))
+    if axis == "buffer_compress_percentage":
+        return ctx.integer(key, v, 0, 100)
+    return ctx.boolean(key, v)
+
+
+TUNABLE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+TUNABLE_VALUE_RE = re.compile(r"^-?[A-Za-z0-9_.:,+-]{1,64}$")
+
+
+def _tunable_set(ctx: _Ctx, key: str, table: object) -> dict[str, str]:
+    """A table of ZFS module parameters (names as in /sys/module/zfs/parameters) and their values."""
+    if not isinstance(table, dict):
+        raise ctx.err(key, table, "must be a table of module parameters",
+                      "e.g. tunables = [{}, { zfs_txg_timeout = 10 }] ({} keeps the host's values)")
+    out: dict[str, str] = {}
+    for name, value in table.items():
+        if not TUNABLE_RE.match(name):
+            raise ctx.err(f"{key}.{name}", value, "is not a module parameter name",
+                          "names as in /sys/module/zfs/parameters, e.g. zfs_txg_timeout")
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or not TUNABLE_VALUE_RE.match(str(value)):
+            raise ctx.err(f"{key}.{name}", value, "must be a whole number or a short word",
+                          "e.g. zfs_txg_timeout = 10, zfs_arc_max = 1073741824 (bytes)")
+        out[name] = str(value)
+    return out
+
+
+def _tunables_table(ctx: _Ctx, table: dict[str, Any]) -> dict[str, str]:
+    """[tunables]: module parameters fixed for the whole campaign (merged under matrix.tunables)."""
+    return _tunable_set(ctx, "tunables", table) if table else {}
+
+
+def _check_new_axes(ctx: _Ctx, matrix: Mapping[str, tuple[Any, ...]], fio: Mapping[str, Any],
+                    pool: PoolSpec | None, targets: tuple[Target, ...], mode: str) -> None:
+    """Cross-key rules of the issue-10 keys: one place per fio buffer option, cold caches only where
+    tankbench may export the pool, size-based runs only with a size, slog only with single log disks."""
+    for axis in ("buffer_compress_percentage", "refill_buffers"):
+        if axis in matrix and axis in fio:
+            raise ctx.err(f"fio.{axis}", fio[axis], f"is also an axis (matrix.{axis})", "set it in one place")
+    if "cold" in matrix.get("cache", ()) and pool is not None and not pool.creates:
+        raise ctx.err("matrix.cache", list(matrix["cache"]), "cold needs a pool tankbench creates",
+                      "emptying the ARC means exporting and importing the pool; tankbench never exports a pool "
+                      "it did not create: use [pool] name + vdevs, or drop \"cold\"")
+    if True in matrix.get("slog", ()) and pool is not None and any(d in VDEV_GROUPS for d in pool.log):
+        raise ctx.err("pool.log", list(pool.log), "the slog axis adds and removes single log disks",
+                      "list the log disks without mirror, or remove the slog axis")
+    if mode == "size":
+        for i, t in enumerate(targets):
+            if not t.size and "size" not in matrix:
+                raise ctx.err(f"target[{i}].size", None, "size-based runs need a size",
+                              'give the target a size, or set matrix.size = ["256M"]')

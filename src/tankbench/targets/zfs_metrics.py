@@ -6,7 +6,7 @@ from typing import Any
 
 from tankbench.hosts.base import Host
 from tankbench.model import Test
-from tankbench.targets.zfs import dataset_name, zfs_props
+from tankbench.targets.zfs import buffer_check, dataset_name, zfs_props
 from tankbench.units import parse_size
 
 ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
@@ -80,6 +80,7 @@ def from_capture(test: Test, res: dict[str, Any], version_text: str, params: dic
                                     if k != "encryption") and bool(props)
     if "compressratio" in props:
         metrics["zfs.compressratio"] = float(str(props["compressratio"]).rstrip("x") or 0)
+    checks.update(buffer_check(test, props.get("compression"), metrics.get("zfs.compressratio")))
     checks["zfs.slog_present"] = bool(status.get("logs"))
     checks["zfs.scan_active"] = status.get("scan_active")
     # logical: what fio wrote; physical: what reached the vdev disks (diskstats), incl. metadata and ZIL
@@ -114,6 +115,6 @@ def _honesty(test: Test, version_text: str, props: dict[str, str], arc: dict[str
         out.update(zchecks.alignment_check(ashift, rs, vbs, parse_size(str(test.params["bs"]))))
     if arc.get("c_max"):
         out.update(zchecks.working_set_check(test.target.size, int(arc["c_max"])))
-    if params.get("zfs_txg_timeout") and not test.is_copy:
+    if params.get("zfs_txg_timeout") and not test.is_copy and test.runtime > 0:  # size-based runs: no runtime
         out.update(zchecks.txg_check(test.runtime, float(params["zfs_txg_timeout"])))
     return out
