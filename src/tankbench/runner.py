@@ -12,7 +12,7 @@ from typing import Any
 from tankbench import preflight as preflight_mod
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
-from tankbench.fio.jobs import job_text, test_file_path
+from tankbench.fio.jobs import deadline_s, job_text, test_file_path
 from tankbench.hosts.base import Host, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
@@ -34,6 +34,7 @@ from tankbench.schedule import (
 )
 from tankbench.spec import Spec, expand
 from tankbench.targets import TargetKind, Workspace, kind_of
+from tankbench.targets.zfs import Tunables, prepare_cache
 from tankbench.units import fmt_duration
 from tankbench.verdict import decide_run
 from tankbench.zfs.checks import direct_io_confirm, run_validity
@@ -137,6 +138,9 @@ class CampaignRunner:
         self.ws = Workspace(host, spec, progress.note, self.workdir, zfs_params=dict(pre.zfs_params),
                             zfs_version=str(pre.fingerprint.get("zfs_version", "")))
         self.kinds = target_kinds(self.ws)
+        #: module parameters the campaign sets ([tunables], matrix.tunables); restored by run_campaign
+        self.tunables = Tunables(host, spec.campaign_id, spec.path) \
+            if spec.tunables or "tunables" in spec.matrix else None
         fp = dict(pre.fingerprint)
         fp["accelerator"] = host.accelerator
         fp["host"] = host.name
@@ -162,7 +166,7 @@ class CampaignRunner:
         spec = self.spec
         row = self.journal.begin_run(test.id, run_no, warm, attempt, test.expected_s, self.host.name,
                                      boot_id=self.pre.boot_id)
-        deadline = test.expected_s + spec.deadline_grace
+        deadline = deadline_s(test, spec.deadline_grace, spec.min_throughput)
         request = {"op": "fio_run", "job_text": job_text(test), "deadline_s": deadline,
                    "workdir": f"{self.workdir}/{test.id}", "devices": checks.get("devices", []),
                    "interval": spec.sample_interval, "drain_max_s": spec.drain_max}
@@ -223,6 +227,8 @@ class CampaignRunner:
         all_checks.setdefault("preflight.dirty_bytes", self.pre.dirty_bytes)
         all_checks.pop("devices", None)
         samples = dict(res.get("samples", {}))
+        # module parameters as this run had them (a tunables axis changes them between runs)
+        res = dict(res, tunables=checks.get("tunables.readback", {}))
         km, kc, ks = self.kinds[test.target.kind].after_run(test, res, metrics)
         metrics.update(km)
         all_checks.update(kc)
@@ -271,7 +277,11 @@ class CampaignRunner:
         while batch := sched.next_batch():
             for slot in batch:
                 test = slot.test
+                tunables = self.tunables.apply(test) if self.tunables else {}
                 checks = self.prepare(test)
+                checks.update(tunables)
+                pool = self.spec.pool.name if self.spec.pool is not None and self.spec.pool.creates else None
+                checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
                 checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
                 checks.update(self.noise_check(test, checks["devices"]))
                 self.progress.start(test.number, len(tests), test.number, test.name,
@@ -390,7 +400,16 @@ def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | No
                     progress.note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; they "
                                   "are retried (marked crashed if the host went down since, else interrupted: "
                                   "only host crashes count toward skipping a test)")
-                outcome = runner.run(tests)
+                if runner.tunables is not None:
+                    stale = runner.tunables.restore_stale()
+                    if stale:
+                        progress.note(f"restored module parameters a crashed run left set: "
+                                      f"{stale['tunables.restored']}")
+                try:
+                    outcome = runner.run(tests)
+                finally:
+                    if runner.tunables is not None:
+                        runner.tunables.restore()
             finally:
                 journal.close()
     finally:

@@ -57,8 +57,12 @@ def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, dead
         notes.append(f"watchdog ended fio after {test.expected_s + deadline_grace:.0f} s "
                      f"(expected {test.expected_s:.0f} s)")
     threshold = max(timing_threshold * test.expected_s, TIMING_FLOOR_S)
+    timed = not test.is_copy and test.params.get("mode") != "size"  # size-based runs have no expected duration
     checks = {"timing.threshold_s": round(threshold, 3),
-              "timing.issue": wall - test.expected_s > threshold and not test.is_copy}
-    metrics.update(derive(metrics, wall_s=wall, expected_s=test.expected_s, ramp_s=test.ramp,
-                          drain_s=float(res.get("drain_s") or 0.0), is_copy=test.is_copy))
+              "timing.issue": wall - test.expected_s > threshold and timed}
+    derived = derive(metrics, wall_s=wall, expected_s=test.expected_s, ramp_s=test.ramp,
+                     drain_s=float(res.get("drain_s") or 0.0), is_copy=test.is_copy)
+    if not timed:  # a size-based run has no expected duration: no excess to speak of
+        derived.pop("timing.excess_s", None)
+    metrics.update(derived)
     return Verdict(status=status, wall_s=wall, metrics=metrics, checks=checks, notes=tuple(notes))

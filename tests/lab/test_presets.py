@@ -82,6 +82,7 @@ def test_quick_preset_runs_end_to_end(lab5: SshHost, tmp_path: Path, name: str) 
     campaign = tmp_path / f"{name}.toml"
     campaign.write_text(in_lab(Path(path).read_text()))
     journal = tmp_path / "results" / "journal.sqlite"
+    l2arc_before = sh(lab5, "cat /sys/module/zfs/parameters/l2arc_write_max").strip()
     t0 = time.monotonic()
     res = tankbench("run", str(campaign), "--scale", "quick", "--journal", str(journal), cwd=tmp_path, timeout=1800)
     elapsed = time.monotonic() - t0
@@ -96,6 +97,13 @@ def test_quick_preset_runs_end_to_end(lab5: SshHost, tmp_path: Path, name: str) 
         assert checks["zfs.props_match"] is True, checks
         assert checks["layout.verified"] is True, checks
         assert r["metrics"]["total.io_bytes"] > 0
+        assert checks["layout.mode"] == params.get("layout", "random")  # the layout the test asked for
+        if params.get("layout") == "unwritten":
+            assert checks["layout.sparse"] is True and checks["layout.data_bytes"] == 0, checks
+        if "tunables" in params:
+            assert checks["tunables.verified"] is True and checks["tunables.set"] == params["tunables"]
+        if params.get("cache") == "warm":
+            assert checks["cache.state"] == "warm"
         if name == "recordsize-mix":
             want = {"4k": "4096", "1M": "1048576"}[params["recordsize"]]
             assert checks["zfs.props"]["recordsize"] == want and checks["zfs.props"]["compression"] == "lz4"
@@ -106,6 +114,8 @@ def test_quick_preset_runs_end_to_end(lab5: SshHost, tmp_path: Path, name: str) 
         assert words[at + 1 : at + 4] == [f"{ID}tbdata{i}" for i in range(3)], words
         assert words[words.index("logs") + 1] == f"{ID}tblog0" and words[words.index("cache") + 1] == f"{ID}tbdata3"
         assert {r["canonical"]["params"]["tunables"] for r in got} == {"default", "l2arc_write_max=1048576000"}
+        after = sh(lab5, "cat /sys/module/zfs/parameters/l2arc_write_max").strip()
+        assert after == l2arc_before, "the host's value restored when the campaign ended"
     if name == "compression-cache":
         assert {r["canonical"]["params"]["layout"] for r in got} == {"unwritten", "random"}
     cleaned = tankbench("clean", str(campaign), "--scale", "quick", cwd=tmp_path, timeout=600)
@@ -267,3 +277,83 @@ def test_cold_cache_empties_the_arc_and_keeps_the_pool_usable(lab5: SshHost, lz4
     assert checks["cache.method"].startswith("zpool export + import")
     assert sh(lab5, "zfs get -H -o value mounted tblz4/fs").strip() == "yes"
     assert sh(lab5, "test -b /dev/zvol/tblz4/vol && echo ok").strip() == "ok"
+
+
+KILL_CAMPAIGN = f"""
+[campaign]
+name = "raidz-kill"
+runtime = "2s"
+ramp = "0s"
+
+[pool]
+name = "tbkill"
+vdevs = ["raidz1", "{ID}tbdata0", "{ID}tbdata1", "{ID}tbdata2"]
+log = ["{ID}tblog0"]
+cache = ["{ID}tbdata3"]
+confirm = ["{ID}tbdata0", "{ID}tbdata1", "{ID}tbdata2", "{ID}tblog0", "{ID}tbdata3"]
+
+[[target]]
+name = "fs"
+kind = "dataset"
+size = "32M"
+props = {{ compression = "lz4" }}
+
+[matrix]
+tunables = [{{ zfs_txg_timeout = 7 }}, {{}}]
+layout = ["unwritten", "random"]
+cache = ["warm", "cold"]
+rw = ["randread"]
+bs = ["128k"]
+io = ["buffered"]
+"""
+
+
+def test_raidz1_log_cache_pool_with_a_tunable_axis_survives_kill_9_and_resume(lab5: SshHost, tmp_path: Path) -> None:
+    """Issue 10's done-criterion: the tunable is restored after a kill -9 and resume; cold runs start with an
+    empty ARC; unwritten reads hit holes."""
+    knob = "/sys/module/zfs/parameters/zfs_txg_timeout"
+    original = sh(lab5, f"cat {knob}").strip()
+    assert original != "7"
+    campaign = tmp_path / "kill.toml"
+    campaign.write_text(in_lab(KILL_CAMPAIGN))
+    journal = tmp_path / "j.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(campaign), "--journal", str(journal), "--no-report"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 1200
+        while time.monotonic() < deadline:
+            got = rows(journal) if journal.exists() else []
+            if sum(r["status"] == "done" for r in got) >= 2 and any(r["status"] == "running" for r in got):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the campaign never got going")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert sh(lab5, f"cat {knob}").strip() == "7", "the killed run left its tunable set"
+    res = tankbench("run", str(campaign), "--journal", str(journal), "--no-report", cwd=tmp_path, timeout=1800)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"restored module parameters a crashed run left set: {{'zfs_txg_timeout': '{original}'}}" in res.stdout + res.stderr
+    assert sh(lab5, f"cat {knob}").strip() == original, "restored when the campaign ended"
+    assert sh(lab5, "ls /var/lib/tankbench/ | grep -c tunables || true").strip() == "0"
+    done = [r for r in rows(journal) if r["status"] == "done"]
+    assert len(done) == 8
+    for r in done:
+        params, checks = r["canonical"]["params"], r["checks"]
+        want = "7" if params["tunables"] == "zfs_txg_timeout=7" else original
+        assert checks["tunables.readback"] == {"zfs_txg_timeout": want} and checks["zfs.txg_timeout"] == float(want)
+        assert checks["layout.mode"] == params["layout"] and checks["layout.sparse"] is (
+            params["layout"] == "unwritten"
+        )
+        if params["cache"] == "cold":
+            assert checks["cache.cold_verified"] is True and checks["cache.arc_data_size_after"] < 8 << 20, checks
+    words = [w.split()[0].removesuffix("-part1") for w in sh(lab5, "zpool status -P tbkill").splitlines() if w.strip()]
+    assert "raidz1-0" in words and words[words.index("cache") + 1] == f"{ID}tbdata3"
+    assert tankbench("clean", str(campaign), cwd=tmp_path, timeout=600).returncode == 0

@@ -26,10 +26,11 @@ def layout_script_lines(path: str, size: int) -> list[str]:
 def lay_out_file(ws: Workspace, test: Test, path: str, sync_cmd: list[str] | None = None) -> dict[str, Any]:
     """Have the agent lay out and verify the test file; a failed verification is said, and recorded."""
     t = test.target
-    request: dict[str, Any] = {"op": "prepare_file", "path": path, "size": t.size}
+    from tankbench.fio.jobs import layout_request
+    request: dict[str, Any] = layout_request(test)  # every per-job file, in the test's layout
     if sync_cmd:
         request["sync_cmd"] = sync_cmd
-    res = ws.host.call_agent(request, timeout=max(600.0, t.size / (5 << 20)))
+    res = ws.host.call_agent(request, timeout=max(600.0, len(request["paths"]) * t.size / (5 << 20)))
     checks = dict(res["checks"])
     if not checks.get("layout.verified"):
         ws.note(f"warning: test file of target {t.name!r} failed verification: {checks}")

@@ -45,8 +45,9 @@ class RawKind(TargetKind):
             return {"layout.verified": False,
                     "layout.note": "raw device without a size: tankbench does not lay out a whole device; reads of "
                                    "never-written blocks may not reach the medium"}
-        if t.name not in self._laid_out:
-            res = self.host.call_agent({"op": "prepare_raw", "path": t.path, "size": t.size},
-                                       timeout=max(600.0, t.size / (5 << 20)))
-            self._laid_out[t.name] = dict(res["checks"])
-        return dict(self._laid_out[t.name])
+        from tankbench.fio.jobs import layout_of, layout_request
+        key = f"{t.name}/{layout_of(test)}"
+        if key not in self._laid_out or layout_of(test) != "random":  # a write test changes any other layout
+            res = self.host.call_agent(layout_request(test), timeout=max(600.0, t.size / (5 << 20)))
+            self._laid_out[key] = dict(res["checks"])
+        return dict(self._laid_out[key])

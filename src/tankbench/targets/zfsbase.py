@@ -70,20 +70,21 @@ class ZfsKind(TargetKind):
     def device_paths(self, test: Test) -> list[str]:
         pool = self.ws.spec.pool
         assert pool is not None
-        return list(pool.vdevs) or zfs_metrics.pool_vdev_paths(self.host, pool.pool_name)
+        return list(pool.devices) or zfs_metrics.pool_vdev_paths(self.host, pool.pool_name)
 
     def capture(self, test: Test) -> dict[str, Any]:
         assert self.ws.spec.pool is not None
         return zfs_metrics.zfs_capture(test, self.ws.spec.pool.pool_name)
 
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
-        return zfs_metrics.from_capture(test, dict(res), self.ws.zfs_version, dict(self.ws.zfs_params),
-                                        dict(metrics))
+        params = dict(self.ws.zfs_params, **res.get("tunables", {}))  # the run's own tunables win
+        return zfs_metrics.from_capture(test, dict(res), self.ws.zfs_version, params, dict(metrics))
 
     def fingerprint(self) -> dict[str, Any]:
         pool = self.ws.spec.pool
         assert pool is not None
-        fp: dict[str, Any] = {"pool_layout": {"vdevs": len(pool.vdevs), "ashift": pool.ashift,
+        fp: dict[str, Any] = {"pool_layout": {"vdevs": len(pool.data_devices), "layout": pool.layout,
+                                              "ashift": pool.ashift,
                                               "created_by_tankbench": pool.creates, "parent": pool.parent}}
         if self.ws.zfs_params:
             fp["zfs_tunables"] = zfs_metrics.tunables(dict(self.ws.zfs_params))

@@ -29,6 +29,6 @@ class ZvolKind(ZfsKind):
 
     def lay_out(self, test: Test) -> dict[str, Any]:
         t = test.target
-        res = self.host.call_agent({"op": "prepare_raw", "path": self.fio_filename(test), "size": t.size},
-                                   timeout=max(600.0, t.size / (2 << 20)))
+        from tankbench.fio.jobs import layout_request
+        res = self.host.call_agent(layout_request(test, self.fio_filename(test)), timeout=max(600.0, t.size / (2 << 20)))
         return dict(res["checks"])
