@@ -219,8 +219,13 @@ def main():
     try:
         chan, qmp, ready = start(first)
     except Exception as e:  # the guest never became ready: say why, leave nothing running
+        exited = _qemu is not None and _qemu.poll() is not None
         end_qemu()
-        emit("error", message=f"{type(e).__name__}: {e}")
+        message = f"{type(e).__name__}: {e}"
+        if exited:
+            with open(os.path.join(first["dir"], "qemu.log"), errors="replace") as f:
+                message = f"qemu exited with status {_qemu.returncode}: {f.read()[-1500:].strip()}"
+        emit("error", message=message)
         return 1
     emit("ready", **ready)
     while True:

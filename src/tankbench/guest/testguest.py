@@ -76,6 +76,11 @@ def cache_mode(cache: dict[str, Any]) -> str:
     return f"direct={key[0]},no-flush={key[1]},writeback={key[2]}"
 
 
+def boot_marks(console: str) -> dict[str, float]:
+    """The guest's "TBGUEST <what> uptime=<s>" console lines -> {what: guest uptime} (pure)."""
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"TBGUEST (\S+) uptime=([\d.]+)", console)}
+
+
 def cpu_khz(cpuinfo: str) -> int | None:
     """The first 'cpu MHz' of /proc/cpuinfo in kHz: the TSC rate the emulated guest is told (pure)."""
     m = re.search(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo, re.M)
@@ -370,6 +375,10 @@ class TestGuest:
     def qmp(self, execute: str, **arguments: Any) -> Any:
         """One QMP command to this guest's qemu; its 'return' value."""
         return self._call({"op": "qmp", "execute": execute, "arguments": arguments or None}, 120)["return"]
+
+    def console_log(self) -> str:
+        """The guest's serial console so far (kernel messages and TBGUEST progress marks)."""
+        return self.host.run(["cat", f"{self.run_dir}/console.log"], timeout=60).stdout
 
     def qemu_cpu_seconds(self) -> float:
         """CPU seconds (user+system) qemu has used on the host so far."""

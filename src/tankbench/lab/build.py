@@ -489,7 +489,7 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
         version = subprocess.run([str(tmp / "fio"), "--version"], capture_output=True, text=True).stdout.strip()
         (tmp / "manifest.json").write_text(json.dumps({"fio": version, "fio_source": versions.fio_version,
                                                        "busybox": versions.busybox_version,
-                                                       "fio_engines": engines.split()[1:]}, indent=2) + "\n")
+                                                       "fio_engines": [e.strip() for e in engines.splitlines()[1:] if e.strip()]}, indent=2) + "\n")
         remove_tree(out)
         tmp.rename(out)
     finally:
