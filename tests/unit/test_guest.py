@@ -60,7 +60,8 @@ def test_initramfs_is_a_newc_cpio_that_cpio_lists_and_extracts(tmp_path: Path) -
     (tmp_path / "fio").write_bytes(b"#!fio")
     out = tmp_path / "initrd.img"
     info = initramfs.build_initramfs(out, busybox=tmp_path / "busybox", fio=tmp_path / "fio", init=b"#!/bin/sh\n",
-                                     modules_dir=mods, kernel_abi="6.1-test", modules=["dm-crypt", "virtio_blk"])
+                                     modules_dir=mods, kernel_abi="6.1-test", modules=["dm-crypt", "virtio_blk"],
+                                     compress=True)
     assert info["modules"] == ["dm_mod", "dm_crypt", "virtio_blk"]
     listing = subprocess.run(["cpio", "-itv"], input=gzip.decompress(out.read_bytes()), capture_output=True,
                              check=True).stdout.decode()
@@ -112,7 +113,7 @@ def test_cache_modes_map_to_blockdev_cache_and_device_write_cache(cache: str, di
 def test_qcow2_scsi_iothread_disk_in_argv() -> None:
     disk = qemu.GuestDisk("tbd1", "/tank/img/a.qcow2", format="qcow2", bus="virtio-scsi", cache="writeback",
                           aio="io_uring", iothread=True, l2_cache_size=1 << 20)
-    argv = _argv([disk])
+    argv = _argv([disk], accel="kvm")
     node = json.loads(argv[argv.index("-blockdev") + 1])
     assert node["driver"] == "qcow2" and node["l2-cache-size"] == 1 << 20
     assert node["file"] == {"driver": "file", "node-name": "tbd1-file", "filename": "/tank/img/a.qcow2",
@@ -171,7 +172,7 @@ def test_guest_run_from_controller_result() -> None:
     run = GuestRun.from_result(ev)
     assert run.fio == {"fio version": "fio-3.33"} and run.fio_error == ""
     assert run.guest_wall_s == 3.25 and run.host_wall_s == 4.2 and run.qemu_cpu_s == 7.5
-    assert run.diskstats_before["vda"][0] == 1 and run.stat_before == {"ctxt": (5,)}
+    assert run.diskstats_before["vda"][0] == 1 and run.stat_before == {"ctxt": (5,)} and run.guest_start_s == 10.0
     bad = GuestRun.from_result({"rc": 1, "files": {"fio.json": "{broken"}})
     assert bad.fio is None and "broken" in bad.fio_error
 
@@ -195,3 +196,45 @@ def test_tools_key_follows_fio_and_busybox_versions_not_the_kernel() -> None:
     assert build.Versions(**old).fio_version == ""
     assert "deb-src m bookworm main\n" in build.sources_list("m", "s", deb_src=True)
     assert "deb-src" not in build.sources_list("m", "s")
+
+
+def test_iothread_on_microvm_needs_kvm() -> None:
+    disk = qemu.GuestDisk("tbd0", "/x.img", iothread=True)
+    with pytest.raises(UserError, match="needs KVM") as e:
+        _argv([disk])
+    assert "q35" in e.value.hint
+    assert "iothread,id=io-tbd0" in _argv([disk], accel="kvm")
+    assert "iothread,id=io-tbd0" in _argv([disk], machine="q35")
+
+
+def test_initramfs_is_uncompressed_by_default(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "modules.dep").write_text("")
+    (tmp_path / "b").write_bytes(b"bb")
+    out = tmp_path / "i.img"
+    initramfs.build_initramfs(out, busybox=tmp_path / "b", fio=tmp_path / "b", init=b"x", modules_dir=tmp_path / "m",
+                              kernel_abi="k", modules=[])
+    assert out.read_bytes().startswith(b"070701")
+
+
+def test_extract_vmlinux_finds_the_elf_payload_after_false_magics() -> None:
+    import zlib
+
+    elf = b"\x7fELF" + bytes(range(256)) * 40
+    gz = zlib.compressobj(wbits=31)
+    payload = gz.compress(elf) + gz.flush()
+    bz = b"MZ header \x1f\x8b\x08 not really gzip" + payload + b"trailer"
+    assert initramfs.extract_vmlinux(bz) == elf
+    assert initramfs.extract_vmlinux(b"MZ" + lzma.compress(elf, format=lzma.FORMAT_XZ) + b"\0" * 8) == elf
+    seen: list[bytes] = []
+    zst = b"MZ\x28\xb5\x2f\xfdPAYLOAD"
+    assert initramfs.extract_vmlinux(zst, lambda d: seen.append(d) or elf) == elf  # type: ignore[func-returns-value]
+    assert seen == [b"\x28\xb5\x2f\xfdPAYLOAD"]
+    assert initramfs.extract_vmlinux(zst) is None  # no zstd tool: the caller boots the bzImage
+    assert initramfs.extract_vmlinux(b"no kernel here") is None
+
+
+def test_kernel_cmdline_skips_slow_initcalls_and_sets_the_tsc_under_tcg() -> None:
+    line = qemu.kernel_cmdline("extra=1", tsc_khz=2000000)
+    assert "initcall_blacklist=jent_mod_init," in line and "cryptomgr.notests=1" in line
+    assert "tsc_early_khz=2000000 lpj=8000000" in line and line.endswith(" extra=1")

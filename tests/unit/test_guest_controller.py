@@ -89,3 +89,44 @@ def test_qemu_that_fails_to_start_is_an_error_event(tmp_path: Path) -> None:
     assert err["event"] == "error"
     assert err["message"].startswith("qemu exited with status 1: ") and "unsupported machine type" in err["message"]
     assert proc.wait(timeout=20) == 1
+
+
+def test_channel_reads_a_multiline_files_reply_and_skips_stale_lines(tmp_path: Path) -> None:
+    import base64
+    import importlib.util
+    import io
+    import socket
+    import tarfile
+    import threading
+
+    spec = importlib.util.spec_from_file_location("tb_controller", Path(testguest.__file__).with_name("controller.py"))
+    assert spec is not None and spec.loader is not None
+    ctl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ctl)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, text in (("stdout", "hello\n" * 200), ("fio.json", '{"jobs": []}')):
+            info = tarfile.TarInfo(name)
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text.encode()))
+    b64 = base64.encodebytes(buf.getvalue()).decode()  # 76-column lines, like busybox base64
+    path = str(tmp_path / "ctl.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    got: list[bytes] = []
+
+    def guest() -> None:
+        conn, _ = server.accept()
+        f = conn.makefile("rwb")
+        got.append(f.readline())
+        f.write(b"0 stale line\n1 FILES\n" + b64.encode() + b"1 END 3\n")
+        f.flush()
+        conn.close()
+
+    t = threading.Thread(target=guest)
+    t.start()
+    rc, files = ctl.Channel(path).request("exec", "echo hello", 10)
+    t.join()
+    assert got == [b"1 exec " + base64.b64encode(b"echo hello") + b"\n"]
+    assert rc == 3 and files == {"stdout": "hello\n" * 200, "fio.json": '{"jobs": []}'}

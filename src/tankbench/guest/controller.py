@@ -15,6 +15,7 @@ ssh connection dropped) ends qemu and then the controller; qemu also gets SIGKIL
 
 import base64
 import ctypes
+import io
 import json
 import os
 import queue
@@ -22,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 
@@ -127,19 +129,40 @@ class Channel:
         return raw.decode(errors="replace").rstrip("\n").split(" ", 2)
 
     def request(self, gop, payload, timeout):
+        """Send one request; its exit status and {file name: text} once the guest says END."""
         rid = str(self.next_id)
         self.next_id += 1
         data = base64.b64encode(payload.encode()).decode() or "-"
         self.f.write(f"{rid} {gop} {data}\n".encode())
         self.f.flush()
         files = {}
+        chunks = None  # base64 lines of a FILES tar, while one is being received
         while True:
             parts = self.line(timeout)
+            if chunks is not None and len(parts) == 1:  # base64 has no spaces; every protocol line has
+                chunks.append(parts[0])
+                continue
             if parts[0] != rid:
                 continue  # a stale line of an earlier, timed-out request
+            if parts[1] == "FILES":
+                chunks = []
+                continue
+            if chunks:
+                files.update(untar(base64.b64decode("".join(chunks))))
+            chunks = None
             if parts[1] == "END":
                 return int(parts[2]), files
-            files[parts[1]] = base64.b64decode(parts[2] if len(parts) > 2 else "").decode(errors="replace")
+
+
+def untar(data):
+    """{member name: text} of an uncompressed tar."""
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar.getmembers():
+            f = tar.extractfile(member)
+            if f is not None:
+                out[member.name] = f.read().decode(errors="replace")
+    return out
 
 
 def cpu_seconds(pid):

@@ -103,6 +103,7 @@ class GuestRun:
     stat_before: dict[str, tuple[int, ...]] = field(default_factory=dict)
     stat_after: dict[str, tuple[int, ...]] = field(default_factory=dict)
     fio_error: str = ""  # why fio's output could not be parsed, if it could not
+    guest_start_s: float = 0.0  # the guest's uptime when the request started (its clock, for cross-checks)
 
     @classmethod
     def from_result(cls, ev: dict[str, Any]) -> GuestRun:
@@ -135,6 +136,7 @@ class GuestRun:
             stat_before=parse_stat(files.get("before.stat", "")),
             stat_after=parse_stat(files.get("after.stat", "")),
             fio_error=err,
+            guest_start_s=up("before.uptime"),
         )
 
 
@@ -409,6 +411,7 @@ class TestGuest:
         else:
             dev = qemu.device(disk, self.machine, bus="scsihp.0")
             dev.pop("iothread", None)
+        qemu.check_iothreads([disk], self.machine, self.accel_used)
         if disk.iothread and disk.bus == "virtio-blk":
             self.qmp("object-add", **{"qom-type": "iothread", "id": f"io-{disk.id}"})
         self.qmp("blockdev-add", **qemu.blockdev(disk))

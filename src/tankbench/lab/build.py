@@ -38,7 +38,7 @@ SUITE = "bookworm"
 BACKPORTS = "bookworm-backports"
 GUEST_PACKAGES = (
     "zfsutils-linux", "fio", "python3", "openssh-server", "util-linux", "kmod", "udev", "iproute2",
-    "procps", "e2fsprogs", "rsync", "coreutils",
+    "procps", "e2fsprogs", "rsync", "coreutils", "zstd",
 )
 #: qemu for the test guest inside the lab: bookworm's 7.2 (the same as the machines that run the lab), not
 #: backports' 10.x; the rest of the install takes libelf1/libdw1 from backports next to the kernel's tools
@@ -513,10 +513,20 @@ def install_test_guest(guest: Path, tools: Path, versions: Versions, out_dir: Pa
     except (OSError, KeyError) as e:
         raise LabBuildError("image-test-guest", log, f"cannot build the test guest's initramfs: {e!r}") from e
     info.update(json.loads((tools / "manifest.json").read_text()))
-    info["kernel"] = f"/boot/vmlinuz-{versions.kernel_abi}"
     dst = guest / initramfs.IN_IMAGE_DIR.lstrip("/")
     dst.mkdir(parents=True, exist_ok=True)
     shutil.copy2(initrd, dst / "initramfs.img")
+
+    def zstd(data: bytes) -> bytes:  # the guest chroot's zstd (Debian kernels are zstd-compressed)
+        return subprocess.run(["chroot", str(guest), "zstd", "-dc"], input=data, capture_output=True).stdout
+
+    vmlinux = initramfs.extract_vmlinux((guest / f"boot/vmlinuz-{versions.kernel_abi}").read_bytes(), zstd)
+    if vmlinux is not None:
+        (out_dir / "guest-vmlinux").write_bytes(vmlinux)
+        shutil.copy2(out_dir / "guest-vmlinux", dst / "vmlinux")
+        info["kernel"] = f"{initramfs.IN_IMAGE_DIR}/vmlinux"  # booted through PVH: no decompression in the guest
+    else:
+        info["kernel"] = f"/boot/vmlinuz-{versions.kernel_abi}"
     (dst / "manifest.json").write_text(json.dumps(info, indent=2) + "\n")
     return info
 
