@@ -75,7 +75,8 @@ def test_guest_runs_fio_on_zvol_and_qcow2_and_writes_reach_the_backing(lab: SshH
                   f"{run.guest_wall_s:.1f} s, host wall {run.host_wall_s:.1f} s, round trip "
                   f"{time.monotonic() - t:.1f} s, qemu cpu {run.qemu_cpu_s:.0f} s")
         t = time.monotonic()
-        first = guest.exec("true")
+        first = guest.exec("cat /sys/devices/system/clocksource/clocksource0/current_clocksource")
+        assert first.stdout.strip() == "tsc"
         print(f"per-request overhead (empty exec): {time.monotonic() - t:.2f} s")
         time.sleep(20)
         second = guest.exec("true")

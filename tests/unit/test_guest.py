@@ -237,4 +237,4 @@ def test_extract_vmlinux_finds_the_elf_payload_after_false_magics() -> None:
 def test_kernel_cmdline_skips_slow_initcalls_and_sets_the_tsc_under_tcg() -> None:
     line = qemu.kernel_cmdline("extra=1", tsc_khz=2000000)
     assert "initcall_blacklist=jent_mod_init," in line and "cryptomgr.notests=1" in line
-    assert "tsc_early_khz=2000000 lpj=8000000" in line and line.endswith(" extra=1")
+    assert "tsc_early_khz=2000000 lpj=8000000 tsc=reliable" in line and line.endswith(" extra=1")

@@ -180,7 +180,10 @@ def kernel_cmdline(extra: str = "", tsc_khz: int | None = None) -> str:
     """
     args = f"console=ttyS0 quiet loglevel=4 panic=-1 oops=panic rdinit=/init {FAST_BOOT}"
     if tsc_khz:
-        args += f" tsc_early_khz={tsc_khz} lpj={tsc_khz * 4}"  # lpj: skip the delay-loop calibration (HZ=250)
+        # lpj: skip the delay-loop calibration (HZ=250). tsc=reliable: with no HPET or PM timer the clocksource
+        # watchdog compares the TSC with jiffies, whose ticks arrive late under nested emulation; it then
+        # switched the guest to jiffies and the guest clock lost ~30 % against the host's
+        args += f" tsc_early_khz={tsc_khz} lpj={tsc_khz * 4} tsc=reliable"
     return args + (f" {extra}" if extra else "")
 
 
