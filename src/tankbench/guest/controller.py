@@ -248,6 +248,11 @@ def main():
         if exited:
             with open(os.path.join(first["dir"], "qemu.log"), errors="replace") as f:
                 message = f"qemu exited with status {_qemu.returncode}: {f.read()[-1500:].strip()}"
+        try:
+            with open(os.path.join(first["dir"], "console.log"), errors="replace") as f:
+                message += "\nguest console (last lines):\n" + f.read()[-1500:]
+        except OSError:
+            pass
         emit("error", message=message)
         return 1
     emit("ready", **ready)

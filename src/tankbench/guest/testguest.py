@@ -438,7 +438,8 @@ class TestGuest:
             )
         self.qmp("device_del", id=f"dev-{disk_id}")
         deadline = time.monotonic() + timeout
-        while any(b.get("qdev", "").endswith(f"dev-{disk_id}") for b in self.qmp("query-block")):
+        qdev = re.compile(rf"(^|/)dev-{disk_id}(/|$)")  # virtio-blk-pci reports ".../dev-<id>/virtio-backend"
+        while any(qdev.search(str(b.get("qdev", ""))) for b in self.qmp("query-block")):
             if time.monotonic() > deadline:
                 raise HostError(f"guest {self.name}: disk {disk_id} still attached {timeout:.0f} s after device_del")
             time.sleep(0.5)
@@ -461,7 +462,8 @@ class TestGuest:
             wce = self.qmp("qom-get", path=qdev, property="write-cache")
             iothread = None
             if self.disks[node].bus == "virtio-blk":
-                iothread = self.qmp("qom-get", path=qdev, property="iothread") or None
+                found = self.qmp("qom-get", path=qdev, property="iothread")  # "/objects/io-<id>" or ""
+                iothread = str(found).rsplit("/", 1)[-1] if found else None
             image = ins.get("image") or {}
             out[node] = BlockSettings(
                 node=node,
