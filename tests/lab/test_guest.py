@@ -28,35 +28,42 @@ def sh(host: SshHost, script: str, timeout: float = 300) -> str:
 @pytest.fixture(scope="module")
 def backing(lab: SshHost) -> Iterator[dict[str, str]]:
     """A file-backed pool with a zvol and two qcow2 images (cluster 8k and 64k) on a dataset."""
-    sh(lab, f"truncate -s 2G /var/tmp/{POOL}.img && zpool create -f -O atime=off {POOL} /var/tmp/{POOL}.img && "
-            f"zfs create -V 256M -o volblocksize=16k {POOL}/vol && zfs create {POOL}/img && "
-            f"qemu-img create -q -f qcow2 -o cluster_size=8k /{POOL}/img/c8k.qcow2 256M && "
-            f"qemu-img create -q -f qcow2 -o cluster_size=64k /{POOL}/img/c64k.qcow2 256M && "
-            f"udevadm settle -t 30 && test -b /dev/zvol/{POOL}/vol")
+    sh(
+        lab,
+        f"truncate -s 2G /var/tmp/{POOL}.img && zpool create -f -O atime=off {POOL} /var/tmp/{POOL}.img && "
+        f"zfs create -V 256M -o volblocksize=16k {POOL}/vol && zfs create {POOL}/img && "
+        f"qemu-img create -q -f qcow2 -o cluster_size=8k /{POOL}/img/c8k.qcow2 256M && "
+        f"qemu-img create -q -f qcow2 -o cluster_size=64k /{POOL}/img/c64k.qcow2 256M && "
+        f"udevadm settle -t 30 && test -b /dev/zvol/{POOL}/vol",
+    )
     yield {"zvol": f"/dev/zvol/{POOL}/vol", "c8k": f"/{POOL}/img/c8k.qcow2", "c64k": f"/{POOL}/img/c64k.qcow2"}
     sh(lab, f"zpool destroy {POOL} && rm -f /var/tmp/{POOL}.img")
 
 
-def test_guest_runs_fio_on_zvol_and_qcow2_and_writes_reach_the_backing(lab: SshHost,
-                                                                        backing: dict[str, str]) -> None:
-    disks = [GuestDisk("tbzvol", backing["zvol"], cache="none", aio="native"),
-             GuestDisk("tbq8k", backing["c8k"], format="qcow2", bus="virtio-scsi", cache="writeback"),
-             GuestDisk("tbq64k", backing["c64k"], format="qcow2", cache="directsync", aio="io_uring",
-                       l2_cache_size=1 << 20)]
+def test_guest_runs_fio_on_zvol_and_qcow2_and_writes_reach_the_backing(lab: SshHost, backing: dict[str, str]) -> None:
+    disks = [
+        GuestDisk("tbzvol", backing["zvol"], cache="none", aio="native"),
+        GuestDisk("tbq8k", backing["c8k"], format="qcow2", bus="virtio-scsi", cache="writeback"),
+        GuestDisk("tbq64k", backing["c64k"], format="qcow2", cache="directsync", aio="io_uring", l2_cache_size=1 << 20),
+    ]
     t0 = time.monotonic()
     with TestGuest(lab, disks, progress=print) as guest:
         ready = time.monotonic() - t0
         marks = boot_marks(guest.console_log())
-        print(f"nested test guest: ready {ready:.1f} s after start (controller: {guest.boot_s:.1f} s); "
-              f"guest uptime at marks {marks}")
+        print(
+            f"nested test guest: ready {ready:.1f} s after start (controller: {guest.boot_s:.1f} s); "
+            f"guest uptime at marks {marks}"
+        )
         assert guest.accel_used == "tcg"  # the lab is emulated: never nested KVM
         assert set(guest.devices) == {"tbzvol", "tbq8k", "tbq64k"}
         assert guest.devices["tbq8k"].startswith("/dev/sd") and guest.devices["tbzvol"].startswith("/dev/vd")
 
         settings = guest.block_settings()
         assert {k: (s.driver, s.cache_mode, s.cluster_size) for k, s in settings.items()} == {
-            "tbzvol": ("raw", "none", None), "tbq8k": ("qcow2", "writeback", 8192),
-            "tbq64k": ("qcow2", "directsync", 65536)}
+            "tbzvol": ("raw", "none", None),
+            "tbq8k": ("qcow2", "writeback", 8192),
+            "tbq64k": ("qcow2", "directsync", 65536),
+        }
         assert settings["tbzvol"].file == backing["zvol"] and settings["tbq64k"].iothread is None
         assert settings["tbq64k"].write_cache == "off" and settings["tbq8k"].write_cache == "on"
 
@@ -71,9 +78,11 @@ def test_guest_runs_fio_on_zvol_and_qcow2_and_writes_reach_the_backing(lab: SshH
             written = run.diskstats_after[dev][6] - run.diskstats_before[dev][6]  # sectors written
             assert written * 512 >= job["write"]["io_bytes"]
             assert 0 < run.guest_wall_s <= run.host_wall_s + 0.5  # the guest's clock is not running fast
-            print(f"{disk}: {job['write']['iops']:.0f} IOPS, fio runtime {job['job_runtime']} ms, guest wall "
-                  f"{run.guest_wall_s:.1f} s, host wall {run.host_wall_s:.1f} s, round trip "
-                  f"{time.monotonic() - t:.1f} s, qemu cpu {run.qemu_cpu_s:.0f} s")
+            print(
+                f"{disk}: {job['write']['iops']:.0f} IOPS, fio runtime {job['job_runtime']} ms, guest wall "
+                f"{run.guest_wall_s:.1f} s, host wall {run.host_wall_s:.1f} s, round trip "
+                f"{time.monotonic() - t:.1f} s, qemu cpu {run.qemu_cpu_s:.0f} s"
+            )
         t = time.monotonic()
         first = guest.exec("cat /sys/devices/system/clocksource/clocksource0/current_clocksource")
         assert first.stdout.strip() == "tsc"
@@ -85,21 +94,32 @@ def test_guest_runs_fio_on_zvol_and_qcow2_and_writes_reach_the_backing(lab: SshH
         print(f"guest clock / host clock: {ratio:.3f}")
         assert 0.8 < ratio < 1.25
         for disk in ("tbzvol", "tbq8k", "tbq64k"):
-            res = guest.exec(f"printf 'TBMARK-{disk}-%s' $(cat /proc/uptime | cut -d. -f1) > /tmp/m; "
-                             f"dd if=/tmp/m of={guest.device(disk)} bs=4096 seek=1000 conv=fsync; cat /tmp/m")
+            res = guest.exec(
+                f"printf 'TBMARK-{disk}-%s' $(cat /proc/uptime | cut -d. -f1) > /tmp/m; "
+                f"dd if=/tmp/m of={guest.device(disk)} bs=4096 seek=1000 conv=fsync; cat /tmp/m"
+            )
             assert res.rc == 0, res.stderr
-        markers = {d: guest.exec(f"dd if={guest.device(d)} bs=4096 skip=1000 count=1 2>/dev/null | "
-                                 f"head -c 40 | tr -d '\\0'").stdout for d in ("tbzvol", "tbq8k", "tbq64k")}
+        markers = {
+            d: guest.exec(
+                f"dd if={guest.device(d)} bs=4096 skip=1000 count=1 2>/dev/null | head -c 40 | tr -d '\\0'"
+            ).stdout
+            for d in ("tbzvol", "tbq8k", "tbq64k")
+        }
         pid = guest.pid
     # the guest powered off; its qemu is gone and the markers are in the backings on the lab side
     assert lab.run(["test", "-d", f"/proc/{pid}"], timeout=30).returncode != 0, f"guest qemu {pid} still running"
-    assert sh(lab, f"dd if={backing['zvol']} bs=4096 skip=1000 count=1 2>/dev/null | head -c 40 | tr -d '\\0'") \
+    assert (
+        sh(lab, f"dd if={backing['zvol']} bs=4096 skip=1000 count=1 2>/dev/null | head -c 40 | tr -d '\\0'")
         == markers["tbzvol"]
+    )
     assert markers["tbzvol"].startswith("TBMARK-tbzvol-")
     for disk, image in (("tbq8k", backing["c8k"]), ("tbq64k", backing["c64k"])):
         assert markers[disk].startswith(f"TBMARK-{disk}-")
-        raw = sh(lab, f"qemu-img convert -f qcow2 -O raw {image} /var/tmp/{disk}.raw && dd if=/var/tmp/{disk}.raw "
-                      f"bs=4096 skip=1000 count=1 2>/dev/null | head -c 40 | tr -d '\\0'; rm -f /var/tmp/{disk}.raw")
+        raw = sh(
+            lab,
+            f"qemu-img convert -f qcow2 -O raw {image} /var/tmp/{disk}.raw && dd if=/var/tmp/{disk}.raw "
+            f"bs=4096 skip=1000 count=1 2>/dev/null | head -c 40 | tr -d '\\0'; rm -f /var/tmp/{disk}.raw",
+        )
         assert raw == markers[disk]
         assert sh(lab, f"grep -c -a {shlex.quote(markers[disk])} {image} || true").strip() == "1"
 

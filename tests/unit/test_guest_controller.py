@@ -17,11 +17,29 @@ from tankbench.guest import testguest
 
 def _paused_qemu(run_dir: Path) -> list[str]:
     """A real qemu with the test guest's sockets, paused before its first instruction (-S)."""
-    return ["qemu-system-x86_64", "-name", "tankbench-guest-unit", "-machine", "microvm", "-accel", "tcg",
-            "-nodefaults", "-display", "none", "-S", "-m", "64",
-            "-qmp", f"unix:{run_dir}/qmp.sock,server=on,wait=off",
-            "-chardev", f"socket,id=ctl,path={run_dir}/ctl.sock,server=on,wait=off",
-            "-device", "virtio-serial-device,id=vser", "-device", "virtserialport,bus=vser.0,chardev=ctl,name=x"]
+    return [
+        "qemu-system-x86_64",
+        "-name",
+        "tankbench-guest-unit",
+        "-machine",
+        "microvm",
+        "-accel",
+        "tcg",
+        "-nodefaults",
+        "-display",
+        "none",
+        "-S",
+        "-m",
+        "64",
+        "-qmp",
+        f"unix:{run_dir}/qmp.sock,server=on,wait=off",
+        "-chardev",
+        f"socket,id=ctl,path={run_dir}/ctl.sock,server=on,wait=off",
+        "-device",
+        "virtio-serial-device,id=vser",
+        "-device",
+        "virtserialport,bus=vser.0,chardev=ctl,name=x",
+    ]
 
 
 def _alive(pid: int) -> bool:
