@@ -5,8 +5,11 @@ Steps (each cached in the cache dir and redone only when its key changes):
   base      debootstrap --variant=minbase bookworm
   modules   builder chroot: linux-headers + zfs-dkms; dkms builds spl/zfs for that kernel without booting it
   guest     guest chroot: the kernel image, zfsutils-linux, fio, python3, sshd, udev, …; small initramfs
-  image     modules copied into the guest, depmod, lab-init installed, `mke2fs -d` root image (no loop mount)
-The builder and guest steps run in parallel (one is CPU-bound compiling, the other mostly downloads).
+  tools     a throwaway chroot builds a static fio from Debian's fio source package and takes busybox-static:
+            the test guest's userland (see tankbench.guest)
+  image     modules copied into the guest, depmod, lab-init and the test guest's initramfs installed,
+            `mke2fs -d` root image (no loop mount)
+The builder, guest and tools steps run in parallel (one is CPU-bound compiling, the others mostly download).
 """
 
 from __future__ import annotations
@@ -29,18 +32,25 @@ from importlib import resources
 from pathlib import Path
 
 from tankbench.errors import HostError, UserError
+from tankbench.guest import initramfs
 
 SUITE = "bookworm"
 BACKPORTS = "bookworm-backports"
 GUEST_PACKAGES = (
     "zfsutils-linux", "fio", "python3", "openssh-server", "util-linux", "kmod", "udev", "iproute2",
-    "procps", "e2fsprogs", "rsync", "coreutils",
+    "procps", "e2fsprogs", "rsync", "coreutils", "zstd",
 )
+#: qemu for the test guest inside the lab: bookworm's 7.2 (the same as the machines that run the lab), not
+#: backports' 10.x; the rest of the install takes libelf1/libdw1 from backports next to the kernel's tools
+QEMU_PACKAGES = ("qemu-system-x86", "qemu-system-common", "qemu-system-data", "qemu-utils")
+#: what the tools chroot needs to build fio statically (libaio-dev before configure: the libaio engine)
+TOOLS_BUILD_PACKAGES = ("gcc", "make", "libc6-dev", "libaio-dev", "dpkg-dev", "xz-utils", "busybox-static")
 #: the filesystem label the guest's kernel mounts as root
 ROOT_LABEL = "tankbench-root"
 #: bump when the build recipe changes in a way the package versions do not show (guest chroot / image step)
-RECIPE = "1"
-IMAGE_RECIPE = "2"
+RECIPE = "2"
+IMAGE_RECIPE = "3"
+TOOLS_RECIPE = "1"
 
 Progress = Callable[[str], None]
 
@@ -65,6 +75,8 @@ class Versions:
     zfs_version: str  # Debian version of zfs-dkms / zfsutils-linux
     mirror: str
     security_mirror: str
+    fio_version: str = ""  # Debian version of the fio source package the test guest's static fio is built from
+    busybox_version: str = ""  # Debian version of busybox-static
 
 
 @dataclass(frozen=True)
@@ -117,8 +129,15 @@ def image_key(versions: Versions, files_hash: str, packages: Sequence[str] = GUE
 
 def guest_key(versions: Versions, packages: Sequence[str] = GUEST_PACKAGES) -> str:
     """The cache key of the guest chroot (independent of the guest files)."""
-    doc = json.dumps({"versions": asdict(versions), "packages": sorted(packages), "recipe": RECIPE},
-                     sort_keys=True)
+    doc = json.dumps({"versions": asdict(versions), "packages": sorted(packages), "qemu": list(QEMU_PACKAGES),
+                      "recipe": RECIPE}, sort_keys=True)
+    return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+def tools_key(versions: Versions) -> str:
+    """The cache key of the test guest's static fio and busybox: their versions, the mirror, the recipe."""
+    doc = json.dumps({"fio": versions.fio_version, "busybox": versions.busybox_version, "mirror": versions.mirror,
+                      "packages": list(TOOLS_BUILD_PACKAGES), "recipe": TOOLS_RECIPE}, sort_keys=True)
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
 
@@ -153,12 +172,13 @@ def host_mirrors(sources_dir: str = "/etc/apt/sources.list.d") -> tuple[str, str
     return mirror, security
 
 
-def sources_list(mirror: str, security: str) -> str:
-    """The apt sources of the builder and guest chroots: main + contrib, with backports."""
+def sources_list(mirror: str, security: str, deb_src: bool = False) -> str:
+    """The apt sources of the builder and guest chroots: main + contrib, with backports (+ bookworm's sources)."""
     return (f"deb {mirror} {SUITE} main contrib\n"
             f"deb {mirror} {SUITE}-updates main contrib\n"
             f"deb {security} {SUITE}-security main contrib\n"
-            f"deb {mirror} {BACKPORTS} main contrib\n")
+            f"deb {mirror} {BACKPORTS} main contrib\n"
+            + (f"deb-src {mirror} {SUITE} main\n" if deb_src else ""))
 
 
 def parse_kernel_abi(depends: str) -> str:
@@ -229,7 +249,10 @@ def resolve_versions(cache: Path, progress: Progress, *, offline_ok: bool = True
             continue
         return Versions(suite=suite, kernel_abi=abi, kernel_version=_stanza_field(first_img, "Version"),
                         zfs_version=_stanza_field(first_zfs, "Version"), mirror=mirror,
-                        security_mirror=security)
+                        security_mirror=security,
+                        fio_version=_stanza_field(apt.show(f"fio/{SUITE}").split("\n\n")[0], "Version"),
+                        busybox_version=_stanza_field(apt.show(f"busybox-static/{SUITE}").split("\n\n")[0],
+                                                      "Version"))
     raise LabBuildError("resolve", log, "neither bookworm-backports nor bookworm offer a kernel and zfs-dkms")
 
 
@@ -294,8 +317,8 @@ def _run_logged(step: str, argv: Sequence[str], log: Path) -> None:
         raise LabBuildError(step, log)
 
 
-def _prep_apt(root: Path, versions: Versions) -> None:
-    (root / "etc/apt/sources.list").write_text(sources_list(versions.mirror, versions.security_mirror))
+def _prep_apt(root: Path, versions: Versions, deb_src: bool = False) -> None:
+    (root / "etc/apt/sources.list").write_text(sources_list(versions.mirror, versions.security_mirror, deb_src))
     policy = root / "usr/sbin/policy-rc.d"
     policy.write_text("#!/bin/sh\nexit 101\n")  # no daemons start inside the chroot
     policy.chmod(0o755)
@@ -419,8 +442,93 @@ def build_guest(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
             pkgs = [f"{p}={versions.zfs_version}" if p == "zfsutils-linux" else p for p in pkgs]
             _run_logged("guest-apt", _chroot_argv(guest, ["apt-get", "install", "-y", *_target(versions),
                                                           *pkgs]), log)
+        with steps.step("guest: apt-get install qemu (for the test guest)"):
+            _run_logged("guest-qemu", _chroot_argv(guest, ["apt-get", "install", "-y", *_target(versions),
+                                                           *(f"{p}/{SUITE}" for p in QEMU_PACKAGES)]), log)
     stamp.write_text(key)
     return guest
+
+
+def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> Path:
+    """The test guest's static fio (built from Debian's fio source package) and busybox, in a throwaway chroot.
+
+    A chroot, not the host: the result depends only on Debian's packages, not on the host's compiler or
+    distribution, and a fresh CI machine needs nothing installed for it.
+    """
+    out = cache / f"tools-{tools_key(versions)}"
+    if (out / "manifest.json").exists():
+        return out
+    root = cache / "tools-builder"
+    log = cache / "logs" / "tools.log"
+    log.write_text("")
+    _copy_tree(base, root)
+    _prep_apt(root, versions, deb_src=True)
+    src = root / "build"
+    src.mkdir()
+    try:
+        with mounted(root):
+            with steps.step("tools: apt-get install gcc, libaio-dev, busybox-static; apt-get source fio"):
+                _run_logged("tools-apt", _chroot_argv(root, ["apt-get", "update"]), log)
+                _run_logged("tools-apt", _chroot_argv(root, ["apt-get", "install", "-y", *TOOLS_BUILD_PACKAGES]),
+                            log)
+                fio = f"fio={versions.fio_version}" if versions.fio_version else "fio"
+                _run_logged("tools-source", _chroot_argv(root, ["sh", "-c", f"cd /build && apt-get source -y "
+                                                                f"--download-only {fio} && dpkg-source -x *.dsc fio"]),
+                            log)
+            with steps.step("tools: static fio (./configure --build-static, make)"):
+                _run_logged("tools-fio", _chroot_argv(root, ["sh", "-c", "cd /build/fio && ./configure --build-static "
+                                                             "&& make -j$(nproc) && strip fio"]), log)
+        engines = subprocess.run([str(src / "fio" / "fio"), "--enghelp"], capture_output=True, text=True).stdout
+        if "libaio" not in engines:
+            raise LabBuildError("tools-fio", log, f"the static fio has no libaio engine: {engines.split()}")
+        tmp = out.with_name(out.name + ".tmp")
+        remove_tree(tmp)
+        tmp.mkdir(parents=True)
+        shutil.copy2(src / "fio" / "fio", tmp / "fio")
+        shutil.copy2(root / "bin" / "busybox", tmp / "busybox")
+        version = subprocess.run([str(tmp / "fio"), "--version"], capture_output=True, text=True).stdout.strip()
+        (tmp / "manifest.json").write_text(json.dumps({"fio": version, "fio_source": versions.fio_version,
+                                                       "busybox": versions.busybox_version,
+                                                       "fio_engines": [e.strip() for e in engines.splitlines()[1:] if e.strip()]}, indent=2) + "\n")
+        remove_tree(out)
+        tmp.rename(out)
+    finally:
+        remove_tree(root)  # compilers and sources: only the two binaries are kept
+    for old in cache.glob("tools-*"):
+        if old != out and old.is_dir() and old.name != "tools-builder":
+            remove_tree(old)
+    return out
+
+
+def install_test_guest(guest: Path, tools: Path, versions: Versions, out_dir: Path, log: Path) -> dict[str, object]:
+    """Build the test guest's initramfs from the guest chroot's kernel modules and the tools; install it in
+    the guest chroot (initramfs.IN_IMAGE_DIR) and keep a copy in the image directory."""
+    files = resources.files("tankbench.lab").joinpath("files")
+    initrd = out_dir / "guest-initramfs.img"
+    try:
+        info = initramfs.build_initramfs(initrd, busybox=tools / "busybox", fio=tools / "fio",
+                                         init=files.joinpath("guest-init").read_bytes(),
+                                         modules_dir=guest / "lib/modules" / versions.kernel_abi,
+                                         kernel_abi=versions.kernel_abi)
+    except (OSError, KeyError) as e:
+        raise LabBuildError("image-test-guest", log, f"cannot build the test guest's initramfs: {e!r}") from e
+    info.update(json.loads((tools / "manifest.json").read_text()))
+    dst = guest / initramfs.IN_IMAGE_DIR.lstrip("/")
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(initrd, dst / "initramfs.img")
+
+    def zstd(data: bytes) -> bytes:  # the guest chroot's zstd (Debian kernels are zstd-compressed)
+        return subprocess.run(["chroot", str(guest), "zstd", "-dc"], input=data, capture_output=True).stdout
+
+    vmlinux = initramfs.extract_vmlinux((guest / f"boot/vmlinuz-{versions.kernel_abi}").read_bytes(), zstd)
+    if vmlinux is not None:
+        (out_dir / "guest-vmlinux").write_bytes(vmlinux)
+        shutil.copy2(out_dir / "guest-vmlinux", dst / "vmlinux")
+        info["kernel"] = f"{initramfs.IN_IMAGE_DIR}/vmlinux"  # booted through PVH: no decompression in the guest
+    else:
+        info["kernel"] = f"/boot/vmlinuz-{versions.kernel_abi}"
+    (dst / "manifest.json").write_text(json.dumps(info, indent=2) + "\n")
+    return info
 
 
 def _sshd_config(text: str) -> str:
@@ -431,15 +539,15 @@ def _sshd_config(text: str) -> str:
     return text
 
 
-def build_image(cache: Path, guest: Path, modules: Path, versions: Versions, steps: _Steps) -> Image:
-    """Install modules and guest files into the guest chroot, then `mke2fs -d` the root image."""
+def build_image(cache: Path, guest: Path, modules: Path, tools: Path, versions: Versions, steps: _Steps) -> Image:
+    """Install modules, guest files and the test guest into the guest chroot, then `mke2fs -d` the root image."""
     key = image_key(versions, guest_files_hash())
     out = cache / f"image-{key}"
     if (out / "manifest.json").exists():
         return load_image(out)
     log = cache / "logs" / "image.log"
     log.write_text("")
-    with steps.step("image: modules, lab-init, mke2fs -d"):
+    with steps.step("image: modules, lab-init, test guest initramfs, mke2fs -d"):
         dst = guest / "lib/modules" / versions.kernel_abi / "updates/dkms"
         dst.mkdir(parents=True, exist_ok=True)
         for old in dst.glob("*.ko*"):
@@ -468,6 +576,7 @@ def build_image(cache: Path, guest: Path, modules: Path, versions: Versions, ste
         tmp = out.with_name(out.name + ".tmp")
         remove_tree(tmp)
         tmp.mkdir(parents=True)
+        test_guest = install_test_guest(guest, tools, versions, tmp, log)
         shutil.copy2(guest / f"boot/vmlinuz-{versions.kernel_abi}", tmp / "vmlinuz")
         shutil.copy2(guest / f"boot/initrd.img-{versions.kernel_abi}", tmp / "initrd.img")
         used_mb = int(subprocess.run(["du", "-s", "-m", "--one-file-system", str(guest)], capture_output=True,
@@ -478,6 +587,7 @@ def build_image(cache: Path, guest: Path, modules: Path, versions: Versions, ste
         host_key = (guest / "etc/ssh/ssh_host_ed25519_key.pub").read_text().split()
         manifest = {"key": key, "versions": asdict(versions), "host_key": " ".join(host_key[:2]),
                     "packages": list(GUEST_PACKAGES), "files_hash": guest_files_hash(), "rootfs_mb": size_mb,
+                    "test_guest": test_guest,
                     "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         remove_tree(out)
@@ -554,7 +664,7 @@ def _build(progress: Progress, cache: Path, force: bool) -> Image:
         return load_image(cache / f"image-{key}")
     _check_tools()
     if force:
-        for p in (cache / "modules" / modules_key(versions), cache / "guest"):
+        for p in (cache / "modules" / modules_key(versions), cache / "guest", cache / f"tools-{tools_key(versions)}"):
             remove_tree(p)
     try:
         return _build_versions(cache, versions, steps)
@@ -584,14 +694,15 @@ def _build_versions(cache: Path, versions: Versions, steps: _Steps) -> Image:
             errors.append(e)
 
     threads = [threading.Thread(target=job, args=("modules", lambda: build_modules(cache, base, versions, steps))),
-               threading.Thread(target=job, args=("guest", lambda: build_guest(cache, base, versions, steps)))]
+               threading.Thread(target=job, args=("guest", lambda: build_guest(cache, base, versions, steps))),
+               threading.Thread(target=job, args=("tools", lambda: build_tools(cache, base, versions, steps)))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if errors:
         raise errors[0]
-    image = build_image(cache, results["guest"], results["modules"], versions, steps)
+    image = build_image(cache, results["guest"], results["modules"], results["tools"], versions, steps)
     steps.progress(f"lab build: image {image.key} ready in {image.dir} "
                    f"(total {time.monotonic() - steps.t0:.0f} s)")
     return image

@@ -1,0 +1,491 @@
+"""The test guest as a Python object: boot it on a host, run fio in it, attach disks, ask qemu.
+
+    with TestGuest(host, disks=[GuestDisk("tbd0", "/dev/zvol/tank/vol")]) as guest:
+        run = guest.run_fio(job_text, disk="tbd0")    # fio JSON, guest wall time, guest /proc snapshots
+        guest.block_settings()["tbd0"].cache_mode      # what qemu really uses, read back over QMP
+
+qemu runs on the host under a small controller (tankbench/guest/controller.py, copied there like the
+agent) that ends qemu when its stdin closes, so a guest never outlives the tankbench that started it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from tankbench.errors import HostError, UserError
+from tankbench.guest import qemu
+from tankbench.guest.initramfs import IN_IMAGE_DIR
+from tankbench.hosts.base import Host
+
+Progress = Callable[[str], None]
+#: where the controller keeps each guest's sockets and logs on the host
+RUN_ROOT = "/var/tmp/tankbench-guests"
+
+
+def controller_source() -> bytes:
+    """The controller program (stdlib only) that runs on the host next to qemu."""
+    return resources.files("tankbench.guest").joinpath("controller.py").read_bytes()
+
+
+def parse_diskstats(text: str) -> dict[str, tuple[int, ...]]:
+    """/proc/diskstats -> {device: (reads, reads merged, sectors read, ms reading, writes, ...)} (pure)."""
+    out: dict[str, tuple[int, ...]] = {}
+    for line in text.splitlines():
+        p = line.split()
+        if len(p) >= 14:
+            out[p[2]] = tuple(int(x) for x in p[3:])
+    return out
+
+
+def parse_stat(text: str) -> dict[str, tuple[int, ...]]:
+    """/proc/stat -> {"cpu": (user, nice, system, idle, iowait, irq, softirq, steal, ...), "ctxt": (n,), …}."""
+    out: dict[str, tuple[int, ...]] = {}
+    for line in text.splitlines():
+        p = line.split()
+        if p and (p[0] == "cpu" or p[0] in ("ctxt", "processes", "procs_running", "procs_blocked")):
+            out[p[0]] = tuple(int(x) for x in p[1:])
+    return out
+
+
+def parse_devices(text: str) -> dict[str, str]:
+    """The guest's device list ("vdb tbd0 1073741824" lines) -> {serial: "/dev/vdb"} (pure)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        p = line.split()
+        if len(p) == 3 and p[1]:
+            out[p[1]] = f"/dev/{p[0]}"
+    return out
+
+
+def cache_mode(cache: dict[str, Any]) -> str:
+    """query-block's {"writeback", "direct", "no-flush"} -> the -drive cache= name it amounts to (pure)."""
+    key = (bool(cache.get("direct")), bool(cache.get("no-flush")), bool(cache.get("writeback")))
+    for name, value in qemu.CACHE_FLAGS.items():
+        if value == key:
+            return name
+    return f"direct={key[0]},no-flush={key[1]},writeback={key[2]}"
+
+
+def boot_marks(console: str) -> dict[str, float]:
+    """The guest's "TBGUEST <what> uptime=<s>" console lines -> {what: guest uptime} (pure)."""
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"TBGUEST (\S+) uptime=([\d.]+)", console)}
+
+
+def cpu_khz(cpuinfo: str) -> int | None:
+    """The first 'cpu MHz' of /proc/cpuinfo in kHz: the TSC rate the emulated guest is told (pure)."""
+    m = re.search(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo, re.M)
+    return int(float(m.group(1)) * 1000) if m else None
+
+
+@dataclass(frozen=True)
+class GuestRun:
+    """One request the guest ran (fio or a shell script): status, outputs, timing and /proc snapshots."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    fio: dict[str, Any] | None  # fio's JSON output (fio requests only; None if it produced none)
+    guest_wall_s: float  # measured in the guest (its uptime before and after)
+    host_wall_s: float  # the whole request as the controller on the host saw it
+    qemu_cpu_s: float  # qemu's user+system CPU seconds on the host, cumulative, at the end of the request
+    diskstats_before: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    diskstats_after: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    stat_before: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    stat_after: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    fio_error: str = ""  # why fio's output could not be parsed, if it could not
+    guest_start_s: float = 0.0  # the guest's uptime when the request started (its clock, for cross-checks)
+
+    @classmethod
+    def from_result(cls, ev: dict[str, Any]) -> GuestRun:
+        """Build from the controller's result event."""
+        files: dict[str, str] = ev.get("files", {})
+        fio, err = None, ""
+        if "fio.json" in files:
+            text = files["fio.json"]
+            try:
+                fio = json.loads(text[text.index("{") :]) if "{" in text else None  # fio may print notes first
+            except ValueError as e:
+                err = f"{e}: {text[:300]!r}"
+
+        def up(k: str) -> float:
+            try:
+                return float(files.get(k, "0").split()[0])
+            except (ValueError, IndexError):
+                return 0.0
+
+        return cls(
+            rc=int(ev["rc"]),
+            stdout=files.get("stdout", ""),
+            stderr=files.get("stderr", ""),
+            fio=fio,
+            guest_wall_s=round(up("after.uptime") - up("before.uptime"), 3),
+            host_wall_s=float(ev.get("host_wall_s", 0.0)),
+            qemu_cpu_s=float(ev.get("qemu_cpu_s", 0.0)),
+            diskstats_before=parse_diskstats(files.get("before.diskstats", "")),
+            diskstats_after=parse_diskstats(files.get("after.diskstats", "")),
+            stat_before=parse_stat(files.get("before.stat", "")),
+            stat_after=parse_stat(files.get("after.stat", "")),
+            fio_error=err,
+            guest_start_s=up("before.uptime"),
+        )
+
+
+@dataclass(frozen=True)
+class BlockSettings:
+    """A disk's settings as qemu reports them (QMP query-block + qom-get), not as tankbench asked."""
+
+    node: str
+    device: str  # qdev id, e.g. "dev-tbd0"
+    driver: str  # raw | qcow2
+    file: str
+    cache_mode: str  # none | writeback | writethrough | directsync | unsafe
+    cache: dict[str, bool]
+    cluster_size: int | None
+    write_cache: str  # the device's write-cache property ("on"/"off"/"auto")
+    iothread: str | None
+
+
+class TestGuest:
+    """A test guest on a host: boot on enter, power off on exit; one boot serves many fio runs."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self,
+        host: Host,
+        disks: Sequence[qemu.GuestDisk] = (),
+        *,
+        name: str = "tbguest",
+        accel: str = "auto",
+        machine: str = "microvm",
+        memory_mb: int = 512,
+        cpus: int = 1,
+        kernel: str | None = None,
+        initrd: str | None = None,
+        boot_timeout: float = 900.0,
+        progress: Progress | None = None,
+    ) -> None:
+        if accel not in ("auto", "tcg", "kvm"):
+            raise UserError(f"guest accel = {accel!r} is not supported", "use 'auto', 'tcg' or 'kvm'")
+        qemu.machine_args(machine)  # validates
+        ids = [d.id for d in disks]
+        if len(set(ids)) != len(ids):
+            raise UserError(f"guest disks: duplicate id in {ids}", "give every disk its own id")
+        self.host = host
+        self.disks: dict[str, qemu.GuestDisk] = {d.id: d for d in disks}
+        self.name = name
+        self.accel = accel
+        self.machine = machine
+        self.memory_mb = memory_mb
+        self.cpus = cpus
+        self.kernel = kernel
+        self.initrd = initrd
+        self.boot_timeout = boot_timeout
+        self.progress = progress or (lambda s: None)
+        self.run_dir = f"{RUN_ROOT}/{name}-{uuid.uuid4().hex[:8]}"
+        self.pid = 0
+        self.boot_s = 0.0
+        self.devices: dict[str, str] = {}
+        self.accel_used = ""
+        self._hotplugged: dict[str, dict[str, object]] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: list[bytes] = []
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> TestGuest:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _resolve_accel(self) -> str:
+        if self.accel != "auto":
+            return self.accel
+        if self.host.accelerator == "tcg":  # an emulated host (the lab under TCG): nested KVM stalls there
+            return "tcg"
+        return "kvm" if self.host.run(["test", "-w", "/dev/kvm"], timeout=30).returncode == 0 else "tcg"
+
+    def _artefacts(self) -> tuple[str, str]:
+        if self.kernel and self.initrd:
+            return self.kernel, self.initrd
+        res = self.host.run(["cat", f"{IN_IMAGE_DIR}/manifest.json"], timeout=30)
+        if res.returncode != 0:
+            raise UserError(
+                f"{self.host.name}: no test guest in {IN_IMAGE_DIR}",
+                "pass kernel= and initrd= (see upload_artefacts) or use the lab",
+            )
+        return json.loads(res.stdout)["kernel"], f"{IN_IMAGE_DIR}/initramfs.img"
+
+    def argv(self, accel: str, tsc_khz: int | None) -> list[str]:
+        """The qemu argv this guest boots with."""
+        kernel, initrd = self._artefacts()
+        return qemu.guest_argv(
+            name=self.name,
+            kernel=kernel,
+            initrd=initrd,
+            run_dir=self.run_dir,
+            disks=list(self.disks.values()),
+            accel=accel,
+            machine=self.machine,
+            memory_mb=self.memory_mb,
+            cpus=self.cpus,
+            tsc_khz=tsc_khz,
+        )
+
+    def start(self) -> None:
+        """Boot the guest; returns when its runner answers (raises HostError if it does not).
+
+        accel="auto" tries KVM where /dev/kvm is usable and the host is not itself emulated, and falls back
+        to TCG if the KVM guest is not ready within a minute (on some hosts KVM exists but guests hang).
+        """
+        accel = self._resolve_accel()
+        digest = hashlib.sha256(controller_source()).hexdigest()[:16]
+        path = f"/var/tmp/tankbench-guestctl-{digest}.py"
+        if self.host.run(["test", "-s", path], timeout=60).returncode != 0:
+            self.host.write_file(path, controller_source(), 0o755)
+        if accel == "kvm" and self.accel == "auto":
+            try:
+                self._boot(path, "kvm", min(self.boot_timeout, 60.0))
+                return
+            except HostError as e:
+                self.progress(f"guest {self.name}: KVM boot failed ({e}); booting under TCG")
+                self.close()
+            accel = "tcg"
+        self._boot(path, accel, self.boot_timeout)
+
+    def _boot(self, controller: str, accel: str, timeout: float) -> None:
+        self.accel_used = accel
+        tsc = cpu_khz(self.host.run(["cat", "/proc/cpuinfo"], timeout=30).stdout) if accel == "tcg" else None
+        argv = self.argv(accel, tsc)
+        self.progress(
+            f"guest {self.name}: booting on {self.host.name} ({self.machine}, {accel}, {len(self.disks)} disks)"
+        )
+        self._proc = subprocess.Popen(
+            self.host.command([self.host.python, controller]),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._drain, daemon=True).start()
+        ev = self._call(
+            {"op": "start", "argv": argv, "dir": self.run_dir, "timeout": timeout}, timeout + 60, want="ready"
+        )
+        self.pid = int(ev["pid"])
+        self.boot_s = float(ev["boot_s"])
+        self.devices = parse_devices(ev.get("devices", ""))
+        self.progress(f"guest {self.name}: ready in {self.boot_s:.0f} s (qemu pid {self.pid})")
+
+    def close(self) -> None:
+        """Power the guest off (its qemu is ended if it does not) and stop the controller."""
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            if proc.poll() is None:
+                self._call({"op": "quit"}, 120)
+        except HostError:
+            pass
+        finally:
+            self._proc = None
+            try:
+                if proc.stdin:
+                    proc.stdin.close()  # the controller ends qemu on EOF, whatever happened before
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    # ------------------------------------------------------------------ the wire
+    def _drain(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stderr is not None
+        for line in proc.stderr:
+            self._stderr.append(line)
+            del self._stderr[:-100]
+
+    def _call(self, request: dict[str, Any], timeout: float, want: str = "result") -> dict[str, Any]:
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            raise HostError(f"guest {self.name} is not running")
+        with self._lock:
+            timer = threading.Timer(timeout, proc.kill)
+            timer.start()
+            try:
+                proc.stdin.write(json.dumps(request).encode() + b"\n")
+                proc.stdin.flush()
+                for raw in proc.stdout:
+                    ev = json.loads(raw)
+                    if ev.get("event") == want:
+                        return dict(ev)
+                    if ev.get("event") == "error":
+                        raise HostError(f"guest {self.name}: {request.get('op')}: {ev.get('message')}")
+            except (OSError, ValueError) as e:
+                raise HostError(f"guest {self.name}: controller connection: {e}") from e
+            finally:
+                timer.cancel()
+        tail = b"".join(self._stderr).decode(errors="replace")[-800:]
+        raise HostError(
+            f"guest {self.name}: the controller on {self.host.name} ended ({request.get('op')}); "
+            f"see {self.run_dir}/console.log and qemu.log there. {tail}"
+        )
+
+    # ------------------------------------------------------------------ requests
+    def run_fio(self, job_text: str, disk: str | None = None, timeout: float = 3600.0) -> GuestRun:
+        """Run one fio job file in the guest; `disk` (an id) sets filename= to that disk's guest device."""
+        if disk is not None:
+            job_text = f"[global]\nfilename={self.device(disk)}\n{job_text}"
+        return GuestRun.from_result(
+            self._call({"op": "guest", "gop": "fio", "payload": job_text, "timeout": timeout}, timeout + 60)
+        )
+
+    def exec(self, script: str, timeout: float = 600.0) -> GuestRun:
+        """Run a busybox shell script in the guest (e.g. mkfs, dd, a marker write)."""
+        return GuestRun.from_result(
+            self._call({"op": "guest", "gop": "exec", "payload": script, "timeout": timeout}, timeout + 60)
+        )
+
+    def refresh_devices(self) -> dict[str, str]:
+        """Ask the guest which disks it sees: {disk id (serial): guest device path}."""
+        ev = self._call({"op": "guest", "gop": "devices", "payload": "", "timeout": 60}, 120)
+        self.devices = parse_devices(ev["files"].get("devices", ""))
+        return self.devices
+
+    def device(self, disk: str) -> str:
+        """The guest's device path of a disk id, e.g. "/dev/vdb"."""
+        if disk not in self.devices:
+            self.refresh_devices()
+        if disk not in self.devices:
+            raise HostError(f"guest {self.name}: no disk with serial {disk!r} (it sees {self.devices})")
+        return self.devices[disk]
+
+    def qmp(self, execute: str, **arguments: Any) -> Any:
+        """One QMP command to this guest's qemu; its 'return' value."""
+        return self._call({"op": "qmp", "execute": execute, "arguments": arguments or None}, 120)["return"]
+
+    def console_log(self) -> str:
+        """The guest's serial console so far (kernel messages and TBGUEST progress marks)."""
+        return self.host.run(["cat", f"{self.run_dir}/console.log"], timeout=60).stdout
+
+    def qemu_cpu_seconds(self) -> float:
+        """CPU seconds (user+system) qemu has used on the host so far."""
+        return float(self._call({"op": "cpu"}, 60)["qemu_cpu_s"])
+
+    # ------------------------------------------------------------------ disks
+    def attach(self, disk: qemu.GuestDisk, timeout: float = 120.0) -> str:
+        """Hot-plug a disk (QMP blockdev-add + device_add); returns its guest device path once the guest sees it.
+
+        virtio-scsi disks go on the spare controller every guest boots with; virtio-blk disks need PCI
+        hot-plug (machine = "q35"): microvm's virtio-mmio devices cannot be hot-plugged.
+        """
+        if disk.id in self.disks:
+            raise UserError(f"guest {self.name}: a disk with id {disk.id!r} is already attached", "detach it first")
+        if disk.bus == "virtio-blk" and self.machine != "q35":
+            raise UserError(
+                f"guest {self.name}: cannot hot-plug a virtio-blk disk on machine {self.machine!r}",
+                "use bus = 'virtio-scsi', machine = 'q35', or attach the disk at boot",
+            )
+        if disk.bus == "virtio-blk":
+            used = {str(d.get("bus")) for d in self._hotplugged.values()}
+            free = [f"hp{i}" for i in range(qemu.HOTPLUG_PORTS) if f"hp{i}" not in used]
+            if not free:
+                raise UserError(
+                    f"guest {self.name}: all {qemu.HOTPLUG_PORTS} hot-plug ports are in use", "detach a disk first"
+                )
+            dev = qemu.device(disk, self.machine, bus=free[0])
+        else:
+            dev = qemu.device(disk, self.machine, bus="scsihp.0")
+            dev.pop("iothread", None)
+        qemu.check_iothreads([disk], self.machine, self.accel_used)
+        if disk.iothread and disk.bus == "virtio-blk":
+            self.qmp("object-add", **{"qom-type": "iothread", "id": f"io-{disk.id}"})
+        self.qmp("blockdev-add", **qemu.blockdev(disk))
+        try:
+            self.qmp("device_add", **dev)
+        except HostError:
+            self.qmp("blockdev-del", **{"node-name": disk.id})
+            raise
+        self.disks[disk.id] = disk
+        self._hotplugged[disk.id] = dev
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if disk.id in self.refresh_devices():
+                return self.devices[disk.id]
+            time.sleep(1.0)
+        raise HostError(f"guest {self.name}: hot-plugged disk {disk.id} did not appear in the guest in {timeout:.0f} s")
+
+    def detach(self, disk_id: str, timeout: float = 120.0) -> None:
+        """Unplug a hot-plugged disk (device_del, wait until qemu has released it, blockdev-del)."""
+        if disk_id not in self._hotplugged:
+            raise UserError(
+                f"guest {self.name}: disk {disk_id!r} was not hot-plugged",
+                "only disks added with attach() can be detached",
+            )
+        self.qmp("device_del", id=f"dev-{disk_id}")
+        deadline = time.monotonic() + timeout
+        qdev = re.compile(rf"(^|/)dev-{disk_id}(/|$)")  # virtio-blk-pci reports ".../dev-<id>/virtio-backend"
+        while any(qdev.search(str(b.get("qdev", ""))) for b in self.qmp("query-block")):
+            if time.monotonic() > deadline:
+                raise HostError(f"guest {self.name}: disk {disk_id} still attached {timeout:.0f} s after device_del")
+            time.sleep(0.5)
+        self.qmp("blockdev-del", **{"node-name": disk_id})
+        if self.disks[disk_id].iothread and self.disks[disk_id].bus == "virtio-blk":
+            self.qmp("object-del", id=f"io-{disk_id}")
+        del self._hotplugged[disk_id]
+        del self.disks[disk_id]
+        self.devices.pop(disk_id, None)
+
+    def block_settings(self) -> dict[str, BlockSettings]:
+        """Every disk's settings as qemu reports them, by disk id (QMP query-block and qom-get)."""
+        out: dict[str, BlockSettings] = {}
+        for b in self.qmp("query-block"):
+            ins = b.get("inserted") or {}
+            node = ins.get("node-name", "")
+            if node not in self.disks:
+                continue
+            qdev = f"/machine/peripheral/dev-{node}"
+            wce = self.qmp("qom-get", path=qdev, property="write-cache")
+            iothread = None
+            if self.disks[node].bus == "virtio-blk":
+                found = self.qmp("qom-get", path=qdev, property="iothread")  # "/objects/io-<id>" or ""
+                iothread = str(found).rsplit("/", 1)[-1] if found else None
+            image = ins.get("image") or {}
+            out[node] = BlockSettings(
+                node=node,
+                device=str(b.get("qdev", "")),
+                driver=str(ins.get("drv", "")),
+                file=str(ins.get("file", "")),
+                cache_mode=cache_mode(ins.get("cache", {})),
+                cache=dict(ins.get("cache", {})),
+                cluster_size=image.get("cluster-size"),
+                write_cache=str(wce),
+                iothread=iothread,
+            )
+        return out
+
+
+def upload_artefacts(host: Host, kernel: bytes, initrd: bytes) -> tuple[str, str]:
+    """Copy a test guest's kernel and initramfs to a host without them (not the lab); their paths there."""
+    key = hashlib.sha256(kernel + initrd).hexdigest()[:16]
+    d = f"/var/tmp/tankbench-guest-{key}"
+    paths = (f"{d}/vmlinuz", f"{d}/initramfs.img")
+    if host.run(["test", "-s", paths[0], "-a", "-s", paths[1]], timeout=60).returncode != 0:
+        host.run(["mkdir", "-p", d], check=True, timeout=60)
+        host.write_file(paths[0], kernel)
+        host.write_file(paths[1], initrd)
+    return paths
