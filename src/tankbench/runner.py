@@ -191,7 +191,7 @@ class CampaignRunner:
 
         started = time.time()
         try:
-            res = self.host.call_agent(request, on_event=on_event, timeout=deadline + spec.drain_max + 120)
+            res = self.kinds[test.target.kind].run_fio(test, request, on_event, deadline + spec.drain_max + 120)
         except HostError as e:
             run = Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status="crashed",
                       started=started, ended=time.time(), host=self.host.name,
@@ -256,9 +256,18 @@ class CampaignRunner:
         """Every pending run, test by test; returns what happened."""
         self.outcome.tests = len(tests)
         work = list(self.pending(tests))
-        for kind in sorted({test.target.kind for test, _ in work}):
-            self.kinds[kind].setup()
         self.progress.total = sum(len(todo) for _, todo in work)
+        try:
+            for name in sorted({test.target.kind for test, _ in work}):
+                self.kinds[name].setup()
+            self.run_work(work)
+        finally:
+            for kind in self.kinds.values():
+                kind.finish()
+        return self.outcome
+
+    def run_work(self, work: list[tuple[Test, list[tuple[int, bool, int]]]]) -> None:
+        """The runs, in order, with cooldowns between tests."""
         for index, (test, todo) in enumerate(work, 1):
             for run_no, warm, attempt in todo:
                 label = "warm-up" if warm else f"run {run_no}/{self.spec.repeats}"
@@ -271,7 +280,6 @@ class CampaignRunner:
                 self.progress.finish(run.status, describe(run))
             if index < len(work):
                 self.cooldown()
-        return self.outcome
 
     def devices(self, test: Test) -> list[str]:
         """Physical disks under the test's target, for /proc/diskstats sampling (ZFS: the pool's vdevs)."""

@@ -80,7 +80,7 @@ def expand(spec: Spec) -> list[Test]:
     for target in spec.targets:
         t_axes = axes_for(target, axes)
         for combo in itertools.product(*(spec.matrix[a] for a in t_axes)):
-            params = copy_params(dict(zip(t_axes, combo)), spec)
+            params = kind_of(target).adjust(copy_params(dict(zip(t_axes, combo)), spec))
             if not kind_of(target).accepts(params):
                 continue  # e.g. rsync replaces the destination file: it cannot write into a block device
             if not any(_matches(rule, target, params) for rule in spec.excludes):
@@ -88,8 +88,8 @@ def expand(spec: Spec) -> list[Test]:
     for inc in spec.includes:
         for target in spec.targets:
             if inc.get("target", target.name) == target.name:
-                points.append((target, copy_params({a: inc.get(a, spec.matrix[a][0])
-                                                    for a in axes_for(target, axes)}, spec)))
+                points.append((target, kind_of(target).adjust(copy_params(
+                    {a: inc.get(a, spec.matrix[a][0]) for a in axes_for(target, axes)}, spec))))
     tests: list[Test] = []
     seen: set[str] = set()
     varying = {a for a in axes if len(spec.matrix[a]) > 1}
