@@ -49,11 +49,26 @@ def _end_children():
             time.sleep(0.5)
 
 
+_stop = threading.Event()  # set by a {"stop": true} line after the request (an observing fio_run ends)
+
+
 def _watch_stdin():
-    """EOF on stdin means our parent is gone: stop what we started and exit."""
+    """EOF on stdin means our parent is gone: stop what we started and exit. A {"stop": true} line ends an
+    observing fio_run (the job ran elsewhere, e.g. in a test guest)."""
+    buf = b""
     try:
-        while os.read(0, 65536):
-            pass
+        while True:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    if json.loads(line.decode() or "{}").get("stop"):
+                        _stop.set()
+                except ValueError:
+                    pass
     except OSError:
         pass
     _end_children()
@@ -873,24 +888,12 @@ def op_fio_run(req):
             _children.append(during.pid)
     with Sampler(req.get("devices", []), float(req.get("interval", 1.0))) as sampler:
         t0 = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        with _lock:
-            _children.append(proc.pid)
-        emit("started", pid=proc.pid)
-        timed_out = False
-        try:
-            _, err = proc.communicate(timeout=deadline)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                _, err = proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                _, err = proc.communicate()
+        if req.get("observe"):  # the job runs elsewhere (a test guest): sample until told to stop
+            emit("observing")
+            rc, err, timed_out, pid = 0, b"", not _stop.wait(deadline), None
+        else:
+            rc, err, timed_out, pid = _run_job(argv, deadline)
         wall = time.monotonic() - t0
-        with _lock:
-            _children.remove(proc.pid)
         drain_s, dirty_start, dirty_end = drain(float(req.get("drain_max_s", 600)),
                                                 int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)
     during_out = ""
@@ -911,13 +914,36 @@ def op_fio_run(req):
         except (OSError, subprocess.TimeoutExpired) as e:
             after.append({"argv": argv_, "rc": -1, "stdout": "", "stderr": str(e)})
     fio_json = read_text(out)
-    emit("result", exit_status=proc.returncode, timed_out=timed_out, wall_s=wall, drain_s=drain_s,
+    emit("result", exit_status=rc, timed_out=timed_out, wall_s=wall, drain_s=drain_s,
          fio_json=fio_json, stderr_tail=err.decode(errors="replace")[-4000:], samples=sampler.series,
          metrics=sampler.summary(), checks={"drain.dirty_start_bytes": dirty_start,
                                             "drain.dirty_end_bytes": dirty_end,
                                             "preflight.presync_s": round(presync_s, 3)},
-         pid=proc.pid, files_before=files_before, files_after=files_after, during_output=during_out,
+         pid=pid, files_before=files_before, files_after=files_after, during_output=during_out,
          after_outputs=after)
+
+
+def _run_job(argv, deadline):
+    """Run fio (or a copy command) in a process group of its own under the watchdog deadline.
+    Returns (exit status, stderr, timed out, pid)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    with _lock:
+        _children.append(proc.pid)
+    emit("started", pid=proc.pid)
+    timed_out = False
+    try:
+        _, err = proc.communicate(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+    with _lock:
+        _children.remove(proc.pid)
+    return proc.returncode, err, timed_out, proc.pid
 
 
 def op_noise(req):

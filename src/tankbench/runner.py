@@ -182,7 +182,7 @@ class CampaignRunner:
 
         started = time.time()
         try:
-            res = self.host.call_agent(request, on_event=on_event, timeout=deadline + spec.drain_max + 120)
+            res = self.kinds[test.target.kind].run_fio(test, request, on_event, deadline + spec.drain_max + 120)
         except HostError as e:
             run = Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status="crashed",
                       started=started, ended=time.time(), host=self.host.name,
@@ -269,8 +269,17 @@ class CampaignRunner:
         estimator.learn(existing, tests)
         self.progress.estimate = lambda: estimator.estimate(sched)
         self.progress.runs_left = lambda: ((r := sched.remaining()).runs_low + r.warmups, r.runs_high + r.warmups)
-        for kind in sorted({t.target.kind for t in tests if not sched.states[t.id].final}):
-            self.kinds[kind].setup()
+        try:
+            for kind in sorted({t.target.kind for t in tests if not sched.states[t.id].final}):
+                self.kinds[kind].setup()
+            self.run_schedule(tests, sched, existing, estimator)
+        finally:
+            for k in self.kinds.values():
+                k.finish()  # e.g. power off a test guest, whatever happened
+        return self.outcome
+
+    def run_schedule(self, tests: list[Test], sched: Scheduler, existing: list[Run], estimator: Estimator) -> None:
+        """Each batch the scheduler hands out: prepare, cool down, check noise, run, observe, decide."""
         seen_configs: set[str] = {config_key(t) for t in tests if sched.states[t.id].obs}
         last_row: dict[str, int] = {r.test_id: r.row_id for r in existing}
         prev_end: float | None = None
@@ -296,7 +305,6 @@ class CampaignRunner:
                 last_row[test.id] = run.row_id
                 self.record(sched.observe(test.id, observation(run)), last_row, estimator)
             self.record(sched.end_batch(), last_row, estimator)
-        return self.outcome
 
     def skip_crashed(self, sched: Scheduler) -> None:
         """Tests that crashed twice are skipped (with a note in the journal), as before."""

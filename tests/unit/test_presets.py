@@ -16,7 +16,7 @@ from tankbench.spec import expand, load_spec
 from tests.conftest import tankbench
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESETS = ("compression-cache", "recordsize-mix", "tuning-matrix", "zvol-issues")
+PRESETS = ("compression-cache", "recordsize-mix", "tuning-matrix", "zvol-issues", "zvol-vs-qcow2")
 
 
 def test_presets_lists_one_per_seed_with_quick_forms():

@@ -212,7 +212,10 @@ def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
              "# Reproduces this test with plain fio; JSON result on stdout.",
              "set -eu",
              'cd "$(dirname "$0")"']
-    lines += kind_of(test.target).script_lines(test, campaign_id)
+    kind = kind_of(test.target)
+    lines += kind.script_lines(test, campaign_id)
+    if kind.runs_in_guest:
+        return "\n".join(lines + [f"echo 'run {fio_name} with fio inside the test guest (see above)' >&2"]) + "\n"
     if not test.is_copy and (_owned_block(test) or not _block(test)) and \
             (layout_of(test) != "random" or per_job_files(test)):
         lines.append("# This test's layout, for the files fio opens:")

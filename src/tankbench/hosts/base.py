@@ -106,6 +106,12 @@ class AgentSession:
             except json.JSONDecodeError:
                 continue
 
+    def send(self, message: dict[str, Any]) -> None:
+        """One more JSON line to the running agent (e.g. {"stop": true} to end an observing fio_run)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
     def stderr_text(self) -> str:
         return b"".join(self._stderr).decode(errors="replace")
 

@@ -129,7 +129,7 @@ def expand(spec: Spec) -> list[Test]:
     for target in spec.targets:
         t_axes = axes_for(target, axes)
         for combo in itertools.product(*(spec.matrix[a] for a in t_axes)):
-            params = run_settings(copy_params(dict(zip(t_axes, combo)), spec), spec)
+            params = kind_of(target).adjust(run_settings(copy_params(dict(zip(t_axes, combo)), spec), spec))
             if not kind_of(target).accepts(params):
                 continue  # e.g. rsync replaces the destination file: it cannot write into a block device
             kind = kind_of(target)
@@ -140,8 +140,8 @@ def expand(spec: Spec) -> list[Test]:
     for inc in spec.includes:
         for target in spec.targets:
             if inc.get("target", target.name) == target.name:
-                points.append((target, run_settings(copy_params({a: inc.get(a, spec.matrix[a][0])
-                                                                 for a in axes_for(target, axes)}, spec), spec)))
+                points.append((target, kind_of(target).adjust(run_settings(copy_params({a: inc.get(a, spec.matrix[a][0])
+                                                                 for a in axes_for(target, axes)}, spec), spec))))
     tests: list[Test] = []
     seen: set[str] = set()
     varying = {a for a in axes if len(spec.matrix[a]) > 1}

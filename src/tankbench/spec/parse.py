@@ -35,13 +35,21 @@ WORKLOADS = ("fio", "cp", "rsync", "dd")
 #: ZFS axes, outermost first so that consecutive tests share one dataset configuration
 ZFS_AXES = ("slog", "encryption", "recordsize", "volblocksize", "compression", "sync", "logbias", "primarycache",
             "atime", "direct")
+#: a test guest's disk (vm-disk targets): its backing on the host, then qemu's settings for it
+VM_AXES = ("backing", "qcow2_cluster", "preallocation", "l2_cache", "bus", "disk_cache", "aio", "iothread")
+VM_CHOICES = {"backing": ("zvol", "qcow2", "raw"), "preallocation": ("off", "metadata", "falloc", "full"),
+              "bus": ("virtio-blk", "virtio-scsi"),
+              "disk_cache": ("none", "writeback", "writethrough", "directsync", "unsafe"),
+              "aio": ("threads", "native", "io_uring")}
 #: every axis in expansion order
-AXES = ZFS_AXES + HOST_AXES + DATA_AXES + FIO_AXES
+AXES = ZFS_AXES + HOST_AXES + VM_AXES + DATA_AXES + FIO_AXES
 #: which ZFS axes apply to which target kind (others are dropped for that target, so tests are not duplicated)
 ZFS_AXES_FOR = {
     "raw": (), "file": (),
     "dataset": ("slog", "encryption", "recordsize", "compression", "sync", "logbias", "primarycache", "atime", "direct"),
     "zvol": ("slog", "encryption", "volblocksize", "compression", "sync", "logbias", "primarycache"),
+    "vm-disk": ("slog", "encryption", "recordsize", "volblocksize", "compression", "sync", "logbias", "primarycache",
+                "atime") + VM_AXES,
 }
 ZFS_CHOICES = {
     "encryption": ("off", "aes-128-ccm", "aes-192-ccm", "aes-256-ccm", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm"),
@@ -578,7 +586,7 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
         if any(o.name == name for o in out):
             raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
         kind = ctx.choice(p + "kind", t.get("kind"), kind_names())
-        if kind in ("dataset", "zvol"):
+        if kind in ("dataset", "zvol", "vm-disk"):
             out.append(_zfs_target(ctx, t, p, name, kind))
             continue
         if "props" in t:
@@ -607,7 +615,7 @@ def _zfs_target(ctx: _Ctx, t: dict[str, Any], p: str, name: str, kind: str) -> T
             raise ctx.err(p + key, t[key], f"a {kind} target does not take a {key}",
                           "tankbench creates it under the campaign's [pool]")
     if "size" not in t:
-        what = "the test file's size" if kind == "dataset" else "the zvol's volsize"
+        what = {"dataset": "the test file's size", "zvol": "the zvol's volsize"}.get(kind, "the guest disk's size")
         raise ctx.err(p + "size", None, f"is required ({what})", 'e.g. size = "1G" (larger than the ARC for reads)')
     size = ctx.size(p + "size", t["size"])
     props = t.get("props", {})
@@ -630,7 +638,7 @@ def _zfs_target(ctx: _Ctx, t: dict[str, Any], p: str, name: str, kind: str) -> T
 
 
 def _pool(ctx: _Ctx, value: object, targets: tuple[Target, ...]) -> PoolSpec | None:
-    zfs = [t for t in targets if t.kind in ("dataset", "zvol")]
+    zfs = [t for t in targets if t.kind in ("dataset", "zvol", "vm-disk")]
     if value is None:
         if zfs:
             raise ctx.err("[pool]", None, f"target {zfs[0].name!r} is a {zfs[0].kind} but there is no [pool]",
@@ -681,6 +689,17 @@ def _axis_value(ctx: _Ctx, key: str, axis: str, v: object) -> Any:
         return s_
     if axis in ZFS_CHOICES:
         return ctx.choice(key, v, ZFS_CHOICES[axis])
+    if axis in VM_CHOICES:
+        return ctx.choice(key, v, VM_CHOICES[axis])
+    if axis == "qcow2_cluster":
+        n = ctx.size(key, v)
+        if n < 512 or n > 2 << 20 or n & (n - 1):
+            raise ctx.err(key, v, "must be a power of two from 512 to 2M (qcow2's cluster sizes)", 'e.g. "8k", "64k"')
+        return fmt_size(n)
+    if axis == "l2_cache":
+        return fmt_size(ctx.size(key, v))
+    if axis == "iothread":
+        return ctx.boolean(key, v)
     if axis == "slog":
         return ctx.boolean(key, v)
     if axis == "rw":
@@ -728,18 +747,30 @@ def _matrix(ctx: _Ctx, table: dict[str, Any], targets: tuple[Target, ...]) -> di
         if len(set(norm)) != len(norm):
             raise ctx.err(f"matrix.{axis}", values, "lists a value twice", "remove the duplicate")
         out[axis] = norm
-    zfs_kinds = {t.kind for t in targets} & {"dataset", "zvol"}
-    for axis in ZFS_AXES:
+    zfs_kinds = {t.kind for t in targets} & set(ZFS_AXES_FOR)
+    for axis in ZFS_AXES + VM_AXES:
         if axis in out and not any(axis in ZFS_AXES_FOR[k] for k in zfs_kinds):
-            kinds = [k for k in ("dataset", "zvol") if axis in ZFS_AXES_FOR[k]]
+            kinds = [k for k in ZFS_AXES_FOR if axis in ZFS_AXES_FOR[k]]
             raise ctx.err(f"matrix.{axis}", list(out[axis]), f"applies only to {' and '.join(kinds)} targets",
                           "add such a target, or remove the axis")
+    _vm_axes(ctx, out)
     for size in out.get("size", ()):
         for t in targets:
             if t.size and parse_size(size) > t.size:
                 raise ctx.err("matrix.size", size, f"is larger than target {t.name!r} ({fmt_size(t.size)})",
                               "make the target larger or the size smaller")
     return out
+
+
+def _vm_axes(ctx: _Ctx, out: Mapping[str, tuple[Any, ...]]) -> None:
+    """A guest disk's backing-specific axes need that backing in the matrix (qcow2_cluster on a zvol is a
+    mistake, not a no-op)."""
+    backings = out.get("backing", ("zvol",))
+    for axis, needs in (("qcow2_cluster", ("qcow2",)), ("l2_cache", ("qcow2",)), ("preallocation", ("qcow2", "raw"))):
+        if axis in out and not set(needs) & set(backings):
+            raise ctx.err(f"matrix.{axis}", list(out[axis]), f"applies only to backing = {' or '.join(needs)}, "
+                          f"and the matrix has backing = {list(backings)}",
+                          f'add "{needs[0]}" to matrix.backing, or remove the axis')
 
 
 def _match_value(ctx: _Ctx, key: str, axis: str, v: object, targets: tuple[Target, ...]) -> Any:

@@ -33,6 +33,8 @@ class Campaign(Protocol):
     def targets(self) -> tuple[Target, ...]: ...
     @property
     def pool(self) -> Any: ...
+    @property
+    def matrix(self) -> Mapping[str, tuple[Any, ...]]: ...
 
 #: (metrics, checks, samples) a kind adds to a run from what the agent captured for it
 Capture = tuple[dict[str, float], dict[str, Any], dict[str, list[float]]]
@@ -71,6 +73,8 @@ class TargetKind(ABC):
     block_device: ClassVar[bool] = False
     #: the kind needs the campaign's [pool]
     needs_pool: ClassVar[bool] = False
+    #: fio runs inside a test guest, not on the host (an exported script cannot exec it on the host)
+    runs_in_guest: ClassVar[bool] = False
 
     # -- plan time: pure -------------------------------------------------------------------------
     @classmethod
@@ -87,6 +91,12 @@ class TargetKind(ABC):
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
         """Shell lines an exported job script runs before fio: provisioning and layout, as `run` does."""
         return []
+
+    @classmethod
+    def adjust(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A matrix point's params as this kind means them (e.g. drop axes that do not apply to its backing;
+        points that become equal are one test)."""
+        return dict(params)
 
     @classmethod
     def accepts(cls, params: Mapping[str, Any]) -> bool:
@@ -121,6 +131,14 @@ class TargetKind(ABC):
         if test.is_copy:
             return {"copy.source_bytes": self.ws.spec.copy_size}
         return self.lay_out(test)
+
+    def run_fio(self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None],
+                timeout: float) -> dict[str, Any]:
+        """Run the job (the agent's `fio_run` request) and return the agent's result (fio runs on the host)."""
+        return self.host.call_agent(request, on_event=on_event, timeout=timeout)
+
+    def finish(self) -> None:
+        """Once at the end of a campaign run, whatever happened (e.g. power off a test guest)."""
 
     def device_paths(self, test: Test) -> list[str]:
         """Paths whose physical disks are sampled from /proc/diskstats during a run."""

@@ -26,7 +26,9 @@ def zfs_props(test: Test) -> dict[str, str]:
     for axis in PROPERTY_AXES:
         if axis in test.params:
             props[axis] = str(test.params[axis])
-    return {k: v for k, v in sorted(props.items()) if v != "default"}
+    # a volume has no recordsize or atime, a filesystem no volblocksize (a guest disk's backing may be either)
+    drop = ("recordsize", "atime") if is_volume(test) else ("volblocksize",)
+    return {k: v for k, v in sorted(props.items()) if v != "default" and k not in drop}
 
 
 def dataset_name(test: Test) -> str:
@@ -39,13 +41,21 @@ def root_mountpoint(root: str) -> str:
     return f"{MOUNT_BASE}/{root.rsplit('/', 1)[-1]}"
 
 
+def is_volume(test: Test) -> bool:
+    """The test's ZFS object is a volume: a zvol target, or a guest disk backed by a zvol."""
+    return test.target.kind == "zvol" or test.params.get("backing") == "zvol"
+
+
+def dataset_dir(test: Test) -> str:
+    """Where the test's dataset is mounted (datasets are mounted under /tankbench/<root>/<child>)."""
+    return f"{root_mountpoint(test.target.pool)}/{dataset_name(test).rsplit('/', 1)[-1]}"
+
+
 def fio_filename(test: Test) -> str:
     """The file (dataset) or device (zvol) fio opens."""
-    ds = dataset_name(test)
-    if test.target.kind == "zvol":
-        return f"/dev/zvol/{ds}"
-    child = ds.rsplit("/", 1)[-1]
-    return f"{root_mountpoint(test.target.pool)}/{child}/tankbench-{test.target.name}.fiodata"
+    if is_volume(test):
+        return f"/dev/zvol/{dataset_name(test)}"
+    return f"{dataset_dir(test)}/tankbench-{test.target.name}.fiodata"
 
 
 def key_path(root: str) -> str:
@@ -57,7 +67,7 @@ def create_argv(test: Test, campaign_id: str, key: str | None = None) -> list[st
     """`zfs create` for the test's dataset or zvol, tagged as this campaign's."""
     props = zfs_props(test)
     argv = ["zfs", "create"]
-    if test.target.kind == "zvol":
+    if is_volume(test):
         argv += ["-V", str(test.target.size)]
     if props.get("encryption", "off") != "off":
         props.update(keyformat="raw", keylocation=f"file://{key or key_path(test.target.pool)}")
@@ -78,7 +88,7 @@ def script_lines(test: Test, campaign_id: str) -> list[str]:
     create = " ".join(f'"{a}"' if a.startswith("keylocation=") else shlex.quote(a)  # "$HOME" expands
                       for a in create_argv(test, campaign_id))
     lines.append(f"zfs list {shlex.quote(ds)} >/dev/null 2>&1 || {create}")
-    if test.target.kind == "zvol":
+    if is_volume(test):
         lines.append(f"udevadm settle; while [ ! -e /dev/zvol/{ds} ]; do sleep 0.2; done")
     return lines
 
@@ -200,7 +210,7 @@ class ZfsProvisioner:
         else:
             self.zfs(*create_argv(test, self.cid, self.key))
         self.current[test.target.name] = ds
-        if test.target.kind == "zvol":
+        if is_volume(test):
             self.wait_zvol(ds)
         return fio_filename(test)
 

@@ -1,0 +1,306 @@
+"""`kind = "vm-disk"`: the disk of a test guest tankbench boots on the ZFS host (seeds 001 and 003).
+
+The disk is backed by a zvol or by a qcow2/raw image on a dataset that this campaign created and tagged; fio
+runs inside the guest, while the host's agent samples the pool's disks and captures the ZFS side in the same
+time window. One guest boot serves the whole campaign: each backing configuration is hot-plugged (QMP) when
+its first test comes and unplugged when the next configuration replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tankbench.errors import HostError
+from tankbench.model import Target, Test, short_hash
+from tankbench.targets import zfs
+from tankbench.targets.base import Capture, Workspace
+from tankbench.targets.zfsbase import ZfsKind
+
+BACKINGS = ("zvol", "qcow2", "raw")
+#: the guest disk's qemu settings (axes) and their defaults
+DISK_AXES = {"bus": "virtio-blk", "disk_cache": "none", "aio": "threads", "iothread": False}
+#: axes that mean something only for some backings: dropped elsewhere, so tests are not duplicated
+ONLY_FOR = {"qcow2_cluster": ("qcow2",), "l2_cache": ("qcow2",), "preallocation": ("qcow2", "raw"),
+            "recordsize": ("qcow2", "raw"), "volblocksize": ("zvol",)}
+#: qemu cache modes that drop the guest's flushes: nothing the guest calls durable is
+UNSAFE_CACHE = ("unsafe",)
+#: host drain after a guest job that ended durable (sync writes or end_fsync): above this, the guest's
+#: "synchronous" writes were reported done before they were durable on the host
+SYNC_DRAIN_S = 1.0
+
+
+class VmDiskKind(ZfsKind):
+    """fio in the test guest on a disk backed by a zvol (`/dev/zvol/…`) or an image on a dataset."""
+
+    kind = "vm-disk"
+    short = "vm"
+    block_device = True
+    runs_in_guest = True
+
+    # -- plan time -----------------------------------------------------------------------------
+    @classmethod
+    def adjust(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        backing = str(params.get("backing", "zvol"))
+        return {k: v for k, v in params.items() if k not in ONLY_FOR or backing in ONLY_FOR[k]}
+
+    @classmethod
+    def fio_filename(cls, test: Test) -> str:
+        """The guest's view: the disk by its serial (tankbench rewrites it to the guest's device at run time)."""
+        return f"/dev/disk/by-id/virtio-{disk_id(test)}"
+
+    @classmethod
+    def backing_path(cls, test: Test) -> str:
+        """The zvol device or image file on the host that is the guest's disk."""
+        if zfs.is_volume(test):
+            return zfs.fio_filename(test)
+        ext = "qcow2" if test.params.get("backing") == "qcow2" else "img"
+        return f"{zfs.dataset_dir(test)}/tankbench-{test.target.name}-{image_tag(test)}.{ext}"
+
+    @classmethod
+    def name_stem(cls, target: Target, params: Mapping[str, Any], varying: set[str], several: bool) -> list[str]:
+        head = "zfs-slog" if params.get("slog") else "zfs"
+        name = f"vm-{target.name}" if several else "vm"
+        backing = str(params.get("backing", "zvol"))
+        if backing == "qcow2" and "qcow2_cluster" in params:
+            backing += f"-{params['qcow2_cluster']}"
+        rw = f"copy-{params['workload']}" if params.get("workload", "fio") != "fio" else params["rw"]
+        bs = params["copy_size"] if params.get("workload", "fio") != "fio" else params["bs"]
+        parts = [f"{head}-{name}-{backing}-{rw}-{bs}"]
+        for axis in ("preallocation", "l2_cache", *DISK_AXES, *cls.NAMED_AXES, "recordsize", "volblocksize"):
+            if axis in varying and axis in params:
+                value = params[axis]
+                parts.append(f"{axis}-{value}" if not isinstance(value, bool) else (axis if value else f"no{axis}"))
+        return parts
+
+    @classmethod
+    def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
+        disk = disk_settings(test)
+        return [*super().script_lines(test, campaign_id),
+                *([] if zfs.is_volume(test) else [image_create_argv_text(test)]),
+                f"# This job runs INSIDE a test guest: attach {cls.backing_path(test)} to it as a {disk['bus']} "
+                f"disk (cache={disk['cache']}, aio={disk['aio']}, iothread={'on' if disk['iothread'] else 'off'}, "
+                f"serial {disk_id(test)}), fill it with random data in the guest, and run the .fio file there."]
+
+    # -- run time ------------------------------------------------------------------------------
+    def __init__(self, ws: Workspace) -> None:
+        super().__init__(ws)
+        self.guest: Any = None
+        self.attached: tuple[str, str] | None = None  # (disk config key, qemu disk id)
+        self.layout_checks: dict[str, Any] = {}
+        self._qemu_cpu_s = 0.0
+
+    def setup(self) -> None:
+        super().setup()
+        from tankbench.guest.testguest import TestGuest
+
+        buses = {str(v) for v in self.ws.spec.matrix.get("bus", ())} or {str(DISK_AXES["bus"])}
+        machine = "q35" if "virtio-blk" in buses else "microvm"  # microvm's virtio-mmio cannot hot-plug
+        self.guest = TestGuest(self.host, name=f"tb-{self.ws.spec.campaign_id[:8]}", machine=machine,
+                               progress=self.ws.note)
+        self.guest.start()
+
+    def finish(self) -> None:
+        if self.guest is not None:
+            if self.attached:
+                try:
+                    self.guest.detach(self.attached[1])
+                except HostError:
+                    pass
+            self.guest.close()
+            self.guest = None
+
+    def provision(self, test: Test) -> None:
+        """Backing (zvol, or image on a dataset) + the disk hot-plugged with the test's qemu settings."""
+        key = config_key(test)
+        if self.attached and self.attached[0] == key:
+            return
+        if self.attached:  # the next configuration replaces this one: unplug before its backing is destroyed
+            self.guest.detach(self.attached[1])
+            self.attached = None
+        self.ws.zfs.provision(test)
+        path = self.backing_path(test)
+        if not zfs.is_volume(test):
+            self.host.run(["sh", "-c", f"rm -f -- {shlex.quote(zfs.dataset_dir(test))}/tankbench-"
+                                       f"{shlex.quote(test.target.name)}-*.qcow2 "
+                                       f"{shlex.quote(zfs.dataset_dir(test))}/tankbench-"
+                                       f"{shlex.quote(test.target.name)}-*.img"], check=True, timeout=120)
+            self.host.run(image_create_argv(test), check=True, timeout=600)
+        from tankbench.guest.qemu import GuestDisk
+
+        qid = disk_id(test)  # also the disk's serial: the guest finds it by it
+        d = disk_settings(test)
+        disk = GuestDisk(id=qid, path=path, format="qcow2" if test.params.get("backing") == "qcow2" else "raw",
+                         bus=d["bus"], cache=d["cache"], aio=d["aio"], iothread=d["iothread"],
+                         l2_cache_size=d["l2_cache"])
+        self.guest.attach(disk)
+        self.attached = (key, qid)
+        self.layout_checks = {}
+
+    def lay_out(self, test: Test) -> dict[str, Any]:
+        """Fill the disk with random data from inside the guest once per configuration (a new zvol or image
+        reads zeros without I/O), then check on the host how much of it is allocated."""
+        if self.layout_checks:
+            return dict(self.layout_checks)
+        assert self.attached is not None
+        dev = self.guest.device(self.attached[1])
+        mib = max(1, test.target.size >> 20)
+        t0 = time.monotonic()
+        run = self.guest.exec(f"dd if=/dev/urandom of={dev} bs=1M count={mib} conv=fsync 2>&1", timeout=3600)
+        checks: dict[str, Any] = {"layout.mode": "random", "layout.seconds": round(time.monotonic() - t0, 2),
+                                  "layout.guest_device": dev, "guest.backing": self.backing_path(test)}
+        allocated = self.allocated_bytes(test)
+        checks["layout.allocated_bytes"] = allocated
+        checks["layout.verified"] = run.rc == 0 and allocated is not None and allocated >= test.target.size * 0.9
+        if run.rc != 0:
+            checks["layout.note"] = f"dd in the guest exited {run.rc}: {run.stdout[-300:]}"
+        self.layout_checks = checks
+        return dict(checks)
+
+    def allocated_bytes(self, test: Test) -> int | None:
+        """Bytes the backing holds on the host: the zvol's logicalreferenced, or the image's allocation."""
+        if zfs.is_volume(test):
+            res = self.host.run(["zfs", "get", "-Hp", "-o", "value", "logicalreferenced", zfs.dataset_name(test)],
+                                timeout=120)
+            return int(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else None
+        res = self.host.run(["qemu-img", "info", "--output=json", "-U", self.backing_path(test)], timeout=120)
+        try:
+            return int(json.loads(res.stdout)["actual-size"])
+        except (ValueError, KeyError):
+            return None
+
+    def run_fio(self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None],
+                timeout: float) -> dict[str, Any]:
+        """fio in the guest; the host's agent observes the same window (samplers, ZFS capture, drain)."""
+        assert self.attached is not None
+        dev = self.guest.device(self.attached[1])
+        job = re.sub(r"^filename=.*$", f"filename={dev}", str(request["job_text"]), count=1, flags=re.M)
+        observe = {k: v for k, v in request.items() if k != "argv"}
+        observe["job_text"] = job  # kept on the host for the record: the guest ran this
+        observe["observe"] = True
+        session = self.host.start_agent(observe)
+        events = session.events()
+        try:
+            for ev in events:
+                if ev.get("event") == "observing":
+                    break
+                if ev.get("event") == "error":
+                    raise HostError(f"{self.host.name}: agent fio_run: {ev.get('message')}")
+            grun = self.guest.run_fio(job, timeout=float(request["deadline_s"]))
+            session.send({"stop": True})
+            result: dict[str, Any] | None = None
+            for ev in events:
+                if ev.get("event") == "result":
+                    result = ev
+                    break
+                if ev.get("event") == "error":
+                    raise HostError(f"{self.host.name}: agent fio_run: {ev.get('message')}")
+        finally:
+            session.close()
+        if result is None:
+            raise HostError(f"{self.host.name}: the observing agent ended without a result: "
+                            f"{session.stderr_text()[-800:]}")
+        cpu = grun.qemu_cpu_s - self._qemu_cpu_s
+        self._qemu_cpu_s = grun.qemu_cpu_s
+        res = dict(result)
+        res.update(fio_json=json.dumps(grun.fio) if grun.fio else "", exit_status=grun.rc,
+                   stderr_tail=(grun.stderr or grun.fio_error)[-4000:], wall_s=grun.host_wall_s,
+                   timed_out=grun.rc == 124 or bool(res.get("timed_out")))
+        res["checks"] = dict(res.get("checks", {}), **{"guest.wall_s": grun.guest_wall_s,
+                                                       "guest.host_wall_s": grun.host_wall_s,
+                                                       "guest.device": dev, "guest.accelerator": self.guest.accel_used,
+                                                       "guest.boot_s": self.guest.boot_s})
+        res["metrics"] = dict(res.get("metrics", {}), **{"guest.qemu_cpu_s": round(cpu, 3)})
+        return res
+
+    def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
+        m, c, s = super().after_run(test, res, metrics)
+        cpu = float(res.get("metrics", {}).get("guest.qemu_cpu_s", 0.0))
+        if cpu > 0 and metrics.get("total.io_bytes"):
+            m["guest.bytes_per_host_cpu_s"] = float(metrics["total.io_bytes"]) / cpu
+        assert self.attached is not None
+        st = self.guest.block_settings().get(self.attached[1])
+        if st is not None:
+            c["guest.qemu"] = {"driver": st.driver, "cache_mode": st.cache_mode, "write_cache": st.write_cache,
+                               "cluster_size": st.cluster_size, "iothread": st.iothread, "file": st.file}
+            c["guest.settings_match"] = st.cache_mode == disk_settings(test)["cache"]
+        c.update(sync_honouring(test, res, metrics))
+        return m, c, s
+
+
+def disk_id(test: Test) -> str:
+    """A stable serial for the test's guest disk (letters and digits: qemu ids and serials take them)."""
+    return "tb" + short_hash(config_key(test), 10)
+
+
+def image_tag(test: Test) -> str:
+    p = test.params
+    return short_hash({k: p.get(k) for k in ("backing", "qcow2_cluster", "preallocation")}, 8)
+
+
+def disk_settings(test: Test) -> dict[str, Any]:
+    """The guest disk's qemu settings for a test: its axes, else the defaults."""
+    from tankbench.units import parse_size
+
+    p = test.params
+    l2 = p.get("l2_cache")
+    return {"bus": str(p.get("bus", DISK_AXES["bus"])), "cache": str(p.get("disk_cache", DISK_AXES["disk_cache"])),
+            "aio": str(p.get("aio", DISK_AXES["aio"])), "iothread": bool(p.get("iothread", DISK_AXES["iothread"])),
+            "l2_cache": parse_size(str(l2)) if l2 else None}
+
+
+def config_key(test: Test) -> str:
+    """What identifies a hot-plugged disk: the backing (its dataset/zvol and image) and the qemu settings."""
+    return json.dumps({"ds": zfs.dataset_name(test), "image": image_tag(test), "disk": disk_settings(test)},
+                      sort_keys=True)
+
+
+def image_create_argv(test: Test) -> list[str]:
+    """`qemu-img create` for an image backing (qcow2 cluster size, preallocation), on the test's dataset."""
+    p = test.params
+    opts = []
+    if p.get("backing") == "qcow2" and p.get("qcow2_cluster"):
+        from tankbench.units import parse_size
+
+        opts.append(f"cluster_size={parse_size(str(p['qcow2_cluster']))}")
+    if p.get("preallocation"):
+        opts.append(f"preallocation={p['preallocation']}")
+    fmt = "qcow2" if p.get("backing") == "qcow2" else "raw"
+    argv = ["qemu-img", "create", "-q", "-f", fmt]
+    if opts:
+        argv += ["-o", ",".join(opts)]
+    return argv + [VmDiskKind.backing_path(test), str(test.target.size)]
+
+
+def image_create_argv_text(test: Test) -> str:
+    return shlex.join(image_create_argv(test))
+
+
+def sync_honouring(test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, Any]:
+    """Seed 003: did the guest's durable writes reach the host's disks when the guest was told they had?
+
+    A job whose writes the guest calls durable (sync/fsync/fdatasync or end_fsync) should leave nothing for the
+    host to flush afterwards; a long host drain means the writes were acknowledged before they were durable.
+    A disk with cache=unsafe drops the guest's flushes: nothing it writes can be called durable.
+    """
+    p = test.params
+    durable = p.get("sync_mode", "async") != "async" or str(test.fio_options.get("end_fsync", "0")) == "1" \
+        or str(p.get("end_fsync", "0")) == "1"
+    cache = disk_settings(test)["cache"]
+    out: dict[str, Any] = {"sync.guest_expects_durable": durable, "sync.host_drain_s": res.get("drain_s")}
+    if "sync.lat_mean_ns" in metrics:
+        out["sync.end_fsync_s"] = metrics.get("sync.lat_mean_ns", 0.0) * metrics.get("sync.total_ios", 0.0) / 1e9
+    if cache in UNSAFE_CACHE:
+        out["sync.honoured"] = False
+        out["sync.note"] = "cache=unsafe: qemu drops the guest's flushes; nothing is durable when the guest says so"
+    elif durable:
+        drain = float(res.get("drain_s") or 0.0)
+        out["sync.honoured"] = drain <= SYNC_DRAIN_S
+        if drain > SYNC_DRAIN_S:
+            out["sync.note"] = (f"the host still flushed for {drain:.1f} s after the guest's job ended with its "
+                                "writes called durable")
+    return out
