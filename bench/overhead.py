@@ -43,7 +43,7 @@ def tankbench(*args: str) -> subprocess.CompletedProcess[str]:
 
 def bare_iops(job: Path) -> float:
     out = subprocess.run(["fio", "--output-format=json", str(job)], capture_output=True, text=True, check=True)
-    doc = json.loads(out.stdout[out.stdout.index("{"):])
+    doc = json.loads(out.stdout[out.stdout.index("{") :])
     return sum(j["read"]["iops"] for j in doc["jobs"])
 
 
@@ -66,9 +66,12 @@ def measure(engine: str, io: str, iodepth: int, runtime: int, rounds: int, work:
         journal.unlink()
         tb.append(m["total.iops"])
         sampler_share.append(100.0 * m["sys.sampler_cpu_s"] / m["sys.sampled_s"])
-    return {"bare": statistics.median(bare), "tankbench": statistics.median(tb),
-            "ratio": statistics.median(t / b for t, b in zip(tb, bare)),
-            "sampler_pct_core": statistics.median(sampler_share)}
+    return {
+        "bare": statistics.median(bare),
+        "tankbench": statistics.median(tb),
+        "ratio": statistics.median(t / b for t, b in zip(tb, bare)),
+        "sampler_pct_core": statistics.median(sampler_share),
+    }
 
 
 def main() -> int:
@@ -80,13 +83,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tb-overhead-", dir=shm) as tmp:
         work = Path(tmp)
         print(f"{'job':34} {'bare IOPS':>12} {'tankbench IOPS':>15} {'ratio':>7} {'samplers % core':>16}")
-        for label, engine, io, qd in (("ioengine=null randread 4k", "null", "buffered", 1),
-                                      ("libaio randread 4k on tmpfs", "libaio", "buffered", 8)):
+        for label, engine, io, qd in (
+            ("ioengine=null randread 4k", "null", "buffered", 1),
+            ("libaio randread 4k on tmpfs", "libaio", "buffered", 8),
+        ):
             r = measure(engine, io, qd, args.runtime, args.rounds, work)
-            print(f"{label:34} {r['bare']:12.0f} {r['tankbench']:15.0f} {r['ratio']:7.3f} "
-                  f"{r['sampler_pct_core']:16.3f}")
-    print(f"(median of {args.rounds} alternating rounds of {args.runtime} s; target: ratio >= 0.98, "
-          "samplers < 1 % of one core)")
+            print(
+                f"{label:34} {r['bare']:12.0f} {r['tankbench']:15.0f} {r['ratio']:7.3f} {r['sampler_pct_core']:16.3f}"
+            )
+    print(
+        f"(median of {args.rounds} alternating rounds of {args.runtime} s; target: ratio >= 0.98, "
+        "samplers < 1 % of one core)"
+    )
     return 0
 
 

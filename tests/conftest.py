@@ -19,13 +19,20 @@ def zfs_fixture(name: str) -> str:
     return (FIXTURES / "zfs" / name).read_text()
 
 
-def tankbench(*args: str, cwd: str | os.PathLike[str] | None = None, timeout: float = 600,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def tankbench(
+    *args: str, cwd: str | os.PathLike[str] | None = None, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run `python -m tankbench ARGS` and capture its output."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "tankbench", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
+    return subprocess.run(
+        [sys.executable, "-m", "tankbench", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
 
 
 @pytest.fixture
@@ -49,5 +56,3 @@ def loopdev(tmp_path: Path) -> Iterator[str]:
     finally:
         subprocess.run(["umount", str(tmp_path / "mnt")], capture_output=True)
         subprocess.run(["losetup", "-d", dev], check=True)
-
-

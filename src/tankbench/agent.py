@@ -247,6 +247,7 @@ def state_root():
     """Where this host's user keeps tankbench's job files and keys: ~/.cache/tankbench of the user the agent
     runs as (from the password database, not $HOME, which sudo may carry over from another user)."""
     import pwd
+
     try:
         home = pwd.getpwuid(os.geteuid()).pw_dir
     except KeyError:
@@ -300,8 +301,11 @@ def op_dirs(req):
     try:
         dirs = dict((name, secure_dir(os.path.join(root, name))) for name in req.get("names", []))
     except UnsafePath as e:
-        emit("error", message="unsafe directory: %s (tankbench keeps job files and keys only where no other "
-                              "user can change them: fix the owner or mode, or remove it)" % e)
+        emit(
+            "error",
+            message="unsafe directory: %s (tankbench keeps job files and keys only where no other "
+            "user can change them: fix the owner or mode, or remove it)" % e,
+        )
         return
     emit("result", dirs=dirs)
 
@@ -381,14 +385,30 @@ def op_probe(req):
             models[b["name"]] = b.get("model", "")
     mem = meminfo()
     load = loadavg()
-    emit("result", fingerprint={
-        "kernel": uname.release, "arch": uname.machine, "hostname": uname.nodename,
-        "os": osrel.get("PRETTY_NAME", ""), "cpu_model": cpu_model, "cpu_count": os.cpu_count(),
-        "mem_bytes": mem.get("MemTotal", 0), "fio_version": fio, "python": sys.version.split()[0],
-        "zfs_version": zfs_version, "device_models": models,
-    }, paths=paths, block_devices=blocks, zfs_params=zfs_params, load1=load[0], dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
-        swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0), zfs=bool(zfs_version),
-        boot_id=read_text(PROC + "/sys/kernel/random/boot_id").strip())
+    emit(
+        "result",
+        fingerprint={
+            "kernel": uname.release,
+            "arch": uname.machine,
+            "hostname": uname.nodename,
+            "os": osrel.get("PRETTY_NAME", ""),
+            "cpu_model": cpu_model,
+            "cpu_count": os.cpu_count(),
+            "mem_bytes": mem.get("MemTotal", 0),
+            "fio_version": fio,
+            "python": sys.version.split()[0],
+            "zfs_version": zfs_version,
+            "device_models": models,
+        },
+        paths=paths,
+        block_devices=blocks,
+        zfs_params=zfs_params,
+        load1=load[0],
+        dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
+        swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0),
+        zfs=bool(zfs_version),
+        boot_id=read_text(PROC + "/sys/kernel/random/boot_id").strip(),
+    )
 
 
 def _sample_layout(path, size, samples=16, chunk=65536):
@@ -421,8 +441,9 @@ def layout_block_source(layout):
             out = bytearray(n)
             for off in range(0, n, BLOCK):
                 m = min(keep, n - off)
-                out[off:off + m] = os.urandom(m)
+                out[off : off + m] = os.urandom(m)
             return bytes(out)
+
         return compressible
     return os.urandom
 
@@ -459,7 +480,7 @@ def data_bytes(path, size):
 def zfs_dataset_of(path):
     """(dataset, pool) holding a file (from the mount table) or a zvol device path; (None, None) if not ZFS."""
     if path.startswith("/dev/zvol/"):
-        ds = path[len("/dev/zvol/"):]
+        ds = path[len("/dev/zvol/") :]
         return ds, ds.split("/")[0]
     best = ("", None)
     real = os.path.realpath(path)
@@ -479,8 +500,9 @@ def zfs_space(dataset):
     """The dataset's (or zvol's) space figures from `zfs get -Hp`: used, logicalused, referenced, … ({} on error)."""
     props = "used,logicalused,referenced,logicalreferenced,compressratio,compression,volsize"
     try:
-        cp = subprocess.run(["zfs", "get", "-Hp", "-o", "property,value", props, dataset], capture_output=True,
-                            text=True, timeout=60)
+        cp = subprocess.run(
+            ["zfs", "get", "-Hp", "-o", "property,value", props, dataset], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return {}
     out = {}
@@ -578,12 +600,18 @@ def layout_checks(layout, files, laid_out, seconds, zfs=None, notes=()):
     known = all(m["data"] is not None for m in files)
     data = sum(m["data"] for m in files) if known else None
     n = max(1, len(files))
-    c = {"layout.mode": layout, "layout.files": len(files), "layout.apparent_bytes": apparent,
-         "layout.allocated_bytes": allocated,
-         "layout.sample_compress_ratio": round(sum(m["ratio"] for m in files) / n, 4),
-         "layout.zero_fraction": round(sum(m["zeros"] for m in files) / n, 4),
-         "layout.laid_out_now": laid_out, "layout.seconds": round(seconds, 3),
-         "layout.verified": not notes, "layout.note": "; ".join(notes)}
+    c = {
+        "layout.mode": layout,
+        "layout.files": len(files),
+        "layout.apparent_bytes": apparent,
+        "layout.allocated_bytes": allocated,
+        "layout.sample_compress_ratio": round(sum(m["ratio"] for m in files) / n, 4),
+        "layout.zero_fraction": round(sum(m["zeros"] for m in files) / n, 4),
+        "layout.laid_out_now": laid_out,
+        "layout.seconds": round(seconds, 3),
+        "layout.verified": not notes,
+        "layout.note": "; ".join(notes),
+    }
     if data is not None:
         c["layout.data_bytes"] = data
         c["layout.hole_bytes"] = apparent - data
@@ -625,17 +653,27 @@ def op_prepare_file(req):
     if laid_out:
         _flush(sync_cmd)
     files = [m or _measure_file(p, settle=True) for p, m in zip(paths, measured)]
-    notes = ["%s: %s" % (p, why) for p, m in zip(paths, files)
-             for ok, why in [_file_ok(m, size, layout, zero_holes)] if not ok]
+    notes = [
+        "%s: %s" % (p, why)
+        for p, m in zip(paths, files)
+        for ok, why in [_file_ok(m, size, layout, zero_holes)]
+        if not ok
+    ]
     space = zfs_space(dataset) if dataset else {}
-    emit("result", checks=layout_checks(layout, files, laid_out, seconds, dict(space, dataset=dataset) if dataset
-                                        else None, notes), created_dir=created_dir)
+    emit(
+        "result",
+        checks=layout_checks(
+            layout, files, laid_out, seconds, dict(space, dataset=dataset) if dataset else None, notes
+        ),
+        created_dir=created_dir,
+    )
 
 
 def _write_region(path, size, layout):
     if layout == "unwritten":
         import fcntl
         import struct
+
         fd = os.open(path, os.O_WRONLY)
         try:  # BLKDISCARD: a zvol frees the blocks, which then read as zeros without I/O
             fcntl.ioctl(fd, 0x1277, struct.pack("QQ", 0, size))
@@ -708,10 +746,18 @@ def op_prepare_raw(req):
     sp = space()
     ok, why = _region_ok(path, size, layout, sp)
     ratio, zeros = _sample_layout(path, size)
-    c = {"layout.mode": layout, "layout.files": 1, "layout.device_bytes": device_bytes,
-         "layout.apparent_bytes": min(size, device_bytes), "layout.sample_compress_ratio": round(ratio, 4),
-         "layout.zero_fraction": round(zeros, 4), "layout.laid_out_now": laid_out,
-         "layout.seconds": round(seconds, 3), "layout.verified": ok, "layout.note": why}
+    c = {
+        "layout.mode": layout,
+        "layout.files": 1,
+        "layout.device_bytes": device_bytes,
+        "layout.apparent_bytes": min(size, device_bytes),
+        "layout.sample_compress_ratio": round(ratio, 4),
+        "layout.zero_fraction": round(zeros, 4),
+        "layout.laid_out_now": laid_out,
+        "layout.seconds": round(seconds, 3),
+        "layout.verified": ok,
+        "layout.note": why,
+    }
     if dataset and "logicalreferenced" in sp:
         # a zvol: written (logical) bytes vs the region tells holes; referenced vs logical tells compression
         logical, physical = int(sp["logicalreferenced"]), int(sp.get("referenced", 0))
@@ -731,11 +777,30 @@ class Sampler:
     def __init__(self, devices, interval=1.0):
         self.devices = list(devices)
         self.interval = interval
-        self.series = {k: [] for k in ("t", "load1", "load5", "cpu_user_pct", "cpu_sys_pct", "cpu_iowait_pct",
-                                       "ctxt_per_s", "forks_per_s", "procs_running", "procs_blocked",
-                                       "dirty_bytes", "writeback_bytes", "dev_read_iops", "dev_write_iops",
-                                       "dev_iops", "dev_bw_bytes", "dev_avg_io_bytes", "arc_hits_per_s",
-                                       "arc_misses_per_s")}
+        self.series = {
+            k: []
+            for k in (
+                "t",
+                "load1",
+                "load5",
+                "cpu_user_pct",
+                "cpu_sys_pct",
+                "cpu_iowait_pct",
+                "ctxt_per_s",
+                "forks_per_s",
+                "procs_running",
+                "procs_blocked",
+                "dirty_bytes",
+                "writeback_bytes",
+                "dev_read_iops",
+                "dev_write_iops",
+                "dev_iops",
+                "dev_bw_bytes",
+                "dev_avg_io_bytes",
+                "arc_hits_per_s",
+                "arc_misses_per_s",
+            )
+        }
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.cpu_s = 0.0
@@ -743,8 +808,14 @@ class Sampler:
         self.last = None
 
     def snapshot(self):
-        return {"t": time.monotonic(), "stat": procstat(), "disk": diskstats(self.devices), "mem": meminfo(),
-                "load": loadavg(), "arc": arcstats()}
+        return {
+            "t": time.monotonic(),
+            "stat": procstat(),
+            "disk": diskstats(self.devices),
+            "mem": meminfo(),
+            "load": loadavg(),
+            "arc": arcstats(),
+        }
 
     def __enter__(self):
         self.t0 = time.monotonic()
@@ -793,15 +864,20 @@ class Sampler:
         """Whole-run figures from the first and last snapshots (not from the rounded series)."""
         a, b, s = self.first, self.last, self.series
         dt = max(1e-6, b["t"] - a["t"])
-        m = {"sys.load1_start": a["load"][0], "sys.load5_start": a["load"][1],
-             "sys.load1_end": b["load"][0], "sys.load5_end": b["load"][1],
-             "sys.load1_max": max(s["load1"] + [a["load"][0], b["load"][0]]),
-             "sys.ctxt_per_s": round((b["stat"].get("ctxt", 0) - a["stat"].get("ctxt", 0)) / dt, 2),
-             "sys.forks_per_s": round((b["stat"].get("processes", 0) - a["stat"].get("processes", 0)) / dt, 3),
-             "sys.procs_blocked_max": max(s["procs_blocked"] + [b["stat"].get("procs_blocked", 0)]),
-             "sys.dirty_max_bytes": max(s["dirty_bytes"] + [a["mem"].get("Dirty", 0), b["mem"].get("Dirty", 0)]),
-             "sys.sampler_cpu_s": round(self.cpu_s, 4), "sys.sampled_s": round(dt, 3),
-             "sys.samples": len(s["t"])}
+        m = {
+            "sys.load1_start": a["load"][0],
+            "sys.load5_start": a["load"][1],
+            "sys.load1_end": b["load"][0],
+            "sys.load5_end": b["load"][1],
+            "sys.load1_max": max(s["load1"] + [a["load"][0], b["load"][0]]),
+            "sys.ctxt_per_s": round((b["stat"].get("ctxt", 0) - a["stat"].get("ctxt", 0)) / dt, 2),
+            "sys.forks_per_s": round((b["stat"].get("processes", 0) - a["stat"].get("processes", 0)) / dt, 3),
+            "sys.procs_blocked_max": max(s["procs_blocked"] + [b["stat"].get("procs_blocked", 0)]),
+            "sys.dirty_max_bytes": max(s["dirty_bytes"] + [a["mem"].get("Dirty", 0), b["mem"].get("Dirty", 0)]),
+            "sys.sampler_cpu_s": round(self.cpu_s, 4),
+            "sys.sampled_s": round(dt, 3),
+            "sys.samples": len(s["t"]),
+        }
         for k, v in cpu_pct(a["stat"], b["stat"]).items():
             m["sys." + k] = v
         if self.devices:
@@ -816,9 +892,11 @@ def cpu_pct(a, b):
     ca, cb = a.get("cpu", [0] * 8), b.get("cpu", [0] * 8)
     d = [y - x for x, y in zip(ca, cb)]
     total = sum(d) or 1
-    return {"cpu_user_pct": round(100.0 * (d[0] + d[1]) / total, 2),
-            "cpu_sys_pct": round(100.0 * (d[2] + d[5] + d[6]) / total, 2),
-            "cpu_iowait_pct": round(100.0 * d[4] / total, 2)}
+    return {
+        "cpu_user_pct": round(100.0 * (d[0] + d[1]) / total, 2),
+        "cpu_sys_pct": round(100.0 * (d[2] + d[5] + d[6]) / total, 2),
+        "cpu_iowait_pct": round(100.0 * d[4] / total, 2),
+    }
 
 
 def disk_delta(a, b, dt):
@@ -831,10 +909,15 @@ def disk_delta(a, b, dt):
             w += vb[2] - va[2]
             ws += vb[3] - va[3]
     ios = r + w
-    return {"read_iops": round(r / dt, 2), "write_iops": round(w / dt, 2), "iops": round(ios / dt, 2),
-            "read_bw_bytes": round(rs * 512 / dt, 1), "write_bw_bytes": round(ws * 512 / dt, 1),
-            "bw_bytes": round((rs + ws) * 512 / dt, 1),
-            "avg_io_bytes": round((rs + ws) * 512 / ios, 1) if ios else 0.0}
+    return {
+        "read_iops": round(r / dt, 2),
+        "write_iops": round(w / dt, 2),
+        "iops": round(ios / dt, 2),
+        "read_bw_bytes": round(rs * 512 / dt, 1),
+        "write_bw_bytes": round(ws * 512 / dt, 1),
+        "bw_bytes": round((rs + ws) * 512 / dt, 1),
+        "avg_io_bytes": round((rs + ws) * 512 / ios, 1) if ios else 0.0,
+    }
 
 
 def drain(max_s, threshold_bytes, sync_cmd=None):
@@ -877,13 +960,15 @@ def op_fio_run(req):
     sync_cmd = req.get("sync_cmd")
     presync_s = 0.0
     if sync_cmd:  # start from a clean slate: no dirty data of the previous test carried into this one
-        presync_s = drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)),
-                          sync_cmd)[0]
+        presync_s = drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)[
+            0
+        ]
     files_before = {f: read_text(f) for f in req.get("capture_files", [])}
     during = None
     if req.get("during_cmd"):
-        during = subprocess.Popen(req["during_cmd"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)
+        during = subprocess.Popen(
+            req["during_cmd"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         with _lock:
             _children.append(during.pid)
     with Sampler(req.get("devices", []), float(req.get("interval", 1.0))) as sampler:
@@ -894,8 +979,9 @@ def op_fio_run(req):
         else:
             rc, err, timed_out, pid = _run_job(argv, deadline)
         wall = time.monotonic() - t0
-        drain_s, dirty_start, dirty_end = drain(float(req.get("drain_max_s", 600)),
-                                                int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)
+        drain_s, dirty_start, dirty_end = drain(
+            float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd
+        )
     during_out = ""
     if during is not None:
         try:
@@ -914,13 +1000,27 @@ def op_fio_run(req):
         except (OSError, subprocess.TimeoutExpired) as e:
             after.append({"argv": argv_, "rc": -1, "stdout": "", "stderr": str(e)})
     fio_json = read_text(out)
-    emit("result", exit_status=rc, timed_out=timed_out, wall_s=wall, drain_s=drain_s,
-         fio_json=fio_json, stderr_tail=err.decode(errors="replace")[-4000:], samples=sampler.series,
-         metrics=sampler.summary(), checks={"drain.dirty_start_bytes": dirty_start,
-                                            "drain.dirty_end_bytes": dirty_end,
-                                            "preflight.presync_s": round(presync_s, 3)},
-         pid=pid, files_before=files_before, files_after=files_after, during_output=during_out,
-         after_outputs=after)
+    emit(
+        "result",
+        exit_status=rc,
+        timed_out=timed_out,
+        wall_s=wall,
+        drain_s=drain_s,
+        fio_json=fio_json,
+        stderr_tail=err.decode(errors="replace")[-4000:],
+        samples=sampler.series,
+        metrics=sampler.summary(),
+        checks={
+            "drain.dirty_start_bytes": dirty_start,
+            "drain.dirty_end_bytes": dirty_end,
+            "preflight.presync_s": round(presync_s, 3),
+        },
+        pid=pid,
+        files_before=files_before,
+        files_after=files_after,
+        during_output=during_out,
+        after_outputs=after,
+    )
 
 
 def _run_job(argv, deadline):
@@ -961,10 +1061,18 @@ def op_noise(req):
     time.sleep(float(req.get("window_s", 1.0)))
     t1, disk1, vm1 = time.monotonic(), diskstats(devices), vmstat()
     mem = meminfo()
-    emit("result", zpool_status=status, window_s=round(t1 - t0, 3), disk=disk_delta(disk0, disk1, t1 - t0),
-         devices_seen=sorted(disk1), swap_in_pages=vm1.get("pswpin", 0) - vm0.get("pswpin", 0),
-         swap_out_pages=vm1.get("pswpout", 0) - vm0.get("pswpout", 0), load1=loadavg()[0],
-         cpu_count=os.cpu_count() or 1, dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0))
+    emit(
+        "result",
+        zpool_status=status,
+        window_s=round(t1 - t0, 3),
+        disk=disk_delta(disk0, disk1, t1 - t0),
+        devices_seen=sorted(disk1),
+        swap_in_pages=vm1.get("pswpin", 0) - vm0.get("pswpin", 0),
+        swap_out_pages=vm1.get("pswpout", 0) - vm0.get("pswpout", 0),
+        load1=loadavg()[0],
+        cpu_count=os.cpu_count() or 1,
+        dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
+    )
 
 
 def txg_pending(pool, root=""):
@@ -1079,8 +1187,17 @@ def op_end_pids(req):
     emit("result", ended=ended)
 
 
-OPS = {"probe": op_probe, "prepare_file": op_prepare_file, "prepare_raw": op_prepare_raw, "fio_run": op_fio_run, "cooldown": op_cooldown,
-       "end_pids": op_end_pids, "dirs": op_dirs, "key": op_key, "noise": op_noise}
+OPS = {
+    "probe": op_probe,
+    "prepare_file": op_prepare_file,
+    "prepare_raw": op_prepare_raw,
+    "fio_run": op_fio_run,
+    "cooldown": op_cooldown,
+    "end_pids": op_end_pids,
+    "dirs": op_dirs,
+    "key": op_key,
+    "noise": op_noise,
+}
 
 
 def _read_request_line():

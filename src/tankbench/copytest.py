@@ -26,8 +26,13 @@ def copy_script_lines(test: Test, dest: str) -> list[str]:
     """Shell lines of an exported copy test: make the source once, time the command and the data's durability."""
     size = parse_size(str(test.params["copy_size"]))
     src = SCRIPT_SOURCE
-    return [f"umask 077; mkdir -p {SCRIPT_SOURCE_DIR}",
-            f"[ -s {src} ] || head -c {size} /dev/urandom > {src}",
-            "t0=$(date +%s.%N)", shlex.join(copy_argv(str(test.params["workload"]), src, dest)),
-            "t1=$(date +%s.%N)", "sync", "t2=$(date +%s.%N)",
-            'awk -v a="$t0" -v b="$t1" -v c="$t2" \'BEGIN { printf "command %.2f s, durable after %.2f s\\n", b - a, c - a }\'']
+    return [
+        f"umask 077; mkdir -p {SCRIPT_SOURCE_DIR}",
+        f"[ -s {src} ] || head -c {size} /dev/urandom > {src}",
+        "t0=$(date +%s.%N)",
+        shlex.join(copy_argv(str(test.params["workload"]), src, dest)),
+        "t1=$(date +%s.%N)",
+        "sync",
+        "t2=$(date +%s.%N)",
+        'awk -v a="$t0" -v b="$t1" -v c="$t2" \'BEGIN { printf "command %.2f s, durable after %.2f s\\n", b - a, c - a }\'',
+    ]

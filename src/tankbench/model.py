@@ -113,9 +113,17 @@ def test_case_for(params: Mapping[str, Any]) -> str:
 
 def test_case_of(rw: str, bs: str) -> str:
     """Name a test case the way seed 000's sheet does: "<direction> <seq|random|mixed> <bs>"."""
-    direction = {"read": "read", "write": "write", "randread": "read", "randwrite": "write",
-                 "rw": "readwrite", "readwrite": "readwrite", "randrw": "readwrite",
-                 "trim": "trim", "randtrim": "trim"}.get(rw, rw)
+    direction = {
+        "read": "read",
+        "write": "write",
+        "randread": "read",
+        "randwrite": "write",
+        "rw": "readwrite",
+        "readwrite": "readwrite",
+        "randrw": "readwrite",
+        "trim": "trim",
+        "randtrim": "trim",
+    }.get(rw, rw)
     pattern = "random" if rw.startswith("rand") else "seq"
     return f"{direction} {pattern} {bs}"
 
@@ -135,8 +143,17 @@ class Fingerprint:
 
     def comparable_keys(self) -> dict[str, Any]:
         """The fields that make two runs incomparable when they differ (not hostname or uptime)."""
-        keep = ("kernel", "fio_version", "cpu_model", "cpu_count", "mem_bytes", "accelerator",
-                "zfs_version", "zfs_tunables", "device_models")
+        keep = (
+            "kernel",
+            "fio_version",
+            "cpu_model",
+            "cpu_count",
+            "mem_bytes",
+            "accelerator",
+            "zfs_version",
+            "zfs_tunables",
+            "device_models",
+        )
         return {k: self.data[k] for k in keep if k in self.data}
 
 

@@ -58,15 +58,20 @@ def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host
     if kind == "auto":
         kind = "local" if local_has_zfs() else "lab"
         if progress:
-            progress(f"host: {kind} (no host in the campaign; " +
-                     ("this kernel has ZFS)" if kind == "local" else "no ZFS in this kernel, using the lab VM)"))
+            progress(
+                f"host: {kind} (no host in the campaign; "
+                + ("this kernel has ZFS)" if kind == "local" else "no ZFS in this kernel, using the lab VM)")
+            )
     if kind == "local":
         from tankbench.hosts.local import LocalHost
+
         return LocalHost()
     if kind == "lab":
         from tankbench.lab.vm import lab_host
+
         return lab_host(h.lab_name, disks=h.lab_disks, slog=h.lab_slog, progress=progress)
     from tankbench.hosts.ssh import SshHost
+
     return SshHost(address=h.address, user=h.user, port=h.port, identity=h.identity)
 
 
@@ -101,8 +106,13 @@ def preflight(host: Host, spec: Spec, kinds: dict[str, TargetKind] | None = None
         raise UserError(f"{host.name}: fio is not installed on the host", "install it (Debian: apt-get install fio)")
     for t in spec.targets:
         kinds[t.kind].check(t, probe)
-    return Preflight(fingerprint=probe["fingerprint"], load1=probe["load1"], dirty_bytes=probe["dirty_bytes"],
-                     zfs_params=probe.get("zfs_params", {}), boot_id=str(probe.get("boot_id", "")))
+    return Preflight(
+        fingerprint=probe["fingerprint"],
+        load1=probe["load1"],
+        dirty_bytes=probe["dirty_bytes"],
+        zfs_params=probe.get("zfs_params", {}),
+        boot_id=str(probe.get("boot_id", "")),
+    )
 
 
 @dataclass
@@ -127,20 +137,34 @@ class Outcome:
 class CampaignRunner:
     """Runs every pending run of a campaign on one host; each run is journalled as it ends."""
 
-    def __init__(self, spec: Spec, host: Host, journal: Journal, progress: Progress, pre: Preflight,
-                 extra_fingerprint: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        host: Host,
+        journal: Journal,
+        progress: Progress,
+        pre: Preflight,
+        extra_fingerprint: dict[str, Any] | None = None,
+    ) -> None:
         self.spec = spec
         self.host = host
         self.journal = journal
         self.progress = progress
         self.pre = pre
         self.workdir = f"{work_root(host)}/{spec.campaign_id}"
-        self.ws = Workspace(host, spec, progress.note, self.workdir, zfs_params=dict(pre.zfs_params),
-                            zfs_version=str(pre.fingerprint.get("zfs_version", "")))
+        self.ws = Workspace(
+            host,
+            spec,
+            progress.note,
+            self.workdir,
+            zfs_params=dict(pre.zfs_params),
+            zfs_version=str(pre.fingerprint.get("zfs_version", "")),
+        )
         self.kinds = target_kinds(self.ws)
         #: module parameters the campaign sets ([tunables], matrix.tunables); restored by run_campaign
-        self.tunables = Tunables(host, spec.campaign_id, spec.path) \
-            if spec.tunables or "tunables" in spec.matrix else None
+        self.tunables = (
+            Tunables(host, spec.campaign_id, spec.path) if spec.tunables or "tunables" in spec.matrix else None
+        )
         fp = dict(pre.fingerprint)
         fp["accelerator"] = host.accelerator
         fp["host"] = host.name
@@ -164,12 +188,19 @@ class CampaignRunner:
     def execute(self, test: Test, run_no: int, warm: bool, attempt: int, checks: dict[str, Any]) -> Run:
         """Run fio once and journal the frozen Run (a `running` row exists while it is in flight)."""
         spec = self.spec
-        row = self.journal.begin_run(test.id, run_no, warm, attempt, test.expected_s, self.host.name,
-                                     boot_id=self.pre.boot_id)
+        row = self.journal.begin_run(
+            test.id, run_no, warm, attempt, test.expected_s, self.host.name, boot_id=self.pre.boot_id
+        )
         deadline = deadline_s(test, spec.deadline_grace, spec.min_throughput)
-        request = {"op": "fio_run", "job_text": job_text(test), "deadline_s": deadline,
-                   "workdir": f"{self.workdir}/{test.id}", "devices": checks.get("devices", []),
-                   "interval": spec.sample_interval, "drain_max_s": spec.drain_max}
+        request = {
+            "op": "fio_run",
+            "job_text": job_text(test),
+            "deadline_s": deadline,
+            "workdir": f"{self.workdir}/{test.id}",
+            "devices": checks.get("devices", []),
+            "interval": spec.sample_interval,
+            "drain_max_s": spec.drain_max,
+        }
         if test.is_copy:
             request["argv"] = copy_argv(str(test.params["workload"]), self.copy_source(), test_file_path(test))
             request["sync_cmd"] = ["sync"]
@@ -184,22 +215,44 @@ class CampaignRunner:
         try:
             res = self.kinds[test.target.kind].run_fio(test, request, on_event, deadline + spec.drain_max + 120)
         except HostError as e:
-            run = Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status="crashed",
-                      started=started, ended=time.time(), host=self.host.name,
-                      fingerprint_id=self.fingerprint.id, expected_s=test.expected_s,
-                      note=f"the host failed during the run: {e}")
+            run = Run(
+                test_id=test.id,
+                run_no=run_no,
+                warmup=warm,
+                attempt=attempt,
+                status="crashed",
+                started=started,
+                ended=time.time(),
+                host=self.host.name,
+                fingerprint_id=self.fingerprint.id,
+                expected_s=test.expected_s,
+                note=f"the host failed during the run: {e}",
+            )
             self.journal.finish_run(row, run)
             raise
         try:
             run = self.result_to_run(test, run_no, warm, attempt, started, res, checks)
         except (KeyError, ValueError, TypeError) as e:  # a bug of ours must not lose what was measured
             self.progress.note(f"warning: could not process the result of {test.name}: {type(e).__name__}: {e}")
-            run = Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status="failed",
-                      started=started, ended=time.time(), host=self.host.name, fingerprint_id=self.fingerprint.id,
-                      expected_s=test.expected_s, wall_s=res.get("wall_s"), drain_s=res.get("drain_s"),
-                      samples=res.get("samples", {}), fio_json=res.get("fio_json", ""),
-                      exit_status=res.get("exit_status"), stderr_tail=res.get("stderr_tail", ""),
-                      note=f"tankbench could not process this result ({type(e).__name__}: {e}); raw output kept")
+            run = Run(
+                test_id=test.id,
+                run_no=run_no,
+                warmup=warm,
+                attempt=attempt,
+                status="failed",
+                started=started,
+                ended=time.time(),
+                host=self.host.name,
+                fingerprint_id=self.fingerprint.id,
+                expected_s=test.expected_s,
+                wall_s=res.get("wall_s"),
+                drain_s=res.get("drain_s"),
+                samples=res.get("samples", {}),
+                fio_json=res.get("fio_json", ""),
+                exit_status=res.get("exit_status"),
+                stderr_tail=res.get("stderr_tail", ""),
+                note=f"tankbench could not process this result ({type(e).__name__}: {e}); raw output kept",
+            )
         self.journal.finish_run(row, run)
         return replace(run, row_id=row)
 
@@ -207,15 +260,25 @@ class CampaignRunner:
         """A random-filled source file for copy tests, laid out and verified once per run of the campaign."""
         path = f"{self.workdir}/copy-source.bin"
         if not self._copy_source_ready:
-            res = self.host.call_agent({"op": "prepare_file", "path": path, "size": self.spec.copy_size},
-                                       timeout=max(600.0, self.spec.copy_size / (5 << 20)))
+            res = self.host.call_agent(
+                {"op": "prepare_file", "path": path, "size": self.spec.copy_size},
+                timeout=max(600.0, self.spec.copy_size / (5 << 20)),
+            )
             if not res["checks"].get("layout.verified"):
                 raise HostError(f"{self.host.name}: copy source {path} failed verification: {res['checks']}")
             self._copy_source_ready = True
         return path
 
-    def result_to_run(self, test: Test, run_no: int, warm: bool, attempt: int, started: float,
-                      res: dict[str, Any], checks: dict[str, Any]) -> Run:
+    def result_to_run(
+        self,
+        test: Test,
+        run_no: int,
+        warm: bool,
+        attempt: int,
+        started: float,
+        res: dict[str, Any],
+        checks: dict[str, Any],
+    ) -> Run:
         """Combine fio's JSON, the agent's measurements and the target kind's capture into one validated Run."""
         verdict = decide_run(test, res, self.spec.timing_threshold, self.spec.deadline_grace, self.spec.copy_size)
         metrics = dict(verdict.metrics)
@@ -240,12 +303,27 @@ class CampaignRunner:
         if invalid:
             all_checks["validity.reasons"] = invalid
             verdict = replace(verdict, notes=(*verdict.notes, "not a valid measurement: " + "; ".join(invalid)))
-        return Run(test_id=test.id, run_no=run_no, warmup=warm, attempt=attempt, status=verdict.status,
-                   started=started, ended=time.time(), host=self.host.name, fingerprint_id=self.fingerprint.id,
-                   expected_s=test.expected_s, wall_s=verdict.wall_s, drain_s=float(res.get("drain_s", 0.0)),
-                   metrics=metrics, checks=all_checks, samples=samples,
-                   fio_json=res.get("fio_json", ""), exit_status=res.get("exit_status"),
-                   stderr_tail=res.get("stderr_tail", ""), note="; ".join(verdict.notes))
+        return Run(
+            test_id=test.id,
+            run_no=run_no,
+            warmup=warm,
+            attempt=attempt,
+            status=verdict.status,
+            started=started,
+            ended=time.time(),
+            host=self.host.name,
+            fingerprint_id=self.fingerprint.id,
+            expected_s=test.expected_s,
+            wall_s=verdict.wall_s,
+            drain_s=float(res.get("drain_s", 0.0)),
+            metrics=metrics,
+            checks=all_checks,
+            samples=samples,
+            fio_json=res.get("fio_json", ""),
+            exit_status=res.get("exit_status"),
+            stderr_tail=res.get("stderr_tail", ""),
+            note="; ".join(verdict.notes),
+        )
 
     def cooldown(self, test: Test) -> dict[str, Any]:
         """Wait before a run (fixed, or until the host is quiet); return cooldown.* checks for that run."""
@@ -254,8 +332,9 @@ class CampaignRunner:
             return {}
         pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else ""
         devices = self._devices.get(test.target.name) or self.devices(test)
-        res = self.host.call_agent(cooldown_request(c, devices, pool, self.pre.load1),
-                                   timeout=c.fixed_s + c.max_s + 120)
+        res = self.host.call_agent(
+            cooldown_request(c, devices, pool, self.pre.load1), timeout=c.fixed_s + c.max_s + 120
+        )
         return cooldown_checks(res)
 
     def run(self, tests: list[Test]) -> Outcome:
@@ -293,8 +372,14 @@ class CampaignRunner:
                 checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
                 checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
                 checks.update(self.noise_check(test, checks["devices"]))
-                self.progress.start(test.number, len(tests), test.number, test.name,
-                                    slot.label(self.spec.schedule.repeats_max), test.expected_s + 1)
+                self.progress.start(
+                    test.number,
+                    len(tests),
+                    test.number,
+                    test.name,
+                    slot.label(self.spec.schedule.repeats_max),
+                    test.expected_s + 1,
+                )
                 run = self.execute(test, slot.run_no, slot.warmup, slot.attempt, checks)
                 self.count(run)
                 self.progress.finish(run.status, describe(run))
@@ -360,8 +445,10 @@ def describe(run: Run) -> str:
     m = run.metrics
     bits = []
     if "copy.bytes" in m:
-        bits.append(f"apparent {m['copy.apparent_bw_bytes'] / 1048576:.1f} MiB/s, "
-                    f"durable {m['copy.durable_bw_bytes'] / 1048576:.1f} MiB/s")
+        bits.append(
+            f"apparent {m['copy.apparent_bw_bytes'] / 1048576:.1f} MiB/s, "
+            f"durable {m['copy.durable_bw_bytes'] / 1048576:.1f} MiB/s"
+        )
     elif "total.iops" in m:
         bits.append(f"{m['total.iops']:.0f} IOPS, {m.get('total.bw_bytes', 0) / 1048576:.1f} MiB/s")
         if "timing.durable_bw_bytes" in m:
@@ -380,8 +467,14 @@ def describe(run: Run) -> str:
     return ", ".join(bits)
 
 
-def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | None = None,
-                 quiet: bool = False, keep_lab: bool = False) -> Outcome:
+def run_campaign(
+    spec: Spec,
+    journal_path: str | None = None,
+    *,
+    host: Host | None = None,
+    quiet: bool = False,
+    keep_lab: bool = False,
+) -> Outcome:
     """The whole `run` command as a function: validate, then run and journal every pending run.
 
     A lab VM this call booted is shut down at the end unless `keep_lab`; a lab that was already up stays up,
@@ -405,14 +498,17 @@ def run_campaign(spec: Spec, journal_path: str | None = None, *, host: Host | No
                 journal.add_fingerprint(runner.fingerprint)
                 runner.outcome.runs_crashed_found = len(crashed)
                 if crashed:
-                    progress.note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; they "
-                                  "are retried (marked crashed if the host went down since, else interrupted: "
-                                  "only host crashes count toward skipping a test)")
+                    progress.note(
+                        f"resuming: {len(crashed)} run(s) were in progress when the last run died; they "
+                        "are retried (marked crashed if the host went down since, else interrupted: "
+                        "only host crashes count toward skipping a test)"
+                    )
                 if runner.tunables is not None:
                     stale = runner.tunables.restore_stale()
                     if stale:
-                        progress.note(f"restored module parameters a crashed run left set: "
-                                      f"{stale['tunables.restored']}")
+                        progress.note(
+                            f"restored module parameters a crashed run left set: {stale['tunables.restored']}"
+                        )
                 try:
                     outcome = runner.run(tests)
                 finally:
@@ -445,8 +541,11 @@ def leave_lab(host: LabHost, keep: bool, note: Callable[[str], None]) -> None:
 
 def end_stale(host: Host, crashed: list[tuple[int, str, int | None, str]], spec: Spec) -> None:
     """fio processes of crashed runs that still live on this host: end them (only ours, by pid)."""
-    pids = [(pid, f"{work_root(host)}/{spec.campaign_id}/{test_id}/job.fio")
-            for _, test_id, pid, h in crashed if pid and h == host.name]
+    pids = [
+        (pid, f"{work_root(host)}/{spec.campaign_id}/{test_id}/job.fio")
+        for _, test_id, pid, h in crashed
+        if pid and h == host.name
+    ]
     if pids:
         host.call_agent({"op": "end_pids", "pids": pids}, timeout=60)
 

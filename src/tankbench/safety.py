@@ -26,22 +26,31 @@ def check_raw_target(target: Target, info: Mapping[str, Any], spec_path: str) ->
     if not info.get("is_block"):
         raise UserError(f"{where}: not a block device", 'use kind = "file" for a file in a directory')
     if info.get("mounts"):
-        raise UserError(f"{where}: the device is in use (mounted at {', '.join(info['mounts'])})",
-                        "tankbench never writes to a mounted device: unmount it (or pick another disk)")
+        raise UserError(
+            f"{where}: the device is in use (mounted at {', '.join(info['mounts'])})",
+            "tankbench never writes to a mounted device: unmount it (or pick another disk)",
+        )
     if info.get("holders"):
-        raise UserError(f"{where}: the device is held by {', '.join(info['holders'])} (LVM, RAID or dm-crypt)",
-                        "tankbench never writes to a device another driver holds: release it first")
+        raise UserError(
+            f"{where}: the device is held by {', '.join(info['holders'])} (LVM, RAID or dm-crypt)",
+            "tankbench never writes to a device another driver holds: release it first",
+        )
     if info.get("blkid_error"):
-        raise UserError(f"{where}: could not read its signatures ({info['blkid_error']})",
-                        "tankbench refuses a device it cannot inspect")
+        raise UserError(
+            f"{where}: could not read its signatures ({info['blkid_error']})",
+            "tankbench refuses a device it cannot inspect",
+        )
     signatures = list(info.get("signatures", []))
     if signatures:
         if not target.path.startswith(STABLE_PREFIX):
-            raise UserError(f"{where}: the device carries data ({', '.join(signatures)})",
-                            f"name it by its stable id under {STABLE_PREFIX} and confirm with that same id")
+            raise UserError(
+                f"{where}: the device carries data ({', '.join(signatures)})",
+                f"name it by its stable id under {STABLE_PREFIX} and confirm with that same id",
+            )
         if target.confirm != target.path:
-            raise UserError(f"{where}: the device carries data ({', '.join(signatures)}) and is not confirmed",
-                            confirm_hint)
+            raise UserError(
+                f"{where}: the device carries data ({', '.join(signatures)}) and is not confirmed", confirm_hint
+            )
         return
     if target.confirm != target.path:
         raise UserError(f"{where}: writing to a raw device needs confirmation", confirm_hint)

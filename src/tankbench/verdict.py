@@ -24,8 +24,9 @@ class Verdict:
     notes: tuple[str, ...] = ()
 
 
-def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, deadline_grace: float,
-               copy_size: int) -> Verdict:
+def decide_run(
+    test: Test, res: Mapping[str, Any], timing_threshold: float, deadline_grace: float, copy_size: int
+) -> Verdict:
     """Status and numbers of one run from the agent's `fio_run` result.
 
     `done` unless fio's JSON is missing/unreadable or reports an error, fio exited non-zero (`failed`), or the
@@ -54,14 +55,20 @@ def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, dead
         notes.append(f"fio exited {res['exit_status']}")
     if res.get("timed_out"):
         status = "timeout"
-        notes.append(f"watchdog ended fio after {test.expected_s + deadline_grace:.0f} s "
-                     f"(expected {test.expected_s:.0f} s)")
+        notes.append(
+            f"watchdog ended fio after {test.expected_s + deadline_grace:.0f} s (expected {test.expected_s:.0f} s)"
+        )
     threshold = max(timing_threshold * test.expected_s, TIMING_FLOOR_S)
     timed = not test.is_copy and test.params.get("mode") != "size"  # size-based runs have no expected duration
-    checks = {"timing.threshold_s": round(threshold, 3),
-              "timing.issue": wall - test.expected_s > threshold and timed}
-    derived = derive(metrics, wall_s=wall, expected_s=test.expected_s, ramp_s=test.ramp,
-                     drain_s=float(res.get("drain_s") or 0.0), is_copy=test.is_copy)
+    checks = {"timing.threshold_s": round(threshold, 3), "timing.issue": wall - test.expected_s > threshold and timed}
+    derived = derive(
+        metrics,
+        wall_s=wall,
+        expected_s=test.expected_s,
+        ramp_s=test.ramp,
+        drain_s=float(res.get("drain_s") or 0.0),
+        is_copy=test.is_copy,
+    )
     if not timed:  # a size-based run has no expected duration: no excess to speak of
         derived.pop("timing.excess_s", None)
     metrics.update(derived)

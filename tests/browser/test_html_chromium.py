@@ -19,8 +19,21 @@ pytestmark = pytest.mark.browser
 def chromium(*args: str) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     assert exe, "Chromium is missing: install the Debian package `chromium` (scripts/setup does)"
-    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                           "--enable-logging=stderr", "--v=0", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
@@ -28,8 +41,8 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width, height, bpp = 8, b"", 0, 0, 0
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, ctype = struct.unpack(">IIBB", body[:10])
             assert depth == 8 and ctype in (2, 6)
@@ -39,7 +52,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
         pos += 12 + length
     raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], bytearray(width * bpp)
     for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             a, b = line[i - bpp] if i >= bpp else 0, prev[i]
             c = prev[i - bpp] if i >= bpp else 0
@@ -95,7 +108,7 @@ def test_report_renders(tmp_path: Path, which: str) -> None:
     assert not console_errors(s.stderr)
     width, height, rows = png_pixels(shot.read_bytes())
     assert (width, height) == (1280, 2200)
-    colours = {row[i:i + 3] for row in rows[::10] for i in range(0, len(row), 3 * 10)}
+    colours = {row[i : i + 3] for row in rows[::10] for i in range(0, len(row), 3 * 10)}
     assert len(colours) > 20, "screenshot is blank"
     keep = Path(__file__).resolve().parents[2] / "tests" / "browser" / "last-screenshots"
     keep.mkdir(exist_ok=True)

@@ -40,8 +40,9 @@ def test_missing_journal(tmp_path: Path) -> None:
     missing = tmp_path / "missing.sqlite"
     r = tankbench("report", "--journal", str(missing), "--out", str(tmp_path / "rep"))
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == (f"Error: no journal at {missing}\n"
-                        "Hint: run `tankbench run CAMPAIGN` first, or pass --journal PATH\n")
+    assert r.stderr == (
+        f"Error: no journal at {missing}\nHint: run `tankbench run CAMPAIGN` first, or pass --journal PATH\n"
+    )
     assert not (tmp_path / "rep").exists() and not missing.exists()
 
 
@@ -50,16 +51,19 @@ def test_empty_journal(tmp_path: Path) -> None:
     Journal(str(path), create=True).close()
     r = tankbench("report", "--journal", str(path), "--out", str(tmp_path / "rep"))
     assert r.returncode == 2
-    assert r.stderr == (f"Error: {path}: the journal has no runs\n"
-                        "Hint: run a campaign first: tankbench run CAMPAIGN.toml\n")
+    assert r.stderr == (
+        f"Error: {path}: the journal has no runs\nHint: run a campaign first: tankbench run CAMPAIGN.toml\n"
+    )
     assert not (tmp_path / "rep").exists()
 
 
 def test_unknown_rank_by_writes_nothing(tmp_path: Path) -> None:
     r = tankbench("report", "--journal", local_journal(tmp_path), "--out", str(tmp_path / "rep"), "--rank-by", "speed")
     assert r.returncode == 2
-    assert r.stderr == ("Error: unknown --rank-by 'speed'\nHint: use one of: auto, mibs, durable_mibs, iops, p99_ms, "
-                        "copy_mibs (aliases: corrected, durable, p99)\n")
+    assert r.stderr == (
+        "Error: unknown --rank-by 'speed'\nHint: use one of: auto, mibs, durable_mibs, iops, p99_ms, "
+        "copy_mibs (aliases: corrected, durable, p99)\n"
+    )
     assert not (tmp_path / "rep").exists()
 
 
@@ -77,11 +81,15 @@ def test_advise_json_and_mix(tmp_path: Path) -> None:
 def test_advise_bad_mix(tmp_path: Path) -> None:
     j = local_journal(tmp_path)
     r = tankbench("advise", "--journal", j, "--mix", "read random 4k")
-    assert r.returncode == 2 and r.stderr == ("Error: bad --mix item 'read random 4k'\nHint: write test cases with "
-                                              'positive weights: --mix "read random 4k=70,write random 4k=30"\n')
+    assert r.returncode == 2 and r.stderr == (
+        "Error: bad --mix item 'read random 4k'\nHint: write test cases with "
+        'positive weights: --mix "read random 4k=70,write random 4k=30"\n'
+    )
     r = tankbench("advise", "--journal", j, "--mix", "read seq 1M=1")
-    assert r.returncode == 2 and r.stderr == ("Error: --mix names test cases not in the journal: 'read seq 1M'\n"
-                                              "Hint: test cases in this journal: read random 4k, write seq 4k\n")
+    assert r.returncode == 2 and r.stderr == (
+        "Error: --mix names test cases not in the journal: 'read seq 1M'\n"
+        "Hint: test cases in this journal: read random 4k, write seq 4k\n"
+    )
 
 
 def test_compare_refuses_other_system_unless_forced(tmp_path: Path) -> None:
@@ -89,8 +97,9 @@ def test_compare_refuses_other_system_unless_forced(tmp_path: Path) -> None:
     r = tankbench("compare", a, b)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("Error: the journals come from different systems (accelerator:  vs tcg; ")
-    assert r.stderr.endswith("Hint: compare runs of one system, or pass --force to compare anyway (the output "
-                             "then lists the differences)\n")
+    assert r.stderr.endswith(
+        "Hint: compare runs of one system, or pass --force to compare anyway (the output then lists the differences)\n"
+    )
     f = tankbench("compare", a, b, "--force", "--json")
     assert f.returncode == 0, f.stderr
     d = json.loads(f.stdout)
@@ -130,8 +139,9 @@ def test_import_bad_file_writes_nothing(tmp_path: Path) -> None:
     j = tmp_path / "imp.sqlite"
     r = tankbench("import", "--journal", str(j), str(LAB_JSON[0]), str(bad))
     assert r.returncode == 2
-    assert r.stderr == (f"Error: {bad}: no JSON object in fio output\n"
-                        "Hint: pass fio JSON files written by --output-format=json\n")
+    assert r.stderr == (
+        f"Error: {bad}: no JSON object in fio output\nHint: pass fio JSON files written by --output-format=json\n"
+    )
     assert not j.exists()
 
 
@@ -149,12 +159,17 @@ def test_report_group_by_and_where(tmp_path: Path) -> None:
     assert "8 tests, 24 runs, 4 test cases" in r.stdout
     d = json.loads((out / "results.json").read_text())
     assert d["selection"] == ["--group-by rw,bs,iodepth", "--where io=direct"]
-    assert {lb["case"] for lb in d["leaderboards"]} == {"read random 4k iodepth=1", "read random 4k iodepth=4",
-                                                        "write seq 4k iodepth=1", "write seq 4k iodepth=4"}
+    assert {lb["case"] for lb in d["leaderboards"]} == {
+        "read random 4k iodepth=1",
+        "read random 4k iodepth=4",
+        "write seq 4k iodepth=1",
+        "write seq 4k iodepth=4",
+    }
     bad = tankbench("report", "--journal", j, "--out", str(tmp_path / "x"), "--where", "iodepth=7")
     assert bad.returncode == 2 and bad.stdout == ""
-    assert bad.stderr == ("Error: --where iodepth=7: no test has iodepth=7\n"
-                          "Hint: values of iodepth in this journal: 1, 4\n")
+    assert bad.stderr == (
+        "Error: --where iodepth=7: no test has iodepth=7\nHint: values of iodepth in this journal: 1, 4\n"
+    )
     assert not (tmp_path / "x").exists()
 
 

@@ -36,8 +36,9 @@ io = ["direct"]
 """
 
 
-def write_campaign(tmp: Path, runtime: str = "1s", repeats: int = 1, warmup: str = "false",
-                   rw: str = '["read", "randwrite"]') -> Path:
+def write_campaign(
+    tmp: Path, runtime: str = "1s", repeats: int = 1, warmup: str = "false", rw: str = '["read", "randwrite"]'
+) -> Path:
     path = tmp / "c.toml"
     path.write_text(CAMPAIGN.format(runtime=runtime, repeats=repeats, warmup=warmup, dir=tmp / "scratch", rw=rw))
     return path
@@ -92,23 +93,33 @@ def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path:
     """Done means (issue 2): a 16-test campaign over a loop device and a file, killed with kill -9 in the
     middle, resumes to completion with no completed run lost or duplicated."""
     c = write_campaign(tmp_path, runtime="1s", rw='["read", "write", "randread", "randwrite"]')
-    c.write_text(c.read_text() + f"""
+    c.write_text(
+        c.read_text()
+        + f"""
 [[target]]
 name = "loop"
 kind = "raw"
 path = "{loopdev}"
 confirm = "{loopdev}"
 size = "16M"
-""")
+"""
+    )
     j = tmp_path / "j.sqlite"
-    proc = subprocess.Popen([sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:  # the journal file exists a moment before its schema does
-                if j.exists() and rows(j, "SELECT count(*) FROM runs WHERE status='done'")[0][0] >= 6 and \
-                        rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] == 1:
+                if (
+                    j.exists()
+                    and rows(j, "SELECT count(*) FROM runs WHERE status='done'")[0][0] >= 6
+                    and rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] == 1
+                ):
                     break
             except sqlite3.OperationalError:
                 pass
@@ -135,7 +146,9 @@ size = "16M"
     assert res.returncode == 0, res.stderr
     assert "only host crashes count toward skipping a test" in res.stderr
     after = rows(j, "SELECT id, test_id, run_no, status FROM runs ORDER BY id")
-    assert [r for r in after if r[0] in {d[0] for d in done_before}] == done_before, "completed runs are kept as they were"
+    assert [r for r in after if r[0] in {d[0] for d in done_before}] == done_before, (
+        "completed runs are kept as they were"
+    )
     done = [(r[1], r[2]) for r in after if r[3] == "done"]
     assert len(done) == 16 and len(set(done)) == 16, "every test done exactly once"
     kinds = rows(j, "SELECT DISTINCT t.target_kind FROM runs r JOIN tests t ON t.id = r.test_id")
@@ -152,10 +165,15 @@ def test_exported_scripts_run_with_plain_fio(tmp_path: Path):
     scripts = sorted(out.glob("*-job.sh"))
     assert [s.name for s in scripts] == ["0001-job.sh", "0002-job.sh", "0003-job.sh", "0004-job.sh"]
     assert (out / "0001-job.fio").exists() and (out / "tests.tsv").exists()
-    run = subprocess.run(["sh", str(scripts[0])], capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin"})
+    run = subprocess.run(
+        ["sh", str(scripts[0])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
+    )
     assert run.returncode == 0, run.stderr
-    doc = json.loads(run.stdout[run.stdout.index("{"):])
+    doc = json.loads(run.stdout[run.stdout.index("{") :])
     assert doc["jobs"][0]["read"]["iops"] > 0 and doc["jobs"][0]["job options"]["bs"] == "4k"
     f = tmp_path / "scratch" / "tankbench-scratch.fiodata"
     assert f.stat().st_blocks * 512 >= 16 << 20, "the script lays the file out before fio reads it"
@@ -164,8 +182,12 @@ def test_exported_scripts_run_with_plain_fio(tmp_path: Path):
 def test_second_run_on_same_journal_is_refused_while_first_runs(tmp_path: Path):
     c = write_campaign(tmp_path, runtime="2s")
     j = tmp_path / "j.sqlite"
-    first = subprocess.Popen([sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "-q"],
-                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "-q"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         for _ in range(300):
             if j.exists():
@@ -189,7 +211,7 @@ copy_size = "32M"
 [[target]]
 name = "scratch"
 kind = "file"
-path = "{tmp_path / 'dst'}"
+path = "{tmp_path / "dst"}"
 size = "8M"
 
 [matrix]
@@ -200,9 +222,14 @@ bs = ["1M"]
     j = tmp_path / "j.sqlite"
     res = tankbench("run", str(c), "--journal", str(j), "--no-report", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    got = rows(j, "SELECT t.name, r.status, r.metrics, r.wall_s, r.drain_s FROM runs r JOIN tests t ON t.id = r.test_id")
-    assert sorted(g[0] for g in got) == ["file-scratch-copy-cp-32M", "file-scratch-copy-dd-32M",
-                                         "file-scratch-copy-rsync-32M"]
+    got = rows(
+        j, "SELECT t.name, r.status, r.metrics, r.wall_s, r.drain_s FROM runs r JOIN tests t ON t.id = r.test_id"
+    )
+    assert sorted(g[0] for g in got) == [
+        "file-scratch-copy-cp-32M",
+        "file-scratch-copy-dd-32M",
+        "file-scratch-copy-rsync-32M",
+    ]
     for _name, status, metrics, wall, drain in got:
         m = json.loads(metrics)
         assert status == "done" and m["copy.bytes"] == 32 << 20
@@ -214,14 +241,21 @@ bs = ["1M"]
 
 def _kill_while_running(c: Path, j: Path, tmp_path: Path, earlier: int) -> None:
     """Start `run` and kill -9 it once its fio runs (after it marked the `earlier` killed runs interrupted)."""
-    proc = subprocess.Popen([sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "--no-report"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "--no-report"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
-                if j.exists() and rows(j, "SELECT count(*) FROM runs WHERE status='interrupted'")[0][0] == earlier \
-                        and rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0]:
+                if (
+                    j.exists()
+                    and rows(j, "SELECT count(*) FROM runs WHERE status='interrupted'")[0][0] == earlier
+                    and rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0]
+                ):
                     break
             except sqlite3.OperationalError:
                 pass

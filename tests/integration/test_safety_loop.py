@@ -81,7 +81,7 @@ def test_ext4_device_refused_unless_named_by_id_and_confirmed(tmp_path: Path, lo
     res = run_on(tmp_path, by_id, by_id + "-other")
     assert res.returncode == 2 and "is not confirmed" in res.stderr
     assert first_bytes(loopdev) == before
-    assert "TYPE=\"ext4\"" in subprocess.run(["blkid", loopdev], capture_output=True, text=True).stdout
+    assert 'TYPE="ext4"' in subprocess.run(["blkid", loopdev], capture_output=True, text=True).stdout
     ok = run_on(tmp_path, by_id, by_id)
     assert ok.returncode == 0, ok.stderr
 
@@ -98,8 +98,7 @@ def test_mounted_device_always_refused(tmp_path: Path, loopdev: str, by_id: str)
 
 
 def test_partition_table_refused(tmp_path: Path, loopdev: str):
-    subprocess.run(["sfdisk", "-q", loopdev], input="label: gpt\n,32M\n", text=True, check=True,
-                   capture_output=True)
+    subprocess.run(["sfdisk", "-q", loopdev], input="label: gpt\n,32M\n", text=True, check=True, capture_output=True)
     res = run_on(tmp_path, loopdev, loopdev)
     assert res.returncode == 2 and "PTTYPE=gpt" in res.stderr
 

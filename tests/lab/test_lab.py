@@ -78,8 +78,11 @@ def test_zvol_appears_under_dev_zvol(lab: SshHost, pool: str) -> None:
 
 def test_fio_json_back_to_the_host(lab: SshHost, pool: str) -> None:
     sh(lab, f"zfs list {pool}/fs >/dev/null 2>&1 || zfs create {pool}/fs")
-    out = sh(lab, f"fio --name=labtest --filename=/{pool}/fs/f --rw=randwrite --bs=16k --size=32M --ioengine=libaio "
-                  "--iodepth=4 --runtime=3 --time_based --output-format=json")
+    out = sh(
+        lab,
+        f"fio --name=labtest --filename=/{pool}/fs/f --rw=randwrite --bs=16k --size=32M --ioengine=libaio "
+        "--iodepth=4 --runtime=3 --time_based --output-format=json",
+    )
     doc = load_fio_json(out)
     metrics = metrics_from_fio(doc)
     assert metrics["write.iops"] > 0 and metrics["write.io_bytes"] > 0
@@ -91,8 +94,12 @@ def test_fio_server_in_the_guest_reached_from_the_host(lab: SshHost, pool: str, 
     job = os.path.join(tmp_path, "client.fio")
     with open(job, "w") as f:
         f.write(f"[c]\nfilename=/{pool}/fs/client\nrw=write\nbs=64k\nsize=16M\nioengine=libaio\n")
-    cp = subprocess.run(["fio", f"--client=127.0.0.1,{st['fio_port']}", "--output-format=json", job],
-                        capture_output=True, text=True, timeout=300)
+    cp = subprocess.run(
+        ["fio", f"--client=127.0.0.1,{st['fio_port']}", "--output-format=json", job],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert cp.returncode == 0, cp.stderr
     metrics = metrics_from_fio(load_fio_json(cp.stdout))
     assert metrics["write.io_bytes"] == 16 << 20
@@ -110,8 +117,12 @@ def test_write_file_and_agent_path(lab: SshHost) -> None:
 
 
 def test_lab_status_json_and_fingerprint(lab: LabHost) -> None:
-    cp = subprocess.run([sys.executable, "-m", "tankbench", "lab", "status", "--name", LAB, "--json"],
-                        capture_output=True, text=True, timeout=60)
+    cp = subprocess.run(
+        [sys.executable, "-m", "tankbench", "lab", "status", "--name", LAB, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert cp.returncode == 0, cp.stderr
     doc = json.loads(cp.stdout)
     assert doc["state"] == "up" and doc["accelerator"] == lab.accelerator
@@ -154,8 +165,12 @@ def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost, monke
     finally:
         other.close()
         pid = int(vm.status(LAB_B)["pid"])  # type: ignore[call-overload]
-        cp = subprocess.run([sys.executable, "-m", "tankbench", "lab", "down", "--name", LAB_B],
-                            capture_output=True, text=True, timeout=180)
+        cp = subprocess.run(
+            [sys.executable, "-m", "tankbench", "lab", "down", "--name", LAB_B],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert cp.returncode == 0, cp.stderr
     assert not os.path.exists(f"/proc/{pid}") or not vm.is_our_qemu(pid, LAB_B)
     assert vm.status(LAB_B)["state"] == "down"
@@ -197,15 +212,24 @@ bs = ["4k"]
 
 def test_run_shuts_down_the_lab_it_booted_and_leaves_one_that_was_up(lab: LabHost, tmp_path: Path) -> None:
     run = [sys.executable, "-m", "tankbench", "run", "--no-report"]
-    cp = subprocess.run([*run, str(_tiny_lab_campaign(tmp_path, LAB)), "--journal", str(tmp_path / "a.sqlite")],
-                        capture_output=True, text=True, timeout=600)
+    cp = subprocess.run(
+        [*run, str(_tiny_lab_campaign(tmp_path, LAB)), "--journal", str(tmp_path / "a.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert cp.returncode == 0, cp.stderr
-    assert f"lab {LAB} was up before this run and is still up: stop it with `tankbench lab down --name {LAB}`" \
-        in cp.stderr
+    assert (
+        f"lab {LAB} was up before this run and is still up: stop it with `tankbench lab down --name {LAB}`" in cp.stderr
+    )
     assert vm.status(LAB)["state"] == "up"
     other = LAB_B.replace("-b", "-c")
-    cp = subprocess.run([*run, str(_tiny_lab_campaign(tmp_path, other)), "--journal", str(tmp_path / "b.sqlite")],
-                        capture_output=True, text=True, timeout=900)
+    cp = subprocess.run(
+        [*run, str(_tiny_lab_campaign(tmp_path, other)), "--journal", str(tmp_path / "b.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     try:
         assert cp.returncode == 0, cp.stderr
         assert f"lab {other}: down" in cp.stderr

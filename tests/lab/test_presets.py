@@ -340,7 +340,10 @@ def test_raidz1_log_cache_pool_with_a_tunable_axis_survives_kill_9_and_resume(la
     assert sh(lab5, f"cat {knob}").strip() == "7", "the killed run left its tunable set"
     res = tankbench("run", str(campaign), "--journal", str(journal), "--no-report", cwd=tmp_path, timeout=1800)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert f"restored module parameters a crashed run left set: {{'zfs_txg_timeout': '{original}'}}" in res.stdout + res.stderr
+    assert (
+        f"restored module parameters a crashed run left set: {{'zfs_txg_timeout': '{original}'}}"
+        in res.stdout + res.stderr
+    )
     assert sh(lab5, f"cat {knob}").strip() == original, "restored when the campaign ended"
     assert sh(lab5, "ls /var/lib/tankbench/ | grep -c tunables || true").strip() == "0"
     done = [r for r in rows(journal) if r["status"] == "done"]

@@ -133,11 +133,17 @@ def test_zfs_axes_are_real(lab: SshHost, tmp_path: Path):
 
 
 def test_untagged_datasets_survive_run_crash_resume_and_clean(lab: SshHost, tmp_path: Path):
-    sh(lab, "zpool list tbkeep >/dev/null 2>&1 || (truncate -s 512M /var/tmp/tbkeep.img && "
-            "zpool create tbkeep /var/tmp/tbkeep.img); zfs create -p tbkeep/bench/keep-sibling && "
-            "echo precious > /tbkeep/bench/keep-sibling/data")
+    sh(
+        lab,
+        "zpool list tbkeep >/dev/null 2>&1 || (truncate -s 512M /var/tmp/tbkeep.img && "
+        "zpool create tbkeep /var/tmp/tbkeep.img); zfs create -p tbkeep/bench/keep-sibling && "
+        "echo precious > /tbkeep/bench/keep-sibling/data",
+    )
     campaign = tmp_path / "parent.toml"
-    campaign.write_text(HEAD.format(name="keepsafe") + '\n[pool]\nparent = "tbkeep/bench"\n' + """
+    campaign.write_text(
+        HEAD.format(name="keepsafe")
+        + '\n[pool]\nparent = "tbkeep/bench"\n'
+        + """
 [[target]]
 name = "fs"
 kind = "dataset"
@@ -147,15 +153,23 @@ size = "16M"
 recordsize = ["4k", "16k", "64k", "128k"]
 rw = ["randwrite", "randread"]
 bs = ["4k"]
-""")
+"""
+    )
     journal = tmp_path / "j.sqlite"
-    proc = subprocess.Popen([sys.executable, "-m", "tankbench", "run", str(campaign), "--journal", str(journal)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(campaign), "--journal", str(journal)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
-            if journal.exists() and sum(r["status"] == "done" for r in runs(journal)) >= 2 and \
-                    any(r["status"] == "running" for r in runs(journal)):
+            if (
+                journal.exists()
+                and sum(r["status"] == "done" for r in runs(journal)) >= 2
+                and any(r["status"] == "running" for r in runs(journal))
+            ):
                 break
             time.sleep(0.5)
         else:

@@ -114,8 +114,9 @@ def test_a_file_cut_short_is_measured_without_waiting(tmp_path: Path, monkeypatc
     assert m["apparent"] == 1 << 20 and not agent._file_ok(m, 4 << 20, "random")[0]
 
 
-def test_settled_stat_waits_for_stable_blocks_never_for_allocation(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settled_stat_waits_for_stable_blocks_never_for_allocation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The right size but unallocated (sparse, or compressed on ZFS): after the flush, st_blocks is polled only
     until it stops changing (bounded), then the file is judged; it is never waited on to reach its size."""
     sparse = tmp_path / "sparse.fiodata"

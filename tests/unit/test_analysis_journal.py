@@ -16,8 +16,9 @@ from tests.reportdata import imported_journal, local_journal
 def _raw_means(path: str) -> dict[str, float]:
     """MiB/s per test straight from SQLite: mean of total.bw_bytes over done, non-warm-up runs."""
     con = sqlite3.connect(path)
-    rows = con.execute("SELECT test_id, json_extract(metrics, '$.\"total.bw_bytes\"') FROM runs "
-                       "WHERE status='done' AND warmup=0").fetchall()
+    rows = con.execute(
+        "SELECT test_id, json_extract(metrics, '$.\"total.bw_bytes\"') FROM runs WHERE status='done' AND warmup=0"
+    ).fetchall()
     by: dict[str, list[float]] = {}
     for tid, bw in rows:
         by.setdefault(tid, []).append(bw / MIB)
@@ -60,8 +61,9 @@ def test_rank_by_p99_is_ascending_and_durable_uses_wall_ramp_drain(tmp_path: Pat
     t = corr.leaderboards[0].rows[0].test
     run = t.measured[0]
     con = sqlite3.connect(path)
-    io, wall, drain = con.execute("SELECT json_extract(metrics, '$.\"total.io_bytes\"'), wall_s, drain_s FROM runs "
-                                  "WHERE id=?", (run.row_id,)).fetchone()
+    io, wall, drain = con.execute(
+        "SELECT json_extract(metrics, '$.\"total.io_bytes\"'), wall_s, drain_s FROM runs WHERE id=?", (run.row_id,)
+    ).fetchone()
     assert run.values["durable_mibs"] == pytest.approx(io / (wall - t.ramp + (drain or 0)) / MIB)
     assert corr.rank_by == "durable_mibs" and all(lb.metric == "durable_mibs" for lb in corr.leaderboards)
 
@@ -114,5 +116,3 @@ def test_bad_input(tmp_path: Path) -> None:
         analyse_journal(local_journal(tmp_path), "fastest")
     with pytest.raises(UserError, match="no journal at"):
         analyse_journal(str(tmp_path / "missing.sqlite"))
-
-

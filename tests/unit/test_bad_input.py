@@ -11,8 +11,7 @@ import pytest
 from tests.conftest import FIXTURES, tankbench
 
 CORPUS = sorted((FIXTURES / "bad").glob("*.toml"))
-CASES = [(p, c) for p in CORPUS for c in ("plan", "run")
-         if c == "run" or b"# host-check" not in p.read_bytes()]
+CASES = [(p, c) for p in CORPUS for c in ("plan", "run") if c == "run" or b"# host-check" not in p.read_bytes()]
 SPECIAL = {"not-utf8.toml": "not UTF-8"}
 
 
@@ -21,7 +20,7 @@ def expectation(path: Path) -> tuple[str, str]:
         return SPECIAL[path.name], ""
     first = path.read_text().splitlines()[0]
     assert first.startswith("# expect: "), f"{path.name} lacks its '# expect:' line"
-    body = first[len("# expect: "):]
+    body = first[len("# expect: ") :]
     message, _, hint = body.partition("; hint: ")
     return message, hint
 

@@ -27,8 +27,24 @@ PARSERS = all_parsers()
 
 def test_the_commands_are_all_there():
     names = {n for n, _ in PARSERS}
-    for cmd in ("plan", "run", "show", "results", "report", "compare", "advise", "import", "presets", "clean",
-                "lab", "lab build", "lab up", "lab status", "lab ssh", "lab down"):
+    for cmd in (
+        "plan",
+        "run",
+        "show",
+        "results",
+        "report",
+        "compare",
+        "advise",
+        "import",
+        "presets",
+        "clean",
+        "lab",
+        "lab build",
+        "lab up",
+        "lab status",
+        "lab ssh",
+        "lab down",
+    ):
         assert f"tankbench {cmd}" in names
 
 

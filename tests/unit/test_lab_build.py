@@ -9,9 +9,14 @@ import pytest
 
 from tankbench.lab import build
 
-V = build.Versions(suite="bookworm-backports", kernel_abi="6.12.95+deb12-amd64",
-                   kernel_version="6.12.95-1~bpo12+1", zfs_version="2.3.2-2~bpo12+2",
-                   mirror="http://deb.debian.org/debian", security_mirror="http://deb.debian.org/debian-security")
+V = build.Versions(
+    suite="bookworm-backports",
+    kernel_abi="6.12.95+deb12-amd64",
+    kernel_version="6.12.95-1~bpo12+1",
+    zfs_version="2.3.2-2~bpo12+2",
+    mirror="http://deb.debian.org/debian",
+    security_mirror="http://deb.debian.org/debian-security",
+)
 
 
 def test_parse_kernel_abi_from_metapackage_depends() -> None:
@@ -52,9 +57,12 @@ def test_host_mirrors_reads_deb822_sources(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.delenv("TANKBENCH_MIRROR", raising=False)
     (tmp_path / "debian.sources").write_text(
         "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n\n"
-        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n")
-    assert build.host_mirrors(str(tmp_path)) == ("http://mirror.example/debian",
-                                                 "http://mirror.example/debian-security")
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n"
+    )
+    assert build.host_mirrors(str(tmp_path)) == (
+        "http://mirror.example/debian",
+        "http://mirror.example/debian-security",
+    )
 
 
 def test_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -104,8 +112,13 @@ def test_build_falls_back_to_bookworm_when_backports_fails(tmp_path: Path, monke
     old = replace(V, suite="bookworm", kernel_abi="6.1.0-50-amd64", zfs_version="2.1.11-1+deb12u1")
     asked: list[tuple[str, ...]] = []
 
-    def resolve(cache: Path, progress: object, *, offline_ok: bool = True,
-                suites: tuple[str, ...] = (build.BACKPORTS, build.SUITE)) -> build.Versions:
+    def resolve(
+        cache: Path,
+        progress: object,
+        *,
+        offline_ok: bool = True,
+        suites: tuple[str, ...] = (build.BACKPORTS, build.SUITE),
+    ) -> build.Versions:
         asked.append(tuple(suites))
         return V if build.BACKPORTS in suites else old
 

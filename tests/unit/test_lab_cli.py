@@ -12,8 +12,9 @@ import pytest
 
 def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
-    return subprocess.run([sys.executable, "-m", "tankbench", *args], capture_output=True, text=True, env=env,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tankbench", *args], capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 @pytest.mark.parametrize("sub", ["build", "up", "status", "ssh", "down"])
@@ -27,16 +28,14 @@ def test_every_lab_command_has_help(sub: str, tmp_path: Path) -> None:
 def test_down_unknown_lab(tmp_path: Path) -> None:
     cp = _run(["lab", "down", "--name", "ghost"], tmp_path)
     assert cp.returncode == 2
-    assert cp.stderr == ("Error: no lab named 'ghost'\n"
-                         "Hint: no lab is up; start one with `tankbench lab up`\n")
+    assert cp.stderr == ("Error: no lab named 'ghost'\nHint: no lab is up; start one with `tankbench lab up`\n")
 
 
 def test_ssh_lab_not_up(tmp_path: Path) -> None:
     (tmp_path / "tankbench" / "labs" / "idle").mkdir(parents=True)
     cp = _run(["lab", "ssh", "--name", "idle", "--", "true"], tmp_path)
     assert cp.returncode == 2
-    assert cp.stderr == ("Error: lab 'idle' is not up\n"
-                         "Hint: start it with `tankbench lab up --name idle`\n")
+    assert cp.stderr == ("Error: lab 'idle' is not up\nHint: start it with `tankbench lab up --name idle`\n")
 
 
 def test_bad_disk_size(tmp_path: Path) -> None:

@@ -10,15 +10,36 @@ import pytest
 from tankbench.errors import UserError
 from tankbench.lab import build, qemu, state, vm
 
-V = build.Versions(suite="bookworm-backports", kernel_abi="6.12.95+deb12-amd64", kernel_version="v",
-                   zfs_version="2.3.2", mirror="m", security_mirror="s")
-IMG = build.Image(dir=Path("/c/img"), kernel=Path("/c/img/vmlinuz"), initrd=Path("/c/img/initrd.img"),
-                  rootfs=Path("/c/img/rootfs.img"), host_key="ssh-ed25519 AAAA", versions=V, key="k1")
+V = build.Versions(
+    suite="bookworm-backports",
+    kernel_abi="6.12.95+deb12-amd64",
+    kernel_version="v",
+    zfs_version="2.3.2",
+    mirror="m",
+    security_mirror="s",
+)
+IMG = build.Image(
+    dir=Path("/c/img"),
+    kernel=Path("/c/img/vmlinuz"),
+    initrd=Path("/c/img/initrd.img"),
+    rootfs=Path("/c/img/rootfs.img"),
+    host_key="ssh-ed25519 AAAA",
+    versions=V,
+    key="k1",
+)
 
 
 def _argv(accel: str = "tcg", **cfg: object) -> list[str]:
-    return qemu.qemu_argv(name="t1", image=IMG, config=state.LabConfig(**cfg), accelerator=accel,  # type: ignore[arg-type]
-                        ssh_port=40022, fio_port=40765, run_dir=Path("/r/t1"), pubkey_blob="KEYBLOB")
+    return qemu.qemu_argv(
+        name="t1",
+        image=IMG,
+        config=state.LabConfig(**cfg),
+        accelerator=accel,  # type: ignore[arg-type]
+        ssh_port=40022,
+        fio_port=40765,
+        run_dir=Path("/r/t1"),
+        pubkey_blob="KEYBLOB",
+    )
 
 
 def test_tcg_argv_single_thread_cpu_max_no_reboot() -> None:
@@ -55,8 +76,17 @@ def test_network_forwards_bind_loopback_only() -> None:
     assert "hostfwd=tcp:127.0.0.1:40765-10.0.2.15:8765" in net
 
 
-@pytest.mark.parametrize("text,expected", [("8G", 8 << 30), ("512M", 512 << 20), ("1T", 1 << 40),
-                                           ("8GiB", 8 << 30), ("1.5G", 3 << 29), ("134217728", 128 << 20)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("8G", 8 << 30),
+        ("512M", 512 << 20),
+        ("1T", 1 << 40),
+        ("8GiB", 8 << 30),
+        ("1.5G", 3 << 29),
+        ("134217728", 128 << 20),
+    ],
+)
 def test_parse_size(text: str, expected: int) -> None:
     assert state.parse_disk_size(text) == expected
 
@@ -91,9 +121,10 @@ def test_two_labs_get_separate_dirs_and_ports(tmp_path: Path, monkeypatch: pytes
 
 def test_is_our_qemu_refuses_other_processes() -> None:
     import os
+
     assert not qemu.is_our_qemu(os.getpid(), "default")
     assert not qemu.is_our_qemu(1, "default")
-    assert not qemu.is_our_qemu(2 ** 22 + 7, "default")
+    assert not qemu.is_our_qemu(2**22 + 7, "default")
 
 
 def test_unknown_lab_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,5 +68,5 @@ def test_raw_sheet_fast_path_matches_csv_rows(tmp_path: Path) -> None:
     want = [[None if v == "" else v for v in r] for r in rows(a)]
     assert len(got) == len(want) == 36
     for g, w in zip(got, want):
-        assert g[:len(w)] == [int(v) if isinstance(v, bool) else v for v in w]
+        assert g[: len(w)] == [int(v) if isinstance(v, bool) else v for v in w]
     assert raw.freeze_panes == "A2" and raw.cell(1, 1).font.b

@@ -50,7 +50,9 @@ def test_ids_are_stable_and_independent_of_order_and_numbering():
 
 def test_repeats_and_cooldown_do_not_change_ids():
     a = expand(parse_spec(DEMO, "a.toml"))
-    b = expand(parse_spec(DEMO.replace("repeats = 1", "repeats = 5").replace('cooldown = "0s"', 'cooldown = "9s"'), "b"))
+    b = expand(
+        parse_spec(DEMO.replace("repeats = 1", "repeats = 5").replace('cooldown = "0s"', 'cooldown = "9s"'), "b")
+    )
     assert [t.id for t in a] == [t.id for t in b]
 
 
@@ -96,11 +98,23 @@ def test_matrix_order_exclude_include_and_seed_names():
 
 def test_job_text_maps_axes_to_fio_options():
     tests = expand(parse_spec(SEED, "seed.toml"))
-    t = next(t for t in tests if t.params == {"rw": "write", "bs": "1M", "iodepth": 24, "numjobs": 1,
-                                              "io": "buffered", "sync_mode": "fsync"})
+    t = next(
+        t
+        for t in tests
+        if t.params == {"rw": "write", "bs": "1M", "iodepth": 24, "numjobs": 1, "io": "buffered", "sync_mode": "fsync"}
+    )
     text = job_text(t)
-    for line in ("direct=0", "fsync=1", "iodepth=24", "bs=1M", "rw=write", "runtime=180", "ramp_time=10",
-                 "time_based=1", "filename=/dev/disk/by-id/ata-ST5000LM000-2AN170_WCXXXXGQ"):
+    for line in (
+        "direct=0",
+        "fsync=1",
+        "iodepth=24",
+        "bs=1M",
+        "rw=write",
+        "runtime=180",
+        "ramp_time=10",
+        "time_based=1",
+        "filename=/dev/disk/by-id/ata-ST5000LM000-2AN170_WCXXXXGQ",
+    ):
         assert line in text.splitlines()
 
 
@@ -118,11 +132,18 @@ def test_spec_error_names_file_key_value_and_hint():
 
 
 def test_copy_workloads_drop_fio_axes_and_skip_rsync_on_block_devices():
-    text = SEED.replace('sync_mode = ["async", "fsync"]', 'sync_mode = ["async", "fsync"]\nworkload = ["fio", "cp", "rsync", "dd"]')
+    text = SEED.replace(
+        'sync_mode = ["async", "fsync"]', 'sync_mode = ["async", "fsync"]\nworkload = ["fio", "cp", "rsync", "dd"]'
+    )
     tests = expand(parse_spec(text + '\n[[target]]\nname = "f"\nkind = "file"\npath = "/tmp/x"\nsize = "8M"\n', "s"))
     copies = [t for t in tests if t.is_copy]
-    assert sorted(t.name for t in copies) == ["baseline-copy-cp-256M-raw-disk", "baseline-copy-dd-256M-raw-disk",
-                                             "file-f-copy-cp-256M", "file-f-copy-dd-256M", "file-f-copy-rsync-256M"]
+    assert sorted(t.name for t in copies) == [
+        "baseline-copy-cp-256M-raw-disk",
+        "baseline-copy-dd-256M-raw-disk",
+        "file-f-copy-cp-256M",
+        "file-f-copy-dd-256M",
+        "file-f-copy-rsync-256M",
+    ]
     assert {t.test_case for t in copies} == {"copy cp 256M", "copy dd 256M", "copy rsync 256M"}
     fio_ids = {t.id for t in expand(parse_spec(SEED, "s")) if t.target.kind == "raw"}
     assert fio_ids <= {t.id for t in tests}, "adding the workload axis keeps the ids of the fio tests"

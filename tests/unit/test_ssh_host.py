@@ -19,13 +19,28 @@ def test_command_quotes_argv_for_the_remote_shell(tmp_path: Path) -> None:
 
 
 def test_options_batchmode_controlmaster_port_identity(tmp_path: Path) -> None:
-    host = SshHost("example.org", user="bench", port=2200, identity="/k/id", known_hosts="/k/known",
-                   control_dir=tmp_path, connect_timeout=7)
+    host = SshHost(
+        "example.org",
+        user="bench",
+        port=2200,
+        identity="/k/id",
+        known_hosts="/k/known",
+        control_dir=tmp_path,
+        connect_timeout=7,
+    )
     opts = host.ssh_options()
     joined = " ".join(opts)
-    for expected in ("BatchMode=yes", "ConnectTimeout=7", "ControlMaster=auto", "ControlPersist=",
-                     f"ControlPath={tmp_path}/cm-", "-p 2200", "-i /k/id", "UserKnownHostsFile=/k/known",
-                     "IdentitiesOnly=yes"):
+    for expected in (
+        "BatchMode=yes",
+        "ConnectTimeout=7",
+        "ControlMaster=auto",
+        "ControlPersist=",
+        f"ControlPath={tmp_path}/cm-",
+        "-p 2200",
+        "-i /k/id",
+        "UserKnownHostsFile=/k/known",
+        "IdentitiesOnly=yes",
+    ):
         assert expected in joined
     assert "StrictHostKeyChecking=no" not in joined
     assert host.name == "ssh:bench@example.org:2200"

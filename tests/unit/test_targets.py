@@ -38,14 +38,19 @@ def test_no_module_outside_targets_compares_target_kind_strings() -> None:
         tree = ast.parse((ROOT / "src" / "tankbench" / rel).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Compare) and any(
-                    isinstance(c, ast.Constant) and c.value in targets.kinds() for c in ast.walk(node)):
+                isinstance(c, ast.Constant) and c.value in targets.kinds() for c in ast.walk(node)
+            ):
                 offenders.append(f"{rel}:{node.lineno}")
     assert not offenders, offenders
 
 
-@pytest.mark.parametrize("kind,expected", [
-    ("raw", "/dev/loop9"), ("file", "/srv/b/tankbench-x.fiodata"),
-])
+@pytest.mark.parametrize(
+    "kind,expected",
+    [
+        ("raw", "/dev/loop9"),
+        ("file", "/srv/b/tankbench-x.fiodata"),
+    ],
+)
 def test_fio_filename(kind: str, expected: str) -> None:
     path = "/dev/loop9" if kind == "raw" else "/srv/b"
     t = _test(_t(kind, path=path, size=1 << 20))
@@ -71,7 +76,8 @@ def test_script_lines_lay_out_files_fill_zvols_and_warn_about_devices() -> None:
     f = _test(_t("file", path="/srv/b", size=1 << 20))
     vol = _test(_t("zvol", size=1 << 20, pool="tank/tb-1"))
     assert targets.kind_of(raw.target).script_lines(raw, "c") == [
-        "# WARNING: writes to the block device /dev/loop9 if the job writes."]
+        "# WARNING: writes to the block device /dev/loop9 if the job writes."
+    ]
     assert any("head -c 1048576 /dev/urandom" in line for line in targets.kind_of(f.target).script_lines(f, "c"))
     lines = targets.kind_of(vol.target).script_lines(vol, "c")
     assert any(line.startswith("zfs list") and "zfs create" in line for line in lines)
@@ -91,7 +97,9 @@ def test_unknown_kind_lists_the_registered_ones(tmp_path: Path) -> None:
     from tests.conftest import tankbench
 
     c = tmp_path / "c.toml"
-    c.write_text('[campaign]\nname = "k"\n[[target]]\nname = "a"\nkind = "nfs"\npath = "/x"\n[matrix]\nrw = ["read"]\n'
-                 'bs = ["4k"]\n')
+    c.write_text(
+        '[campaign]\nname = "k"\n[[target]]\nname = "a"\nkind = "nfs"\npath = "/x"\n[matrix]\nrw = ["read"]\n'
+        'bs = ["4k"]\n'
+    )
     res = tankbench("plan", str(c))
     assert res.returncode == 2 and "target[0].kind" in res.stderr and "raw, file, dataset, zvol" in res.stderr

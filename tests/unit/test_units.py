@@ -3,8 +3,10 @@ import pytest
 from tankbench.units import fmt_duration, fmt_size, parse_duration, parse_size
 
 
-@pytest.mark.parametrize("text,expected", [("4k", 4096), ("1M", 1 << 20), ("64MiB", 64 << 20), ("8G", 8 << 30),
-                                           ("512", 512), (4096, 4096), ("1.5k", 1536)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [("4k", 4096), ("1M", 1 << 20), ("64MiB", 64 << 20), ("8G", 8 << 30), ("512", 512), (4096, 4096), ("1.5k", 1536)],
+)
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
@@ -15,8 +17,9 @@ def test_parse_size_rejects(text):
         parse_size(text)
 
 
-@pytest.mark.parametrize("text,expected", [("2s", 2.0), ("500ms", 0.5), ("1m30s", 90.0), ("1h", 3600.0), (5, 5.0),
-                                           ("0s", 0.0), ("10", 10.0)])
+@pytest.mark.parametrize(
+    "text,expected", [("2s", 2.0), ("500ms", 0.5), ("1m30s", 90.0), ("1h", 3600.0), (5, 5.0), ("0s", 0.0), ("10", 10.0)]
+)
 def test_parse_duration(text, expected):
     assert parse_duration(text) == expected
 

@@ -16,8 +16,15 @@ FIO_JSON = (FIXTURES / "fio-3.33-lab" / "fio-randwrite-nosync-buffered.json").re
 
 def _test(runtime: float = 10.0, ramp: float = 2.0, **params: Any) -> FioTest:
     p = {"rw": "randwrite", "bs": "4k", **params}
-    return FioTest(number=1, name="t", target=Target(name="f", kind="file", path="/tmp", size=1 << 20), params=p,
-                fio_options={}, runtime=runtime, ramp=ramp)
+    return FioTest(
+        number=1,
+        name="t",
+        target=Target(name="f", kind="file", path="/tmp", size=1 << 20),
+        params=p,
+        fio_options={},
+        runtime=runtime,
+        ramp=ramp,
+    )
 
 
 def _decide(res: dict[str, Any], test: FioTest | None = None, threshold: float = 0.1) -> Any:

@@ -30,16 +30,27 @@ def test_qcow2_only_axes_do_not_multiply_other_backings() -> None:
     assert {k: len(v) for k, v in by_backing.items()} == {"zvol": 2, "qcow2": 4, "raw": 2}
     assert all("qcow2_cluster" not in t.params and "recordsize" not in t.params for t in by_backing["zvol"])
     assert all("volblocksize" not in t.params for t in by_backing["raw"] + by_backing["qcow2"])
-    assert {t.name for t in by_backing["qcow2"]} >= {"zfs-vm-qcow2-8k-randwrite-4k-sync",
-                                                      "zfs-vm-qcow2-64k-randwrite-4k-libaio"}
+    assert {t.name for t in by_backing["qcow2"]} >= {
+        "zfs-vm-qcow2-8k-randwrite-4k-sync",
+        "zfs-vm-qcow2-64k-randwrite-4k-libaio",
+    }
 
 
 def test_backing_paths_and_image_creation() -> None:
     t = next(t for t in _tests() if t.params.get("qcow2_cluster") == "8k")
     path = VmDiskKind.backing_path(t)
     assert path.startswith("/tankbench/tb-") and path.endswith(".qcow2")
-    assert image_create_argv(t) == ["qemu-img", "create", "-q", "-f", "qcow2", "-o", "cluster_size=8192", path,
-                                    str(20 << 30)]
+    assert image_create_argv(t) == [
+        "qemu-img",
+        "create",
+        "-q",
+        "-f",
+        "qcow2",
+        "-o",
+        "cluster_size=8192",
+        path,
+        str(20 << 30),
+    ]
     z = next(t for t in _tests() if t.params.get("backing") == "zvol")
     assert VmDiskKind.backing_path(z).startswith("/dev/zvol/tbvm/tb-")
 
@@ -56,12 +67,24 @@ def test_exported_script_does_not_run_the_guest_job_on_the_host(tmp_path: Path) 
 
 def test_disk_defaults_and_sync_honouring() -> None:
     t = _tests("quick")[0]
-    assert disk_settings(t) == {"bus": "virtio-blk", "cache": "none", "aio": "threads", "iothread": False,
-                                "l2_cache": None}
+    assert disk_settings(t) == {
+        "bus": "virtio-blk",
+        "cache": "none",
+        "aio": "threads",
+        "iothread": False,
+        "l2_cache": None,
+    }
     # end_fsync=1: the guest calls its writes durable at the end; a long host flush afterwards says they were not
     assert sync_honouring(t, {"drain_s": 0.2}, {})["sync.honoured"] is True
     late = sync_honouring(t, {"drain_s": 7.5}, {})
     assert late["sync.honoured"] is False and "7.5 s" in late["sync.note"]
-    unsafe = model.Test(number=1, name="u", target=t.target, params=dict(t.params, disk_cache="unsafe"),
-                        fio_options=t.fio_options, runtime=1, ramp=0)
+    unsafe = model.Test(
+        number=1,
+        name="u",
+        target=t.target,
+        params=dict(t.params, disk_cache="unsafe"),
+        fio_options=t.fio_options,
+        runtime=1,
+        ramp=0,
+    )
     assert sync_honouring(unsafe, {"drain_s": 0.0}, {})["sync.honoured"] is False

@@ -83,8 +83,10 @@ def test_alignment_zvol_volblocksize_wins():
     assert alignment_check(12, 131072, 16384, 16384)["zfs.block_bytes"] == 16384
 
 
-@pytest.mark.parametrize("ashift,block,misaligned", [(12, 2048, True), (12, 4096, False), (12, 12288, False),
-                                                      (13, 12288, True), (9, 512, False), (12, 6144, True)])
+@pytest.mark.parametrize(
+    "ashift,block,misaligned",
+    [(12, 2048, True), (12, 4096, False), (12, 12288, False), (13, 12288, True), (9, 512, False), (12, 6144, True)],
+)
 def test_alignment_block_vs_sector(ashift, block, misaligned):
     out = alignment_check(ashift, block, None, 1 << 20)
     assert out["zfs.misaligned"] is misaligned
@@ -107,8 +109,12 @@ def test_working_set_real_arc():
     c_max = parse_arcstats(fixture("tank-arcstats.txt"))["c_max"]
     assert c_max == 2047639552
     fits = working_set_check(128 << 20, c_max)  # the lab's 128 MiB test files
-    assert fits == {"zfs.working_set_bytes": 128 << 20, "zfs.arc_c_max": c_max, "zfs.working_set_fits_arc": True,
-                    "zfs.working_set_note": fits["zfs.working_set_note"]}
+    assert fits == {
+        "zfs.working_set_bytes": 128 << 20,
+        "zfs.arc_c_max": c_max,
+        "zfs.working_set_fits_arc": True,
+        "zfs.working_set_note": fits["zfs.working_set_note"],
+    }
     assert "cache" in fits["zfs.working_set_note"]
     big = working_set_check(4 << 30, c_max)
     assert big["zfs.working_set_fits_arc"] is False and big["zfs.working_set_note"] == ""

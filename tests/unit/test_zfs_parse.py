@@ -62,10 +62,25 @@ def test_arc_delta_real_run():
     assert d["arc.c_max"] == 2047651840
     assert d["arc.c"] == 97543552
     assert set(d) == {
-        "arc.hits", "arc.misses", "arc.hit_ratio", "arc.demand_data_hits", "arc.demand_data_misses",
-        "arc.demand_metadata_hits", "arc.demand_metadata_misses", "arc.prefetch_data_hits",
-        "arc.prefetch_data_misses", "arc.mru_hits", "arc.mfu_hits", "arc.mru_ghost_hits", "arc.mfu_ghost_hits",
-        "arc.l2_hits", "arc.l2_misses", "arc.size", "arc.c_max", "arc.c"}
+        "arc.hits",
+        "arc.misses",
+        "arc.hit_ratio",
+        "arc.demand_data_hits",
+        "arc.demand_data_misses",
+        "arc.demand_metadata_hits",
+        "arc.demand_metadata_misses",
+        "arc.prefetch_data_hits",
+        "arc.prefetch_data_misses",
+        "arc.mru_hits",
+        "arc.mfu_hits",
+        "arc.mru_ghost_hits",
+        "arc.mfu_ghost_hits",
+        "arc.l2_hits",
+        "arc.l2_misses",
+        "arc.size",
+        "arc.c_max",
+        "arc.c",
+    }
 
 
 def test_arc_delta_hit_ratio_and_missing_counters():
@@ -90,16 +105,29 @@ def test_iostat_scripted_with_status_files_log_and_cache_rows():
     intervals = parse_zpool_iostat(fixture("tbparse-zpool-iostat-Hpv-y-slog.txt"), status)
     assert len(intervals) == 3
     first = intervals[0]
-    assert first["pool"] == {"alloc": 302592, "free": 251355648, "read_ops": 0, "write_ops": 312,
-                             "read_bw": 0, "write_bw": 4411921}
+    assert first["pool"] == {
+        "alloc": 302592,
+        "free": 251355648,
+        "read_ops": 0,
+        "write_ops": 312,
+        "read_bw": 0,
+        "write_bw": 4411921,
+    }
     assert list(first["vdevs"]) == ["mirror-0", "/tmp/tbparse-a.img", "/tmp/tbparse-b.img"]
     assert first["vdevs"]["/tmp/tbparse-a.img"]["write_ops"] == 53
-    assert first["logs"] == {"/tmp/tbparse-log.img": {"alloc": 4096, "free": 251654144, "read_ops": 0,
-                                                      "write_ops": 209, "read_bw": 0, "write_bw": 4265205}}
+    assert first["logs"] == {
+        "/tmp/tbparse-log.img": {
+            "alloc": 4096,
+            "free": 251654144,
+            "read_ops": 0,
+            "write_ops": 209,
+            "read_bw": 0,
+            "write_bw": 4265205,
+        }
+    }
     assert list(first["cache"]) == ["/tmp/tbparse-cache.img"]
     assert first["unassigned"] == {} and first["special"] == {}
-    assert first["top"] == {"data": ["mirror-0"], "logs": ["/tmp/tbparse-log.img"],
-                            "cache": ["/tmp/tbparse-cache.img"]}
+    assert first["top"] == {"data": ["mirror-0"], "logs": ["/tmp/tbparse-log.img"], "cache": ["/tmp/tbparse-cache.img"]}
     assert intervals[2]["cache"]["/tmp/tbparse-cache.img"]["write_bw"] == 475835
 
 
@@ -156,9 +184,14 @@ def test_iostat_mirror_without_log_traffic():
     assert [i["pool"]["write_bw"] for i in intervals] == [2323417, 1211683, 1550658, 1994079]
     assert intervals[3]["vdevs"]["/tmp/v2"]["write_bw"] == 1161244
     # a status for that layout (same names) files them
-    status = {"pool": "tbparse", "tree": {"data": {"mirror-0": ["/tmp/v", "/tmp/v2"]},
-                                          "logs": {"/tmp/vlog": ["/tmp/vlog"]},
-                                          "cache": {"/tmp/vcache": ["/tmp/vcache"]}}}
+    status = {
+        "pool": "tbparse",
+        "tree": {
+            "data": {"mirror-0": ["/tmp/v", "/tmp/v2"]},
+            "logs": {"/tmp/vlog": ["/tmp/vlog"]},
+            "cache": {"/tmp/vcache": ["/tmp/vcache"]},
+        },
+    }
     s = summarize_iostat(parse_zpool_iostat(fixture("tbparse1-zpool-iostat-Hpv-y.txt"), status))
     assert s["zpool.log_write_ops_per_s"] == 0 and s["zpool.log_write_bw_bytes"] == 0
 
@@ -167,8 +200,16 @@ def test_iostat_columns_format_with_labels():
     # without -H: header, dashes, indented names and "logs"/"cache" label rows (shared fixture, since boot)
     (interval,) = parse_zpool_iostat(fixture("tank-zpool-iostat.txt"))
     assert interval["pool"]["write_ops"] == 130 and interval["pool"]["read_bw"] == 1255653
-    assert interval["vdevs"] == {"virtio-zdata": {"alloc": 540094464, "free": 3486437376, "read_ops": 9,
-                                                  "write_ops": 108, "read_bw": 1255422, "write_bw": 11106769}}
+    assert interval["vdevs"] == {
+        "virtio-zdata": {
+            "alloc": 540094464,
+            "free": 3486437376,
+            "read_ops": 9,
+            "write_ops": 108,
+            "read_bw": 1255422,
+            "write_bw": 11106769,
+        }
+    }
     assert interval["logs"]["virtio-zlog"]["write_bw"] == 130619
     assert interval["cache"]["virtio-zcache"]["write_ops"] == 13
     s = summarize_iostat([interval])
@@ -210,8 +251,13 @@ def test_iostat_truncated_stream():
 def test_iostat_empty():
     assert parse_zpool_iostat("") == []
     assert summarize_iostat([]) == {}
-    assert iostat_series([]) == {"zpool_write_ops": [], "zpool_write_bw_bytes": [], "zpool_read_ops": [],
-                                 "zpool_read_bw_bytes": [], "zpool_log_write_ops": []}
+    assert iostat_series([]) == {
+        "zpool_write_ops": [],
+        "zpool_write_bw_bytes": [],
+        "zpool_read_ops": [],
+        "zpool_read_bw_bytes": [],
+        "zpool_log_write_ops": [],
+    }
 
 
 def test_iostat_no_writes_has_no_average_io_size():
@@ -265,8 +311,13 @@ def test_parse_zfs_get_without_H_and_three_columns():
     assert props["tank/enc"]["encryption"] == "aes-256-gcm"
     assert "NAME" not in props
     usage = parse_zfs_get(fixture("tank-zfs-usage.txt"))
-    assert usage["tank/rs1m"] == {"compressratio": "1.93", "used": "138534912", "logicalused": "268490752",
-                                  "encryption": "off", "keystatus": "-"}
+    assert usage["tank/rs1m"] == {
+        "compressratio": "1.93",
+        "used": "138534912",
+        "logicalused": "268490752",
+        "encryption": "off",
+        "keystatus": "-",
+    }
     assert zfs_get_sources(fixture("tank-zfs-usage.txt")) == {}
 
 
@@ -333,14 +384,17 @@ def test_zfs_version_real(name, expected):
     assert zfs_version(fixture(name)) == expected
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("zfs-2.3.2-1\nzfs-kmod-2.2.7-1\n", (2, 2, 7)),  # the module decides, not userland
-    ("2.1.15-1\n", (2, 1, 15)),
-    ("0.8.6-1ubuntu2", (0, 8, 6)),
-    ("zfs-2.3.0-rc5\n", (2, 3, 0)),
-    ("", None),
-    ("cat: /sys/module/zfs/version: No such file or directory", None),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("zfs-2.3.2-1\nzfs-kmod-2.2.7-1\n", (2, 2, 7)),  # the module decides, not userland
+        ("2.1.15-1\n", (2, 1, 15)),
+        ("0.8.6-1ubuntu2", (0, 8, 6)),
+        ("zfs-2.3.0-rc5\n", (2, 3, 0)),
+        ("", None),
+        ("cat: /sys/module/zfs/version: No such file or directory", None),
+    ],
+)
 def test_zfs_version_variants(text, expected):
     assert zfs_version(text) == expected
 
@@ -350,9 +404,20 @@ def test_parse_txgs_real():
     rows = parse_txgs(fixture("tbparse-txgs-after.txt"))
     assert [r["txg"] for r in rows] == list(range(5, 14))
     assert rows[-1]["state"] == "O"
-    assert rows[6] == {"txg": 11, "birth": 215685008183, "state": "C", "ndirty": 5406720, "nread": 0,
-                       "nwritten": 9411584, "reads": 0, "writes": 198, "otime": 2055287937, "qtime": 19408,
-                       "wtime": 92334, "stime": 274183393}
+    assert rows[6] == {
+        "txg": 11,
+        "birth": 215685008183,
+        "state": "C",
+        "ndirty": 5406720,
+        "nread": 0,
+        "nwritten": 9411584,
+        "reads": 0,
+        "writes": 198,
+        "otime": 2055287937,
+        "qtime": 19408,
+        "wtime": 92334,
+        "stime": 274183393,
+    }
 
 
 def test_txg_summary_real_run():
@@ -370,8 +435,12 @@ def test_txg_summary_real_run():
 def test_txgs_empty_truncated_and_disabled():
     assert parse_txgs("") == []
     assert last_committed_txg([]) == 0
-    assert txg_summary(0, []) == {"zfs.txgs_synced": 0, "zfs.txg_ndirty_max_bytes": 0,
-                                  "zfs.txg_sync_time_max_s": 0, "zfs.txg_written_bytes": 0}
+    assert txg_summary(0, []) == {
+        "zfs.txgs_synced": 0,
+        "zfs.txg_ndirty_max_bytes": 0,
+        "zfs.txg_sync_time_max_s": 0,
+        "zfs.txg_written_bytes": 0,
+    }
     text = fixture("tbparse1-txgs.txt")
     header_only = text.splitlines(keepends=True)[0]  # zfs_txg_history=0 leaves only the header
     assert parse_txgs(header_only) == []

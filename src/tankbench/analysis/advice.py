@@ -45,8 +45,10 @@ def case_recommendation(lb: Leaderboard) -> Recommendation | None:
     if r.test.significant():
         text = f"{lb.case}: use {_who(win)} — by {label}, {r.text}.{tail}"
     else:
-        text = (f"{lb.case}: no clear winner by {label} — {_who(win)} is {r.text} ({_who(second)}); "
-                f"choose on cost or add repeats.{tail}")
+        text = (
+            f"{lb.case}: no clear winner by {label} — {_who(win)} is {r.text} ({_who(second)}); "
+            f"choose on cost or add repeats.{tail}"
+        )
     return Recommendation("case", text, (win.id, second.id))
 
 
@@ -64,9 +66,13 @@ def cost_recommendation(lb: Leaderboard) -> Recommendation | None:
         tp_win, tp = win.mean(tp_key) or 0.0, t.mean(tp_key) or 0.0
         if t.load1.mean > 0 and win.load1.mean / t.load1.mean >= COST_RATIO and tp >= (1 - COST_CLOSE) * tp_win:
             lr = win.load1.mean / t.load1.mean
-            return Recommendation("cost", f"{lb.case}: {_who(t)} costs {lr:.1f}× less load1 than the winner "
-                                  f"{_who(win)} for {(1 - tp / tp_win) * 100:.1f} % less throughput; "
-                                  "prefer it on a shared host.", (win.id, t.id))
+            return Recommendation(
+                "cost",
+                f"{lb.case}: {_who(t)} costs {lr:.1f}× less load1 than the winner "
+                f"{_who(win)} for {(1 - tp / tp_win) * 100:.1f} % less throughput; "
+                "prefer it on a shared host.",
+                (win.id, t.id),
+            )
     return None
 
 
@@ -83,15 +89,18 @@ def axis_recommendations(comps: Sequence[AxisComparison]) -> list[Recommendation
             sig = all(r is not None and r.test.significant() for r in c.ratios)
             wins.setdefault(c.entries[0][0], []).append((c.case, sig))
             ids += [t.id for _, t in c.entries]
-        parts = [f"{v} was best in {len(won)} of {len(cs)} comparisons, significantly in "
-                 f"{sum(s for _, s in won)} (test cases: {', '.join(dict.fromkeys(c for c, _ in won))})"
-                 for v, won in sorted(wins.items(), key=lambda kv: -len(kv[1]))]
+        parts = [
+            f"{v} was best in {len(won)} of {len(cs)} comparisons, significantly in "
+            f"{sum(s for _, s in won)} (test cases: {', '.join(dict.fromkeys(c for c, _ in won))})"
+            for v, won in sorted(wins.items(), key=lambda kv: -len(kv[1]))
+        ]
         out.append(Recommendation("axis", f"{axis}: " + "; ".join(parts) + ".", tuple(dict.fromkeys(ids))))
     return out
 
 
-def recommendations(ds: Dataset, boards: Sequence[Leaderboard], comps: Sequence[AxisComparison],
-                    timing_issues: bool) -> tuple[Recommendation, ...]:
+def recommendations(
+    ds: Dataset, boards: Sequence[Leaderboard], comps: Sequence[AxisComparison], timing_issues: bool
+) -> tuple[Recommendation, ...]:
     """Everything the data supports, per case first, then cost, axes and method."""
     out: list[Recommendation] = []
     for lb in boards:
@@ -101,13 +110,20 @@ def recommendations(ds: Dataset, boards: Sequence[Leaderboard], comps: Sequence[
     out += axis_recommendations(comps)
     late_by_fio = [lb.case for lb in boards if lb.metric == "mibs" and lb.reason == "chosen with --rank-by"]
     if timing_issues and late_by_fio:
-        out.append(Recommendation("method", "Some runs finished late (timing issue) but fio's MiB/s ranks: rerun "
-                                  "the report without --rank-by (auto ranks those cases by durable MiB/s) or with "
-                                  "`--rank-by durable_mibs`.", ()))
+        out.append(
+            Recommendation(
+                "method",
+                "Some runs finished late (timing issue) but fio's MiB/s ranks: rerun "
+                "the report without --rank-by (auto ranks those cases by durable MiB/s) or with "
+                "`--rank-by durable_mibs`.",
+                (),
+            )
+        )
     return tuple(out)
 
 
 # -- workload mix ------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class MixEntry:
@@ -140,8 +156,10 @@ def check_mix_cases(ds: Dataset, weights: Sequence[tuple[str, float]]) -> None:
     """UserError when a --mix names a test case the journal does not have."""
     unknown = [c for c, _ in weights if c not in ds.cases()]
     if unknown:
-        raise UserError(f"--mix names test cases not in the journal: {', '.join(map(repr, unknown))}",
-                        f"test cases in this journal: {', '.join(ds.cases())}")
+        raise UserError(
+            f"--mix names test cases not in the journal: {', '.join(map(repr, unknown))}",
+            f"test cases in this journal: {', '.join(ds.cases())}",
+        )
 
 
 def mix_advice(ds: Dataset, weights: Sequence[tuple[str, float]], key: str = "mibs") -> MixAdvice:
@@ -160,19 +178,25 @@ def mix_advice(ds: Dataset, weights: Sequence[tuple[str, float]], key: str = "mi
                     configs[t.storage_config][case] = t
     entries = []
     for config, found in configs.items():
-        parts = tuple((c, w, found[c].mean(key) if c in found else None, found[c].id if c in found else "")
-                      for c, w in weights)
+        parts = tuple(
+            (c, w, found[c].mean(key) if c in found else None, found[c].id if c in found else "") for c, w in weights
+        )
         missing = tuple(c for c, _ in weights if c not in found)
         exp = None if missing else _expected([(w, v) for _, w, v, _ in parts if v is not None], higher)
         entries.append(MixEntry(config, exp, parts, missing))
     sign = -1.0 if higher else 1.0
     entries.sort(key=lambda e: (e.expected is None, sign * (e.expected or 0.0), len(e.missing), e.config))
-    formula = ("expected = 1 / Σ(wᵢ / Tᵢ): the weighted harmonic mean, because a share wᵢ of the data moved at "
-               "Tᵢ takes wᵢ/Tᵢ of the time" if higher else "expected = Σ wᵢ·Lᵢ: the weighted mean latency")
+    formula = (
+        "expected = 1 / Σ(wᵢ / Tᵢ): the weighted harmonic mean, because a share wᵢ of the data moved at "
+        "Tᵢ takes wᵢ/Tᵢ of the time"
+        if higher
+        else "expected = Σ wᵢ·Lᵢ: the weighted mean latency"
+    )
     return MixAdvice(key, tuple(weights), tuple(entries), unknown, formula)
 
 
 # -- goals ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GoalResult:

@@ -43,8 +43,9 @@ def check_rank_by(rank_by: str) -> str:
     """`auto` or a rankable registry key (aliases such as `corrected` accepted); UserError otherwise."""
     key = "auto" if rank_by == "auto" else resolve(rank_by)
     if key not in RANK_BY:
-        raise UserError(f"unknown --rank-by {rank_by!r}", f"use one of: {', '.join(RANK_BY)} "
-                        f"(aliases: {', '.join(ALIASES)})")
+        raise UserError(
+            f"unknown --rank-by {rank_by!r}", f"use one of: {', '.join(RANK_BY)} (aliases: {', '.join(ALIASES)})"
+        )
     return key
 
 
@@ -56,8 +57,12 @@ def _mix_metric(boards: Sequence[Leaderboard], weights: Sequence[tuple[str, floa
     return "durable_mibs" if any(lb.metric == "durable_mibs" for lb in boards if lb.case in names) else "mibs"
 
 
-def analyse_dataset(ds: Dataset, rank_by: str = "auto", mix: tuple[tuple[str, float], ...] | None = None,
-                    selection: tuple[str, ...] = ()) -> Analysis:
+def analyse_dataset(
+    ds: Dataset,
+    rank_by: str = "auto",
+    mix: tuple[tuple[str, float], ...] | None = None,
+    selection: tuple[str, ...] = (),
+) -> Analysis:
     """Analyse a loaded dataset; `mix` overrides the campaign's [mix]."""
     key = check_rank_by(rank_by)
     per_case = case_metrics(ds, key)
@@ -66,9 +71,18 @@ def analyse_dataset(ds: Dataset, rank_by: str = "auto", mix: tuple[tuple[str, fl
     warns = validity_warnings(ds)
     late = any(w.code == "timing-issue" for w in warns)
     weights = mix if mix is not None else ds.settings.mix
-    return Analysis(ds, key, boards, comps, warns, recommendations(ds, boards, comps, late),
-                    mix_advice(ds, weights, _mix_metric(boards, weights, key)) if weights else None,
-                    tuple(evaluate_goal(ds, g) for g in ds.settings.goals), figures(ds, per_case), selection)
+    return Analysis(
+        ds,
+        key,
+        boards,
+        comps,
+        warns,
+        recommendations(ds, boards, comps, late),
+        mix_advice(ds, weights, _mix_metric(boards, weights, key)) if weights else None,
+        tuple(evaluate_goal(ds, g) for g in ds.settings.goals),
+        figures(ds, per_case),
+        selection,
+    )
 
 
 def open_journal(path: str) -> Journal:
@@ -76,8 +90,12 @@ def open_journal(path: str) -> Journal:
     return Journal.open_readonly(path)
 
 
-def load(journal: Journal, settings: Settings | None = None, group_by: Sequence[str] | None = None,
-         where: Sequence[Where] = ()) -> Dataset:
+def load(
+    journal: Journal,
+    settings: Settings | None = None,
+    group_by: Sequence[str] | None = None,
+    where: Sequence[Where] = (),
+) -> Dataset:
     """Load the dataset with the settings of the journal's campaign (or the given ones), regrouped by `group_by`
     and filtered by `where` when given."""
     if settings is None:

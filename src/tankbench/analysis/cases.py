@@ -18,12 +18,35 @@ from tankbench.model import Fingerprint, test_case_for
 # ZFS checks (zfs.*, arc.*) are the same for every run of a test: they are read from its last measured run only.
 EXTRA_METRIC_KEYS = ("fio.runtime_s", "zfs.compressratio")
 METRIC_KEYS = tuple(dict.fromkeys(raw_keys() + EXTRA_METRIC_KEYS))
-CHECK_KEYS = ("layout.sparse", "layout.allocated_bytes", "layout.apparent_bytes", "layout.sample_compress_ratio",
-              "layout.verified", "preflight.dirty_bytes", "drain.dirty_end_bytes", "timing.threshold_s",
-              "steadystate.attained", "schedule.decision", "schedule.reason", "cooldown.ended_by")
+CHECK_KEYS = (
+    "layout.sparse",
+    "layout.allocated_bytes",
+    "layout.apparent_bytes",
+    "layout.sample_compress_ratio",
+    "layout.verified",
+    "preflight.dirty_bytes",
+    "drain.dirty_end_bytes",
+    "timing.threshold_s",
+    "steadystate.attained",
+    "schedule.decision",
+    "schedule.reason",
+    "cooldown.ended_by",
+)
 ZFS_KINDS = ("dataset", "zvol")
-WORKLOAD = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine", "runtime",
-            "workload", "copy_size")
+WORKLOAD = (
+    "rw",
+    "bs",
+    "iodepth",
+    "numjobs",
+    "size",
+    "io",
+    "sync_mode",
+    "rwmixread",
+    "ioengine",
+    "runtime",
+    "workload",
+    "copy_size",
+)
 
 
 class RunView(NamedTuple):
@@ -194,7 +217,7 @@ class Dataset:
 
 
 def case_name(params: Mapping[str, Any], keys: tuple[str, ...]) -> str:
-    """"write seq 4k" for the default keys (rw, bs); extra keys are appended as key=value."""
+    """ "write seq 4k" for the default keys (rw, bs); extra keys are appended as key=value."""
     base = test_case_for(params) if {"rw", "bs"} <= set(keys) or params.get("workload", "fio") != "fio" else ""
     extra = [f"{k}={params.get(k, '-')}" for k in keys if k not in ("rw", "bs")]
     return " ".join([b for b in [base] if b] + extra)
@@ -210,8 +233,23 @@ def run_view(r: Mapping[str, Any], ramp: float, settings: Settings, keys: tuple[
     extra.update((k, m[k]) for k in EXTRA_METRIC_KEYS if k in m)
     excess = None if wall is None else wall - expected
     late = run_late(r["status"], excess, drain, timing_limit(extra, expected, settings))
-    return RunView(r["id"], r["test_id"], r["run_no"], bool(r["warmup"]), r["attempt"], r["status"], r["started"],
-                   r["fingerprint_id"], expected, wall, drain, values, r["note"], extra, late)
+    return RunView(
+        r["id"],
+        r["test_id"],
+        r["run_no"],
+        bool(r["warmup"]),
+        r["attempt"],
+        r["status"],
+        r["started"],
+        r["fingerprint_id"],
+        expected,
+        wall,
+        drain,
+        values,
+        r["note"],
+        extra,
+        late,
+    )
 
 
 def is_baseline(row: TestRow, baseline: str) -> bool:
@@ -239,18 +277,37 @@ def zfs_facts(journal: Journal, row: TestRow) -> dict[str, Any]:
     return {k: v for k, v in (*run.metrics.items(), *run.checks.items()) if k.startswith(("zfs.", "arc."))}
 
 
-def summarise_test(row: TestRow, runs: Iterable[Mapping[str, Any]], settings: Settings,
-                   keys: tuple[str, ...] | None = None, zfs: Mapping[str, Any] | None = None) -> TestSummary:
+def summarise_test(
+    row: TestRow,
+    runs: Iterable[Mapping[str, Any]],
+    settings: Settings,
+    keys: tuple[str, ...] | None = None,
+    zfs: Mapping[str, Any] | None = None,
+) -> TestSummary:
     """Build the TestSummary of one journal test from its runs."""
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
     views = tuple(run_view(r, ramp, settings, keys) for r in runs)
     target = c.get("target", {})
     return TestSummary(
-        row.id, row.number, row.name, row.target, row.target_kind, case_name(row.params, settings.case_keys),
-        row.params, dict(target.get("props", {})), dict(c.get("fio", {})), float(c.get("runtime", 0.0) or 0.0),
-        ramp, int(target.get("size", 0) or 0), is_baseline(row, settings.baseline), row.skip_note, views,
-        summarise_runs(views), dict(zfs or {}))
+        row.id,
+        row.number,
+        row.name,
+        row.target,
+        row.target_kind,
+        case_name(row.params, settings.case_keys),
+        row.params,
+        dict(target.get("props", {})),
+        dict(c.get("fio", {})),
+        float(c.get("runtime", 0.0) or 0.0),
+        ramp,
+        int(target.get("size", 0) or 0),
+        is_baseline(row, settings.baseline),
+        row.skip_note,
+        views,
+        summarise_runs(views),
+        dict(zfs or {}),
+    )
 
 
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:
@@ -261,8 +318,9 @@ def load_dataset(journal: Journal, settings: Settings) -> Dataset:
         grouped.setdefault(r["test_id"], []).append(r)
         seen.update(r["metrics"])
     keys = applicable(seen)
-    tests = tuple(summarise_test(row, grouped.get(row.id, []), settings, keys, zfs_facts(journal, row))
-                  for row in journal.tests())
+    tests = tuple(
+        summarise_test(row, grouped.get(row.id, []), settings, keys, zfs_facts(journal, row)) for row in journal.tests()
+    )
     names = tuple(str(c.get("name", "")) for c in journal.campaigns())
     return Dataset(journal.path, tests, journal.fingerprints(), names, settings)
 

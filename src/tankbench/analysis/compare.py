@@ -39,15 +39,20 @@ class Comparison:
 
 def fingerprint_diff(a: Dataset, b: Dataset) -> tuple[tuple[str, Any, Any], ...]:
     """(key, values in A, values in B) for every comparable fingerprint key that differs."""
+
     def merged(ds: Dataset) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
         for fp in ds.fingerprints.values():
             for k, v in fp.comparable_keys().items():
                 out.setdefault(k, set()).add(str(v))
         return out
+
     ma, mb = merged(a), merged(b)
-    return tuple((k, ", ".join(sorted(ma.get(k, {"(none)"}))), ", ".join(sorted(mb.get(k, {"(none)"}))))
-                 for k in sorted(set(ma) | set(mb)) if ma.get(k) != mb.get(k))
+    return tuple(
+        (k, ", ".join(sorted(ma.get(k, {"(none)"}))), ", ".join(sorted(mb.get(k, {"(none)"}))))
+        for k in sorted(set(ma) | set(mb))
+        if ma.get(k) != mb.get(k)
+    )
 
 
 def _verdict(ma: float | None, mb: float | None, key: str, t: TestResult) -> str:
@@ -87,8 +92,10 @@ def compare(a: Dataset, b: Dataset, key: str = "auto", force: bool = False) -> C
     diff = fingerprint_diff(a, b)
     if diff and not force:
         shown = "; ".join(f"{k}: {va} vs {vb}" for k, va, vb in diff[:4])
-        raise UserError(f"the journals come from different systems ({shown})",
-                        "compare runs of one system, or pass --force to compare anyway (the output then lists the differences)")
+        raise UserError(
+            f"the journals come from different systems ({shown})",
+            "compare runs of one system, or pass --force to compare anyway (the output then lists the differences)",
+        )
     deltas = []
     pairs = match_tests(a, b)
     for ta, tb in pairs:
@@ -99,21 +106,44 @@ def compare(a: Dataset, b: Dataset, key: str = "auto", force: bool = False) -> C
         deltas.append(Delta(ta, tb, ma, mb, pct, t, _verdict(ma, mb, k, t), k, why))
     matched_b = {tb.id for _, tb in pairs}
     matched_a = {ta.id for ta, _ in pairs}
-    return Comparison(key, diff, force, tuple(deltas), tuple(t for t in a.tests if t.id not in matched_a),
-                      tuple(t for t in b.tests if t.id not in matched_b))
+    return Comparison(
+        key,
+        diff,
+        force,
+        tuple(deltas),
+        tuple(t for t in a.tests if t.id not in matched_a),
+        tuple(t for t in b.tests if t.id not in matched_b),
+    )
 
 
 def comparison_dict(c: Comparison) -> dict[str, Any]:
     """JSON-ready form, with test ids of both journals."""
     return {
-        "metric": c.metric, "forced": c.forced,
+        "metric": c.metric,
+        "forced": c.forced,
         "fingerprint_diff": [{"key": k, "a": va, "b": vb} for k, va, vb in c.fingerprint_diff],
-        "deltas": [{"test_a": d.test_a.id, "test_b": d.test_b.id, "number": d.test_a.number, "name": d.test_a.name,
-                    "case": d.test_a.case, "metric": d.metric, "metric_why": d.why, "mean_a": d.mean_a,
-                    "mean_b": d.mean_b, "change_pct": d.change_pct, "mibs_a": d.test_a.mean("mibs"),
-                    "mibs_b": d.test_b.mean("mibs"),
-                    "n_a": len(d.test_a.measured), "n_b": len(d.test_b.measured),
-                    "p": d.test.p if d.test.possible else None, "significant": d.test.significant(),
-                    "verdict": d.verdict} for d in c.deltas],
-        "only_a": [t.id for t in c.only_a], "only_b": [t.id for t in c.only_b],
+        "deltas": [
+            {
+                "test_a": d.test_a.id,
+                "test_b": d.test_b.id,
+                "number": d.test_a.number,
+                "name": d.test_a.name,
+                "case": d.test_a.case,
+                "metric": d.metric,
+                "metric_why": d.why,
+                "mean_a": d.mean_a,
+                "mean_b": d.mean_b,
+                "change_pct": d.change_pct,
+                "mibs_a": d.test_a.mean("mibs"),
+                "mibs_b": d.test_b.mean("mibs"),
+                "n_a": len(d.test_a.measured),
+                "n_b": len(d.test_b.measured),
+                "p": d.test.p if d.test.possible else None,
+                "significant": d.test.significant(),
+                "verdict": d.verdict,
+            }
+            for d in c.deltas
+        ],
+        "only_a": [t.id for t in c.only_a],
+        "only_b": [t.id for t in c.only_b],
     }

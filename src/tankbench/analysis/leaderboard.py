@@ -31,14 +31,22 @@ def _sentence(shown: float, up: bool, higher: bool, other: str, label: str, test
     """Seed 000's phrasing, with "faster" only after a significant Welch test."""
     pct = (shown - 1.0) * 100.0
     if higher:
-        claim = f"{_fmt(shown)}× faster than {other} ({pct:.1f} % increase)" if up else \
-            f"{other} is {_fmt(shown)}× faster ({pct:.1f} % increase)"
-        plain = f"{_fmt(shown if up else 1 / shown)}× the {label} of {other} ({'+' if up else '−'}" \
+        claim = (
+            f"{_fmt(shown)}× faster than {other} ({pct:.1f} % increase)"
+            if up
+            else f"{other} is {_fmt(shown)}× faster ({pct:.1f} % increase)"
+        )
+        plain = (
+            f"{_fmt(shown if up else 1 / shown)}× the {label} of {other} ({'+' if up else '−'}"
             f"{abs(pct if up else (1 - 1 / shown) * 100):.1f} %)"
+        )
     else:
         less = (1 - 1 / shown) * 100.0
-        claim = f"{_fmt(shown)}× lower latency than {other} ({less:.1f} % less)" if up else \
-            f"{other} has {_fmt(shown)}× lower latency ({less:.1f} % less)"
+        claim = (
+            f"{_fmt(shown)}× lower latency than {other} ({less:.1f} % less)"
+            if up
+            else f"{other} has {_fmt(shown)}× lower latency ({less:.1f} % less)"
+        )
         plain = f"{_fmt(1 / shown if up else shown)}× the {label} of {other}"
     if not test.possible:
         return f"{plain}; no significance test: {test.reason}"
@@ -83,8 +91,10 @@ def cost(row: TestSummary, first: TestSummary | None, tp: str = "mibs") -> Cost:
         if fm and mibs:
             lr = load / first.load1.mean
             dt = (mibs / fm - 1.0) * 100.0
-            text = (f"{_fmt(lr)}× {'more' if lr >= 1 else 'less'} load1 than first place "
-                    f"for {abs(dt):.1f} % {'less' if dt < 0 else 'more'} throughput")
+            text = (
+                f"{_fmt(lr)}× {'more' if lr >= 1 else 'less'} load1 than first place "
+                f"for {abs(dt):.1f} % {'less' if dt < 0 else 'more'} throughput"
+            )
     return Cost(lpm, cpm, text)
 
 
@@ -128,6 +138,7 @@ def rank(tests: Sequence[TestSummary], key: str) -> list[TestSummary]:
     def k(t: TestSummary) -> tuple[int, float, int]:
         m = t.mean(key)
         return (1, 0.0, t.number) if m is None else (0, sign * m, t.number)
+
     return sorted(tests, key=k)
 
 
@@ -160,8 +171,10 @@ def case_metric(tests: Sequence[TestSummary], rank_by: str, settings: Settings) 
     runs = [r for t in tests for r in t.measured]
     late = sum(1 for r in runs if r.late)
     if late:
-        return "durable_mibs", (f"{late} of {len(runs)} measured runs finished late (wall − ramp − runtime + drain "
-                                "above the timing threshold): fio's MiB/s overstates them, so the durable figure ranks")
+        return "durable_mibs", (
+            f"{late} of {len(runs)} measured runs finished late (wall − ramp − runtime + drain "
+            "above the timing threshold): fio's MiB/s overstates them, so the durable figure ranks"
+        )
     return "mibs", "no run finished late: fio's own MiB/s ranks (durable MiB/s shown beside)"
 
 
@@ -170,13 +183,16 @@ def case_metrics(ds: Dataset, rank_by: str) -> dict[str, tuple[str, str]]:
     return {case: case_metric(tests, rank_by, ds.settings) for case, tests in ds.cases().items()}
 
 
-def leaderboards(ds: Dataset, rank_by: str, metrics: dict[str, tuple[str, str]] | None = None) -> tuple[Leaderboard, ...]:
+def leaderboards(
+    ds: Dataset, rank_by: str, metrics: dict[str, tuple[str, str]] | None = None
+) -> tuple[Leaderboard, ...]:
     """One leaderboard per test case, cases in order of their first test number."""
     metrics = metrics or case_metrics(ds, rank_by)
     return tuple(leaderboard(case, tests, *metrics[case]) for case, tests in ds.cases().items())
 
 
 # -- axes: within-case comparisons of tests that differ in one setting --------------------------------------
+
 
 def _slog(t: TestSummary) -> str:
     v = t.params.get("slog", t.props.get("slog", ""))
@@ -217,14 +233,30 @@ Axis = tuple[str, Callable[[TestSummary], str], Callable[[TestSummary], tuple[An
 AXES: tuple[Axis, ...] = (
     ("direct vs buffered", lambda t: str(t.params.get("io", "")), lambda t: (t.target, _params_key(t, "io"))),
     ("iodepth", lambda t: f"QD{t.params.get('iodepth', '')}", lambda t: (t.target, _params_key(t, "iodepth"))),
-    ("sync vs fsync vs fdatasync", lambda t: str(t.params.get("sync_mode", "")),
-     lambda t: (t.target, _params_key(t, "sync_mode"))),
-    ("zvol vs dataset", lambda t: t.target_kind if t.target_kind in ("zvol", "dataset") else "",
-     lambda t: (_workload_key(t),)),
-    ("SLOG vs none", _slog, lambda t: (t.target_kind, _params_without(t, ("slog", "logbias")),
-                                       _props_key(t, ("slog", "logbias")))),
-    ("recordsize", _recordsize, lambda t: (t.target_kind, _params_without(t, ("recordsize", "volblocksize")),
-                                           _props_key(t, ("recordsize", "volblocksize")))),
+    (
+        "sync vs fsync vs fdatasync",
+        lambda t: str(t.params.get("sync_mode", "")),
+        lambda t: (t.target, _params_key(t, "sync_mode")),
+    ),
+    (
+        "zvol vs dataset",
+        lambda t: t.target_kind if t.target_kind in ("zvol", "dataset") else "",
+        lambda t: (_workload_key(t),),
+    ),
+    (
+        "SLOG vs none",
+        _slog,
+        lambda t: (t.target_kind, _params_without(t, ("slog", "logbias")), _props_key(t, ("slog", "logbias"))),
+    ),
+    (
+        "recordsize",
+        _recordsize,
+        lambda t: (
+            t.target_kind,
+            _params_without(t, ("recordsize", "volblocksize")),
+            _props_key(t, ("recordsize", "volblocksize")),
+        ),
+    ),
 )
 
 
@@ -240,8 +272,9 @@ class AxisComparison:
     text: str
 
 
-def _compare_group(case: str, axis: str, key: str, group: list[TestSummary],
-                   value_of: Callable[[TestSummary], str]) -> AxisComparison | None:
+def _compare_group(
+    case: str, axis: str, key: str, group: list[TestSummary], value_of: Callable[[TestSummary], str]
+) -> AxisComparison | None:
     best: dict[str, TestSummary] = {}
     for t in rank(group, key):
         v = value_of(t)
@@ -257,8 +290,19 @@ def _compare_group(case: str, axis: str, key: str, group: list[TestSummary],
     return AxisComparison(case, axis, key, entries, ratios, text)
 
 
-SPECIAL_KEYS = ("io", "iodepth", "sync_mode", "slog", "recordsize", "volblocksize", "target", "kind", "rw", "bs",
-                "workload")
+SPECIAL_KEYS = (
+    "io",
+    "iodepth",
+    "sync_mode",
+    "slog",
+    "recordsize",
+    "volblocksize",
+    "target",
+    "kind",
+    "rw",
+    "bs",
+    "workload",
+)
 
 
 def _generic_axes(tests: Sequence[TestSummary], case_keys: tuple[str, ...]) -> list[Axis]:

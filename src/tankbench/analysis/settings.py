@@ -69,7 +69,7 @@ class Settings:
 
 
 def parse_threshold(text: Any, path: str = "", key: str = "report.timing_threshold") -> tuple[float, float]:
-    """"10%" -> (0.10, 0); "30s" -> (0, 30)."""
+    """ "10%" -> (0.10, 0); "30s" -> (0, 30)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%|s)\s*", str(text))
     if not m:
         raise SpecError(path, key, text, "not a percentage or a number of seconds", 'write e.g. "10%" or "30s"')
@@ -87,8 +87,10 @@ def parse_mix_text(text: str) -> tuple[tuple[str, float], ...]:
         except ValueError:
             w = -1.0
         if not sep or not name.strip() or w <= 0:
-            raise UserError(f"bad --mix item {part.strip()!r}",
-                            'write test cases with positive weights: --mix "read random 4k=70,write random 4k=30"')
+            raise UserError(
+                f"bad --mix item {part.strip()!r}",
+                'write test cases with positive weights: --mix "read random 4k=70,write random 4k=30"',
+            )
         items.append((name.strip(), w))
     if not items:
         raise UserError("empty --mix", 'write e.g. --mix "read random 4k=70,write random 4k=30"')
@@ -145,6 +147,11 @@ def parse_settings(spec_text: str, path: str = "campaign") -> Settings:
     if not isinstance(goals, list):
         raise SpecError(path, "goal", goals, "must be an array of tables", "write [[goal]]")
     return Settings(
-        baseline=str(rep.get("baseline", "raw")), case_keys=tuple(keys), timing_fraction=frac,
-        timing_seconds=secs, timing_explicit=explicit, mix=_parse_mix(path, doc["mix"]) if "mix" in doc else (),
-        goals=tuple(_parse_goal(path, i, g) for i, g in enumerate(goals)))
+        baseline=str(rep.get("baseline", "raw")),
+        case_keys=tuple(keys),
+        timing_fraction=frac,
+        timing_seconds=secs,
+        timing_explicit=explicit,
+        mix=_parse_mix(path, doc["mix"]) if "mix" in doc else (),
+        goals=tuple(_parse_goal(path, i, g) for i, g in enumerate(goals)),
+    )

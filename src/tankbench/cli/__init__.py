@@ -49,8 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_status
     except HostError as e:
         print(f"Error: {e}", file=sys.stderr)
-        print("Hint: the host could not run a command; check that it is reachable and has fio and python3.",
-              file=sys.stderr)
+        print(
+            "Hint: the host could not run a command; check that it is reachable and has fio and python3.",
+            file=sys.stderr,
+        )
         return 3
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)

@@ -18,15 +18,24 @@ from tankbench.reports.json import analysis_dict
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "advise", help="recommendations, workload-mix ranking and goals from a journal",
+        "advise",
+        help="recommendations, workload-mix ranking and goals from a journal",
         description="Conclusions derived from the journal's numbers: the winner of each test case (claimed "
-                    "only when a significance test supports it), cost trade-offs, axis summaries, the ranking "
-                    "of configurations for a workload mix and which configurations meet the campaign's goals.")
+        "only when a significance test supports it), cost trade-offs, axis summaries, the ranking "
+        "of configurations for a workload mix and which configurations meet the campaign's goals.",
+    )
     add_journal_args(p)
-    p.add_argument("--mix", metavar="'CASE=W,…'",
-                   help='workload mix overriding the campaign\'s [mix], e.g. "read random 4k=70,write random 4k=30"')
-    p.add_argument("--rank-by", default="auto", metavar="METRIC",
-                   help=f"one of {', '.join(RANK_BY)} (default auto, as in `report`)")
+    p.add_argument(
+        "--mix",
+        metavar="'CASE=W,…'",
+        help='workload mix overriding the campaign\'s [mix], e.g. "read random 4k=70,write random 4k=30"',
+    )
+    p.add_argument(
+        "--rank-by",
+        default="auto",
+        metavar="METRIC",
+        help=f"one of {', '.join(RANK_BY)} (default auto, as in `report`)",
+    )
     add_selection_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_advise)
@@ -34,8 +43,9 @@ def register(sub: Any) -> None:
 
 def advice_dict(a: Analysis) -> dict[str, Any]:
     d = analysis_dict(a)
-    return {k: d[k] for k in ("journal", "rank_by", "selection", "emulated", "recommendations", "mix", "goals",
-                              "warnings")}
+    return {
+        k: d[k] for k in ("journal", "rank_by", "selection", "emulated", "recommendations", "mix", "goals", "warnings")
+    }
 
 
 def print_advice(a: Analysis) -> None:

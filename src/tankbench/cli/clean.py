@@ -14,11 +14,13 @@ from tankbench.targets.zfs import TAG, ZfsProvisioner
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "clean", help="destroy what a campaign created on ZFS (tagged only)",
+        "clean",
+        help="destroy what a campaign created on ZFS (tagged only)",
         description=f"Destroy the datasets, zvols and pool that CAMPAIGN created, identified by the {TAG} "
-                    "property set on each of them. Anything without that tag of its own (including a dataset a "
-                    "user created inside the campaign's) is kept, with every dataset above it. The journal is "
-                    "not touched.")
+        "property set on each of them. Anything without that tag of its own (including a dataset a "
+        "user created inside the campaign's) is kept, with every dataset above it. The journal is "
+        "not touched.",
+    )
     p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML) or preset name")
     p.add_argument("--scale", metavar="NAME", default="", help="the [scale.NAME] the campaign ran with")
     p.set_defaults(func=cmd_clean)
@@ -27,8 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_clean(args: argparse.Namespace) -> int:
     spec = load_spec(resolve_campaign(args.campaign), args.scale)
     if spec.pool is None:
-        raise UserError(f"{spec.path}: the campaign has no [pool]: nothing on ZFS to clean",
-                        "file and raw targets keep their test data; remove it yourself if you want")
+        raise UserError(
+            f"{spec.path}: the campaign has no [pool]: nothing on ZFS to clean",
+            "file and raw targets keep their test data; remove it yourself if you want",
+        )
     host = open_host(spec, lambda m: print(m, file=sys.stderr))
     try:
         gone, kept = ZfsProvisioner(host, spec).clean()

@@ -14,17 +14,22 @@ from tankbench.reports.common import fmt
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "compare", help="compare journals test by test (before/after a change, or a chain of tuning steps)",
+        "compare",
+        help="compare journals test by test (before/after a change, or a chain of tuning steps)",
         description="For every test in both journals (same test id, else same name): mean of A and B, change "
-                    "in %, and Welch's t-test. With more journals (one per tuning step, seed 001) each step is "
-                    "compared with the one before. Refuses journals from different fingerprints (kernel, fio, CPU, "
-                    "RAM, ZFS version or tunables) unless --force.")
+        "in %, and Welch's t-test. With more journals (one per tuning step, seed 001) each step is "
+        "compared with the one before. Refuses journals from different fingerprints (kernel, fio, CPU, "
+        "RAM, ZFS version or tunables) unless --force.",
+    )
     p.add_argument("a", metavar="A", help="journal before (the reference)")
     p.add_argument("b", metavar="B", help="journal after")
     p.add_argument("more", metavar="C", nargs="*", help="journals of further steps, in order")
-    p.add_argument("--metric", default="auto",
-                   help=f"one of {', '.join(RANK_BY)} (default auto: durable MiB/s for a test with a run that "
-                        "finished late in either journal, fio's MiB/s otherwise)")
+    p.add_argument(
+        "--metric",
+        default="auto",
+        help=f"one of {', '.join(RANK_BY)} (default auto: durable MiB/s for a test with a run that "
+        "finished late in either journal, fio's MiB/s otherwise)",
+    )
     p.add_argument("--force", action="store_true", help="compare even when the fingerprints differ")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_compare)
@@ -33,13 +38,16 @@ def register(sub: Any) -> None:
 def print_comparison(c: Comparison) -> None:
     """One step as a table: test, figure, A, B, change, verdict (fio's MiB/s beside a durable figure)."""
     if c.fingerprint_diff:
-        print("WARNING: different systems (--force): " + "; ".join(f"{k}: {a} vs {b}" for k, a, b in c.fingerprint_diff))
+        print(
+            "WARNING: different systems (--force): " + "; ".join(f"{k}: {a} vs {b}" for k, a, b in c.fingerprint_diff)
+        )
     print(f"{'test':<44} {'figure':<16} {'A':>12} {'B':>12} {'change':>9}  verdict")
     for d in c.deltas:
         change = f"{d.change_pct:+.1f} %" if d.change_pct is not None else "—"
         name = f"#{d.test_a.number} {d.test_a.name}"[:44]
-        print(f"{name:<44} {METRICS[d.metric].label:<16} {fmt(d.mean_a):>12} {fmt(d.mean_b):>12} {change:>9}  "
-              f"{d.verdict}")
+        print(
+            f"{name:<44} {METRICS[d.metric].label:<16} {fmt(d.mean_a):>12} {fmt(d.mean_b):>12} {change:>9}  {d.verdict}"
+        )
         if d.metric != "mibs" and d.test_a.mean("mibs") is not None:
             print(f"{'':<44} {'  fio MiB/s':<16} {fmt(d.test_a.mean('mibs')):>12} {fmt(d.test_b.mean('mibs')):>12}")
     if c.only_a or c.only_b:
@@ -58,8 +66,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if len(steps) == 1:
             print_json(comparison_dict(steps[0]))
         else:
-            print_json({"journals": paths, "steps": [dict(comparison_dict(c), a=pa, b=pb)
-                                                     for c, pa, pb in zip(steps, paths, paths[1:])]})
+            print_json(
+                {
+                    "journals": paths,
+                    "steps": [dict(comparison_dict(c), a=pa, b=pb) for c, pa, pb in zip(steps, paths, paths[1:])],
+                }
+            )
         return 0
     for i, c in enumerate(steps):
         if len(steps) > 1:

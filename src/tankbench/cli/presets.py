@@ -34,9 +34,12 @@ def resolve_campaign(name: str) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("presets", help="list the preset campaigns (one per seed experiment)",
-                       description="Preset campaigns reproduce the experiments of the seed write-ups. "
-                                   "Run one by name: `tankbench run zvol-issues --scale quick`.")
+    p = sub.add_parser(
+        "presets",
+        help="list the preset campaigns (one per seed experiment)",
+        description="Preset campaigns reproduce the experiments of the seed write-ups. "
+        "Run one by name: `tankbench run zvol-issues --scale quick`.",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_presets)
 
@@ -47,8 +50,14 @@ def list_presets() -> list[dict[str, object]]:
     for f in preset_files():
         doc = tomllib.loads(f.read_text())
         camp = doc.get("campaign", {})
-        out.append({"name": f.name[: -len(".toml")], "path": str(f), "description": camp.get("description", ""),
-                    "scales": sorted(doc.get("scale", {}))})
+        out.append(
+            {
+                "name": f.name[: -len(".toml")],
+                "path": str(f),
+                "description": camp.get("description", ""),
+                "scales": sorted(doc.get("scale", {})),
+            }
+        )
     return out
 
 

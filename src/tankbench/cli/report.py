@@ -15,12 +15,20 @@ from tankbench.reports.write import write_all
 
 def add_selection_args(p: Any) -> None:
     """--group-by and --where, shared by report and advise."""
-    p.add_argument("--group-by", metavar="KEYS",
-                   help="regroup test cases by these axes (comma-separated, e.g. rw,bs,iodepth), overriding the "
-                        "campaign's [report] test_case; the journal is not changed")
-    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                   help="keep only tests whose axis KEY equals (KEY=a,b: one of) or, with KEY!=VALUE, differs "
-                        "from VALUE, e.g. --where sync!=disabled; repeat to combine; the journal is not changed")
+    p.add_argument(
+        "--group-by",
+        metavar="KEYS",
+        help="regroup test cases by these axes (comma-separated, e.g. rw,bs,iodepth), overriding the "
+        "campaign's [report] test_case; the journal is not changed",
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keep only tests whose axis KEY equals (KEY=a,b: one of) or, with KEY!=VALUE, differs "
+        "from VALUE, e.g. --where sync!=disabled; repeat to combine; the journal is not changed",
+    )
 
 
 def selection(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, list[Where], tuple[str, ...]]:
@@ -33,16 +41,22 @@ def selection(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, list[Wh
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "report", help="write the report (HTML, XLSX, Markdown, CSV, JSON) of a journal",
+        "report",
+        help="write the report (HTML, XLSX, Markdown, CSV, JSON) of a journal",
         description="Analyse a journal — leaderboards per test case, ratios vs baseline and winner with "
-                    "significance tests, timing issues, cost, validity warnings with fixes, recommendations, "
-                    "workload mix and goals from the campaign — and write index.html, results.xlsx, summary.md, "
-                    "results.csv and results.json into --out. Every figure is defined once in docs/metrics.md.")
+        "significance tests, timing issues, cost, validity warnings with fixes, recommendations, "
+        "workload mix and goals from the campaign — and write index.html, results.xlsx, summary.md, "
+        "results.csv and results.json into --out. Every figure is defined once in docs/metrics.md.",
+    )
     add_journal_args(p)
     p.add_argument("--out", metavar="DIR", help="output directory (default: report/ next to the journal)")
-    p.add_argument("--rank-by", default="auto", metavar="METRIC",
-                   help=f"rank leaderboards by one of: {', '.join(RANK_BY)} (default auto: durable MiB/s for a "
-                        "test case with runs that finished late or copy tests, fio's MiB/s otherwise)")
+    p.add_argument(
+        "--rank-by",
+        default="auto",
+        metavar="METRIC",
+        help=f"rank leaderboards by one of: {', '.join(RANK_BY)} (default auto: durable MiB/s for a "
+        "test case with runs that finished late or copy tests, fio's MiB/s otherwise)",
+    )
     add_selection_args(p)
     p.set_defaults(func=cmd_report)
 
@@ -58,8 +72,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if a.emulated:
         print("Note: emulated machine (qemu TCG): the numbers measure the emulator, not your disks.")
     counts = {s: sum(1 for w in a.warnings if w.severity == s) for s in ("error", "warning", "info")}
-    print(f"{len(a.dataset.tests)} tests, {a.dataset.n_runs} runs, {len(a.leaderboards)} test cases; "
-          f"warnings: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes")
+    print(
+        f"{len(a.dataset.tests)} tests, {a.dataset.n_runs} runs, {len(a.leaderboards)} test cases; "
+        f"warnings: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes"
+    )
     for p in paths:
         print(f"wrote {p}")
     return 0

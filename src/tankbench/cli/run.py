@@ -13,21 +13,30 @@ from tankbench.spec import load_spec
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "run", help="run a campaign (resumes where it stopped)",
+        "run",
+        help="run a campaign (resumes where it stopped)",
         description="Run every pending test of CAMPAIGN and commit each run to the journal as it ends. "
-                    "Runs already in the journal are kept; a run that was in progress when tankbench died is "
-                    "marked crashed and retried once; a test that crashed twice is skipped with a note. "
-                    "Exit status: 0 all runs done, 1 some runs failed/timed out/were skipped, 2 bad input, "
-                    "3 the host failed.",
+        "Runs already in the journal are kept; a run that was in progress when tankbench died is "
+        "marked crashed and retried once; a test that crashed twice is skipped with a note. "
+        "Exit status: 0 all runs done, 1 some runs failed/timed out/were skipped, 2 bad input, "
+        "3 the host failed.",
     )
     p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML), or the name of a preset")
-    p.add_argument("--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)")
+    p.add_argument(
+        "--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)"
+    )
     p.add_argument("--journal", metavar="PATH", help="journal file (default: tankbench-results/<name>/journal.sqlite)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--keep-lab", action="store_true",
-                   help="leave the lab VM up afterwards if this run booted it (default: shut it down)")
-    p.add_argument("--no-report", action="store_true",
-                   help="do not write the report (index.html, summary.md, …) next to the journal afterwards")
+    p.add_argument(
+        "--keep-lab",
+        action="store_true",
+        help="leave the lab VM up afterwards if this run booted it (default: shut it down)",
+    )
+    p.add_argument(
+        "--no-report",
+        action="store_true",
+        help="do not write the report (index.html, summary.md, …) next to the journal afterwards",
+    )
     p.set_defaults(func=cmd_run)
 
 

@@ -112,9 +112,11 @@ def job_text(test: Test, filename: str | None = None) -> str:
     """An fio job file that runs exactly this test (for a copy test: a comment naming the command)."""
     p = test.params
     if test.is_copy:
-        return (f"; tankbench test {test.number:04d} {test.name} (id {test.id})\n"
-                f"; copy test, not an fio job: {p['workload']} of a {p['copy_size']} random-filled source onto "
-                f"{filename or test_file_path(test)}, timed until the command returns and until the data is durable\n")
+        return (
+            f"; tankbench test {test.number:04d} {test.name} (id {test.id})\n"
+            f"; copy test, not an fio job: {p['workload']} of a {p['copy_size']} random-filled source onto "
+            f"{filename or test_file_path(test)}, timed until the command returns and until the data is durable\n"
+        )
     g: dict[str, object] = {"ioengine": p.get("ioengine", "libaio")}
     g.update(_file_options(test, filename))
     if size_based(test):
@@ -140,12 +142,20 @@ def job_text(test: Test, filename: str | None = None) -> str:
         g[mode] = 1
     for key, value in test.fio_options.items():
         g[key] = value
-    lines = [f"; tankbench test {test.number:04d} {test.name} (id {test.id})",
-             f"; test case: {test.test_case}; target {test.target.name} ({test.target.kind})",
-             "[global]"]
+    lines = [
+        f"; tankbench test {test.number:04d} {test.name} (id {test.id})",
+        f"; test case: {test.test_case}; target {test.target.name} ({test.target.kind})",
+        "[global]",
+    ]
     lines += [f"{k}={v}" for k, v in g.items()]
-    lines += ["", f"[{test.name}]", f"rw={p['rw']}", f"bs={p['bs']}", f"iodepth={p.get('iodepth', 1)}",
-              f"numjobs={p.get('numjobs', 1)}"]
+    lines += [
+        "",
+        f"[{test.name}]",
+        f"rw={p['rw']}",
+        f"bs={p['bs']}",
+        f"iodepth={p.get('iodepth', 1)}",
+        f"numjobs={p.get('numjobs', 1)}",
+    ]
     if "rwmixread" in p:
         lines.append(f"rwmixread={p['rwmixread']}")
     return "\n".join(lines) + "\n"
@@ -169,24 +179,34 @@ def layout_script_lines(test: Test) -> list[str]:
     if _owned_block(test):
         dev = q(test_file_path(test))
         if layout == "unwritten":
-            return ["# layout unwritten: discard the zvol, so reads hit holes (ZFS answers them without disk I/O)",
-                    f"blkdiscard {dev}"]
+            return [
+                "# layout unwritten: discard the zvol, so reads hit holes (ZFS answers them without disk I/O)",
+                f"blkdiscard {dev}",
+            ]
         if layout == "zero":
-            return ["# layout zero: zero-filled (seed 000's retest: reading zeros is fast, and meaningless)",
-                    f"dd if=/dev/zero of={dev} bs=1M count={size >> 20} oflag=direct conv=fsync status=none"]
+            return [
+                "# layout zero: zero-filled (seed 000's retest: reading zeros is fast, and meaningless)",
+                f"dd if=/dev/zero of={dev} bs=1M count={size >> 20} oflag=direct conv=fsync status=none",
+            ]
         if layout.startswith("compressible:"):
             return [f"# layout {layout}", _fio_fill(dev, size, layout)]
-        return ["# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
-                f"head -c {size} /dev/urandom | dd of={dev} bs=1M iflag=fullblock conv=fsync status=none"]
+        return [
+            "# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
+            f"head -c {size} /dev/urandom | dd of={dev} bs=1M iflag=fullblock conv=fsync status=none",
+        ]
     lines = []
     for path in test_file_paths(test):
         lines += [f"f={q(path)}", 'mkdir -p "$(dirname "$f")"']
         if layout == "unwritten":
-            lines += ["# layout unwritten: a never-written (sparse) file, as fio creates it; reads hit holes",
-                      f'rm -f "$f" && truncate -s {size} "$f"']
+            lines += [
+                "# layout unwritten: a never-written (sparse) file, as fio creates it; reads hit holes",
+                f'rm -f "$f" && truncate -s {size} "$f"',
+            ]
         elif layout == "zero":
-            lines += ["# layout zero: zero-filled (with compression on, ZFS stores holes)",
-                      f'head -c {size} /dev/zero > "$f" && sync "$f"']
+            lines += [
+                "# layout zero: zero-filled (with compression on, ZFS stores holes)",
+                f'head -c {size} /dev/zero > "$f" && sync "$f"',
+            ]
         elif layout.startswith("compressible:"):
             lines += [f"# layout {layout}", _fio_fill('"$f"', size, layout)]
         else:
@@ -194,30 +214,38 @@ def layout_script_lines(test: Test) -> list[str]:
                 "# Lay out the test file with incompressible data first, so reads hit real blocks (not a sparse file).",
                 f'if [ ! -f "$f" ] || [ "$(stat -c %s "$f")" -ne {size} ] || [ $(( $(stat -c %b "$f") * 512 )) -lt {size * 98 // 100} ]; then',
                 f'  head -c {size} /dev/urandom > "$f" && sync "$f"',
-                "fi"]
+                "fi",
+            ]
     return lines
 
 
 def _fio_fill(path: str, size: int, layout: str) -> str:
     pct = layout.split(":")[1].rstrip("%")
-    return (f"fio --name=layout --filename={path} --rw=write --bs=1M --size={size} --refill_buffers=1 "
-            f"--buffer_compress_percentage={pct} --buffer_compress_chunk=4k --end_fsync=1 >/dev/null")
+    return (
+        f"fio --name=layout --filename={path} --rw=write --bs=1M --size={size} --refill_buffers=1 "
+        f"--buffer_compress_percentage={pct} --buffer_compress_chunk=4k --end_fsync=1 >/dev/null"
+    )
 
 
 def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
     """A POSIX shell script that reproduces the test with plain fio (no tankbench needed)."""
     path = test_file_path(test)
-    lines = ["#!/bin/sh",
-             f"# tankbench test {test.number:04d}: {test.name} (id {test.id})",
-             "# Reproduces this test with plain fio; JSON result on stdout.",
-             "set -eu",
-             'cd "$(dirname "$0")"']
+    lines = [
+        "#!/bin/sh",
+        f"# tankbench test {test.number:04d}: {test.name} (id {test.id})",
+        "# Reproduces this test with plain fio; JSON result on stdout.",
+        "set -eu",
+        'cd "$(dirname "$0")"',
+    ]
     kind = kind_of(test.target)
     lines += kind.script_lines(test, campaign_id)
     if kind.runs_in_guest:
         return "\n".join(lines + [f"echo 'run {fio_name} with fio inside the test guest (see above)' >&2"]) + "\n"
-    if not test.is_copy and (_owned_block(test) or not _block(test)) and \
-            (layout_of(test) != "random" or per_job_files(test)):
+    if (
+        not test.is_copy
+        and (_owned_block(test) or not _block(test))
+        and (layout_of(test) != "random" or per_job_files(test))
+    ):
         lines.append("# This test's layout, for the files fio opens:")
         lines += layout_script_lines(test)
     if test.is_copy:

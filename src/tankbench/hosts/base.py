@@ -142,8 +142,9 @@ class Host(ABC):
     def command(self, argv: Sequence[str]) -> list[str]:
         """The local argv that runs `argv` on this host (identity for local, ssh … for remote)."""
 
-    def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = None,
-            check: bool = False) -> Result:
+    def run(
+        self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = None, check: bool = False
+    ) -> Result:
         """Run a command to completion and return its Result (raise HostError on timeout)."""
         try:
             cp = subprocess.run(self.command(argv), input=input, capture_output=True, timeout=timeout)
@@ -151,8 +152,7 @@ class Host(ABC):
             raise HostError(f"{self.name}: `{' '.join(argv)}` did not finish in {timeout} s") from e
         except FileNotFoundError as e:
             raise HostError(f"{self.name}: cannot run {argv[0]!r}: {e}") from e
-        res = Result(tuple(argv), cp.returncode, cp.stdout.decode(errors="replace"),
-                     cp.stderr.decode(errors="replace"))
+        res = Result(tuple(argv), cp.returncode, cp.stdout.decode(errors="replace"), cp.stderr.decode(errors="replace"))
         return res.check() if check else res
 
     def read_file(self, path: str) -> str:
@@ -168,12 +168,17 @@ class Host(ABC):
     def start_agent(self, request: dict[str, Any]) -> AgentSession:
         """Start the agent with one request; read its events from the returned session."""
         argv = self.command(agent_argv(self.python))
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
         return AgentSession(proc, request)
 
-    def call_agent(self, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None] | None = None,
-                   timeout: float | None = None) -> dict[str, Any]:
+    def call_agent(
+        self,
+        request: dict[str, Any],
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """Run one agent request to its final `result` event and return that event's payload."""
         session = self.start_agent(request)
         result: dict[str, Any] | None = None
@@ -194,8 +199,10 @@ class Host(ABC):
                 timer.cancel()
             rc = session.close()
         if result is None:
-            raise HostError(f"{self.name}: agent {request.get('op')} ended without a result (exit {rc}): "
-                            f"{session.stderr_text()[-800:]}")
+            raise HostError(
+                f"{self.name}: agent {request.get('op')} ended without a result (exit {rc}): "
+                f"{session.stderr_text()[-800:]}"
+            )
         return result
 
     def fingerprint_extra(self) -> dict[str, object]:

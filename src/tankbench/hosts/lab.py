@@ -15,10 +15,19 @@ class LabHost(SshHost):
 
     def __init__(self, state: LabState, *, started_here: bool = False) -> None:
         d = labs_dir() / state.name
-        super().__init__("127.0.0.1", user="root", port=state.ssh_port, identity=str(d / "id_ed25519"),
-                         known_hosts=str(d / "known_hosts"), strict_host_keys=True, connect_timeout=10,
-                         control_dir=d, name=lab_host_name(state.name), accelerator=state.accelerator,
-                         extra_options=["-o", "HostKeyAlias=tankbench-lab"])
+        super().__init__(
+            "127.0.0.1",
+            user="root",
+            port=state.ssh_port,
+            identity=str(d / "id_ed25519"),
+            known_hosts=str(d / "known_hosts"),
+            strict_host_keys=True,
+            connect_timeout=10,
+            control_dir=d,
+            name=lab_host_name(state.name),
+            accelerator=state.accelerator,
+            extra_options=["-o", "HostKeyAlias=tankbench-lab"],
+        )
         self.lab_name = state.name
         self.state = state
         self.started_here = started_here

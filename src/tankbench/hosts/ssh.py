@@ -43,8 +43,10 @@ def _require_private(d: Path) -> None:
     a fake control socket in it, which ssh would then talk to instead of the host."""
     st = os.lstat(d)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise HostError(f"ssh control directory {d} is not a directory of uid {os.getuid()} "
-                        f"(owner uid {st.st_uid}); remove it (another user may have created it)")
+        raise HostError(
+            f"ssh control directory {d} is not a directory of uid {os.getuid()} "
+            f"(owner uid {st.st_uid}); remove it (another user may have created it)"
+        )
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(d, 0o700)
 
@@ -52,10 +54,22 @@ def _require_private(d: Path) -> None:
 class SshHost(Host):
     """Commands run on `user@address` through ssh; argv is quoted for the remote shell with shlex.join."""
 
-    def __init__(self, address: str, *, user: str = "root", port: int = 22, identity: str | None = None,
-                 known_hosts: str | None = None, strict_host_keys: bool = True, connect_timeout: int = 10,
-                 control_dir: Path | None = None, name: str | None = None, accelerator: str = "",
-                 python: str = "python3", extra_options: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        user: str = "root",
+        port: int = 22,
+        identity: str | None = None,
+        known_hosts: str | None = None,
+        strict_host_keys: bool = True,
+        connect_timeout: int = 10,
+        control_dir: Path | None = None,
+        name: str | None = None,
+        accelerator: str = "",
+        python: str = "python3",
+        extra_options: Sequence[str] = (),
+    ) -> None:
         self.address = address
         self.user = user
         self.port = port
@@ -75,9 +89,24 @@ class SshHost(Host):
 
     def ssh_options(self) -> list[str]:
         """The -o options every ssh invocation to this host uses."""
-        opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
-                "-o", "ControlMaster=auto", "-o", f"ControlPath={self.control}", "-o", "ControlPersist=300",
-                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4", "-o", "LogLevel=ERROR"]
+        opts = [
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={self.connect_timeout}",
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            f"ControlPath={self.control}",
+            "-o",
+            "ControlPersist=300",
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=4",
+            "-o",
+            "LogLevel=ERROR",
+        ]
         if self.port != 22:
             opts += ["-p", str(self.port)]
         if self.identity:
@@ -107,5 +136,4 @@ class SshHost(Host):
     def close(self) -> None:
         """Stop the control master, if one is running."""
         if os.path.exists(self.control):
-            subprocess.run(["ssh", *self.ssh_options(), "-O", "exit", self.target], capture_output=True,
-                           timeout=15)
+            subprocess.run(["ssh", *self.ssh_options(), "-O", "exit", self.target], capture_output=True, timeout=15)

@@ -346,8 +346,10 @@ class Journal:
     def last_measured_run(self, test_id: str, *, with_samples: bool = True) -> Run | None:
         """The latest finished non-warm-up run of a test (with samples and fio JSON unless told not to)."""
         cols = ", ".join(c if with_samples or c not in ("samples", "fio_json") else f"'' AS {c}" for c in _RUN_COLUMNS)
-        r = self.conn.execute(f"SELECT {cols} FROM runs WHERE test_id=? AND status='done' AND "
-                              "warmup=0 ORDER BY id DESC LIMIT 1", (test_id,)).fetchone()
+        r = self.conn.execute(
+            f"SELECT {cols} FROM runs WHERE test_id=? AND status='done' AND warmup=0 ORDER BY id DESC LIMIT 1",
+            (test_id,),
+        ).fetchone()
         return self._run(r) if r is not None else None
 
     def iter_runs(self, *, with_samples: bool = False) -> Iterator[Run]:
@@ -360,8 +362,10 @@ class Journal:
         out), extracted by SQLite: the fast read path of `report` on journals with 100,000s of runs."""
         base = [c for c in _RUN_COLUMNS if c not in ("samples", "fio_json", "stderr_tail", "metrics", "checks")]
         # one multi-path json_extract per column parses each JSON text once (one call per key parsed it per key)
-        ext = [f"json_extract(metrics, {', '.join('?' * len(metric_keys))})" if metric_keys else "'[]'",
-               f"json_extract(checks, {', '.join('?' * len(check_keys))})" if check_keys else "'[]'"]
+        ext = [
+            f"json_extract(metrics, {', '.join('?' * len(metric_keys))})" if metric_keys else "'[]'",
+            f"json_extract(checks, {', '.join('?' * len(check_keys))})" if check_keys else "'[]'",
+        ]
         args = [f'$."{k}"' for k in (*metric_keys, *check_keys)]
         nb, one_m, one_c = len(base), len(metric_keys) == 1, len(check_keys) == 1
         cur = self.conn.cursor()

@@ -37,8 +37,19 @@ from tankbench.guest import initramfs
 SUITE = "bookworm"
 BACKPORTS = "bookworm-backports"
 GUEST_PACKAGES = (
-    "zfsutils-linux", "fio", "python3", "openssh-server", "util-linux", "kmod", "udev", "iproute2",
-    "procps", "e2fsprogs", "rsync", "coreutils", "zstd",
+    "zfsutils-linux",
+    "fio",
+    "python3",
+    "openssh-server",
+    "util-linux",
+    "kmod",
+    "udev",
+    "iproute2",
+    "procps",
+    "e2fsprogs",
+    "rsync",
+    "coreutils",
+    "zstd",
 )
 #: qemu for the test guest inside the lab: bookworm's 7.2 (the same as the machines that run the lab), not
 #: backports' 10.x; the rest of the install takes libelf1/libdw1 from backports next to the kernel's tools
@@ -122,22 +133,40 @@ def guest_files_hash() -> str:
 
 def image_key(versions: Versions, files_hash: str, packages: Sequence[str] = GUEST_PACKAGES) -> str:
     """The cache key of an image: package versions, package list, guest files and recipe (pure)."""
-    doc = json.dumps({"versions": asdict(versions), "packages": sorted(packages), "files": files_hash,
-                      "recipe": RECIPE, "image_recipe": IMAGE_RECIPE}, sort_keys=True)
+    doc = json.dumps(
+        {
+            "versions": asdict(versions),
+            "packages": sorted(packages),
+            "files": files_hash,
+            "recipe": RECIPE,
+            "image_recipe": IMAGE_RECIPE,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
 
 def guest_key(versions: Versions, packages: Sequence[str] = GUEST_PACKAGES) -> str:
     """The cache key of the guest chroot (independent of the guest files)."""
-    doc = json.dumps({"versions": asdict(versions), "packages": sorted(packages), "qemu": list(QEMU_PACKAGES),
-                      "recipe": RECIPE}, sort_keys=True)
+    doc = json.dumps(
+        {"versions": asdict(versions), "packages": sorted(packages), "qemu": list(QEMU_PACKAGES), "recipe": RECIPE},
+        sort_keys=True,
+    )
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
 
 def tools_key(versions: Versions) -> str:
     """The cache key of the test guest's static fio and busybox: their versions, the mirror, the recipe."""
-    doc = json.dumps({"fio": versions.fio_version, "busybox": versions.busybox_version, "mirror": versions.mirror,
-                      "packages": list(TOOLS_BUILD_PACKAGES), "recipe": TOOLS_RECIPE}, sort_keys=True)
+    doc = json.dumps(
+        {
+            "fio": versions.fio_version,
+            "busybox": versions.busybox_version,
+            "mirror": versions.mirror,
+            "packages": list(TOOLS_BUILD_PACKAGES),
+            "recipe": TOOLS_RECIPE,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
 
@@ -174,11 +203,12 @@ def host_mirrors(sources_dir: str = "/etc/apt/sources.list.d") -> tuple[str, str
 
 def sources_list(mirror: str, security: str, deb_src: bool = False) -> str:
     """The apt sources of the builder and guest chroots: main + contrib, with backports (+ bookworm's sources)."""
-    return (f"deb {mirror} {SUITE} main contrib\n"
-            f"deb {mirror} {SUITE}-updates main contrib\n"
-            f"deb {security} {SUITE}-security main contrib\n"
-            f"deb {mirror} {BACKPORTS} main contrib\n"
-            + (f"deb-src {mirror} {SUITE} main\n" if deb_src else ""))
+    return (
+        f"deb {mirror} {SUITE} main contrib\n"
+        f"deb {mirror} {SUITE}-updates main contrib\n"
+        f"deb {security} {SUITE}-security main contrib\n"
+        f"deb {mirror} {BACKPORTS} main contrib\n" + (f"deb-src {mirror} {SUITE} main\n" if deb_src else "")
+    )
 
 
 def parse_kernel_abi(depends: str) -> str:
@@ -203,9 +233,18 @@ class _Apt:
         (root / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
         (root / "sources.list").write_text(sources_list(mirror, security))
         self.opts = [
-            "-o", f"Dir::Etc::sourcelist={root / 'sources.list'}", "-o", "Dir::Etc::sourceparts=/nonexistent",
-            "-o", f"Dir::State::Lists={root / 'lists'}", "-o", f"Dir::Cache={root / 'cache'}",
-            "-o", "APT::Get::List-Cleanup=0", "-o", "Debug::NoLocking=1",
+            "-o",
+            f"Dir::Etc::sourcelist={root / 'sources.list'}",
+            "-o",
+            "Dir::Etc::sourceparts=/nonexistent",
+            "-o",
+            f"Dir::State::Lists={root / 'lists'}",
+            "-o",
+            f"Dir::Cache={root / 'cache'}",
+            "-o",
+            "APT::Get::List-Cleanup=0",
+            "-o",
+            "Debug::NoLocking=1",
         ]
 
     def update(self, log: Path) -> None:
@@ -219,8 +258,9 @@ class _Apt:
         return cp.stdout if cp.returncode == 0 else ""
 
 
-def resolve_versions(cache: Path, progress: Progress, *, offline_ok: bool = True,
-                     suites: Sequence[str] = (BACKPORTS, SUITE)) -> Versions:
+def resolve_versions(
+    cache: Path, progress: Progress, *, offline_ok: bool = True, suites: Sequence[str] = (BACKPORTS, SUITE)
+) -> Versions:
     """Exact kernel ABI and zfs version from bookworm-backports (fallback: bookworm's 6.1 + 2.1.11)."""
     mirror, security = host_mirrors()
     log = cache / "logs" / "resolve.log"
@@ -247,16 +287,21 @@ def resolve_versions(cache: Path, progress: Progress, *, offline_ok: bool = True
             abi = parse_kernel_abi(_stanza_field(first_img, "Depends"))
         except ValueError:
             continue
-        return Versions(suite=suite, kernel_abi=abi, kernel_version=_stanza_field(first_img, "Version"),
-                        zfs_version=_stanza_field(first_zfs, "Version"), mirror=mirror,
-                        security_mirror=security,
-                        fio_version=_stanza_field(apt.show(f"fio/{SUITE}").split("\n\n")[0], "Version"),
-                        busybox_version=_stanza_field(apt.show(f"busybox-static/{SUITE}").split("\n\n")[0],
-                                                      "Version"))
+        return Versions(
+            suite=suite,
+            kernel_abi=abi,
+            kernel_version=_stanza_field(first_img, "Version"),
+            zfs_version=_stanza_field(first_zfs, "Version"),
+            mirror=mirror,
+            security_mirror=security,
+            fio_version=_stanza_field(apt.show(f"fio/{SUITE}").split("\n\n")[0], "Version"),
+            busybox_version=_stanza_field(apt.show(f"busybox-static/{SUITE}").split("\n\n")[0], "Version"),
+        )
     raise LabBuildError("resolve", log, "neither bookworm-backports nor bookworm offer a kernel and zfs-dkms")
 
 
 # ----------------------------------------------------------------------------- chroot helpers
+
 
 def _mounts_under(root: Path) -> list[str]:
     """Mount points at or below root, deepest first (from /proc/self/mounts)."""
@@ -291,12 +336,17 @@ def remove_tree(root: Path) -> None:
 def mounted(root: Path) -> Iterator[None]:
     """proc, sys, dev and dev/pts mounted in a chroot for the duration; always unmounted afterwards."""
     try:
-        for fstype, src, rel in (("proc", "proc", "proc"), ("sysfs", "sys", "sys"), ("bind", "/dev", "dev"),
-                                 ("bind", "/dev/pts", "dev/pts")):
+        for fstype, src, rel in (
+            ("proc", "proc", "proc"),
+            ("sysfs", "sys", "sys"),
+            ("bind", "/dev", "dev"),
+            ("bind", "/dev/pts", "dev/pts"),
+        ):
             target = root / rel
             target.mkdir(parents=True, exist_ok=True)
-            argv = ["mount", "--bind", src, str(target)] if fstype == "bind" else ["mount", "-t", fstype, src,
-                                                                                     str(target)]
+            argv = (
+                ["mount", "--bind", src, str(target)] if fstype == "bind" else ["mount", "-t", fstype, src, str(target)]
+            )
             subprocess.run(argv, check=True, capture_output=True)
         yield
     finally:
@@ -304,8 +354,17 @@ def mounted(root: Path) -> Iterator[None]:
 
 
 def _chroot_argv(root: Path, argv: Sequence[str]) -> list[str]:
-    return ["chroot", str(root), "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-            "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive", *argv]
+    return [
+        "chroot",
+        str(root),
+        "/usr/bin/env",
+        "-i",
+        "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/root",
+        "LANG=C.UTF-8",
+        "DEBIAN_FRONTEND=noninteractive",
+        *argv,
+    ]
 
 
 def _run_logged(step: str, argv: Sequence[str], log: Path) -> None:
@@ -323,7 +382,8 @@ def _prep_apt(root: Path, versions: Versions, deb_src: bool = False) -> None:
     policy.write_text("#!/bin/sh\nexit 101\n")  # no daemons start inside the chroot
     policy.chmod(0o755)
     (root / "etc/apt/apt.conf.d/99tankbench").write_text(
-        'APT::Install-Recommends "false"; APT::Install-Suggests "false";\n')
+        'APT::Install-Recommends "false"; APT::Install-Suggests "false";\n'
+    )
 
 
 def _target(versions: Versions) -> list[str]:
@@ -342,11 +402,13 @@ class _Steps:
         t = time.monotonic()
         self.progress(f"lab build: {name} …")
         yield
-        self.progress(f"lab build: {name} done in {time.monotonic() - t:.0f} s "
-                      f"(total {time.monotonic() - self.t0:.0f} s)")
+        self.progress(
+            f"lab build: {name} done in {time.monotonic() - t:.0f} s (total {time.monotonic() - self.t0:.0f} s)"
+        )
 
 
 # ----------------------------------------------------------------------------- the steps
+
 
 def build_base(cache: Path, versions: Versions, steps: _Steps) -> Path:
     """debootstrap minbase (shared by the builder and the guest)."""
@@ -388,18 +450,31 @@ def build_modules(cache: Path, base: Path, versions: Versions, steps: _Steps) ->
         with mounted(builder):
             with steps.step(f"builder: apt-get update + linux-headers-{versions.kernel_abi}"):
                 _run_logged("builder-headers", _chroot_argv(builder, ["apt-get", "update"]), log)
-                _run_logged("builder-headers", _chroot_argv(builder, [
-                    "apt-get", "install", "-y", *_target(versions), f"linux-headers-{versions.kernel_abi}"]), log)
+                _run_logged(
+                    "builder-headers",
+                    _chroot_argv(
+                        builder,
+                        ["apt-get", "install", "-y", *_target(versions), f"linux-headers-{versions.kernel_abi}"],
+                    ),
+                    log,
+                )
             with steps.step(f"builder: zfs-dkms {versions.zfs_version} (dkms build, the slow step)"):
                 # zfs-dkms's postinst runs the dkms build for every kernel with headers; the host's
                 # kernel has none and is skipped with a warning.
                 try:
-                    _run_logged("builder-zfs-dkms", _chroot_argv(builder, [
-                        "apt-get", "install", "-y", *_target(versions), f"zfs-dkms={versions.zfs_version}"]), log)
+                    _run_logged(
+                        "builder-zfs-dkms",
+                        _chroot_argv(
+                            builder,
+                            ["apt-get", "install", "-y", *_target(versions), f"zfs-dkms={versions.zfs_version}"],
+                        ),
+                        log,
+                    )
                 except LabBuildError as e:
                     make_logs = sorted(glob.glob(str(builder / "var/lib/dkms/zfs/*/build/make.log")))
-                    detail = tail_of(log, 15) + ("\n--- dkms make.log:\n" + tail_of(Path(make_logs[-1]), 15)
-                                                 if make_logs else "")
+                    detail = tail_of(log, 15) + (
+                        "\n--- dkms make.log:\n" + tail_of(Path(make_logs[-1]), 15) if make_logs else ""
+                    )
                     raise LabBuildError("builder-zfs-dkms", log, detail) from e
         kos = glob.glob(str(builder / "lib/modules" / versions.kernel_abi / "updates/dkms/*.ko*"))
         if not any(os.path.basename(k).startswith("zfs.ko") for k in kos):
@@ -432,19 +507,26 @@ def build_guest(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
     with mounted(guest):
         with steps.step("guest: apt-get install kernel, zfsutils, fio, python3, sshd, udev"):
             _run_logged("guest-apt", _chroot_argv(guest, ["apt-get", "update"]), log)
-            _run_logged("guest-apt", _chroot_argv(guest, [
-                "apt-get", "install", "-y", *_target(versions), "initramfs-tools"]), log)
+            _run_logged(
+                "guest-apt",
+                _chroot_argv(guest, ["apt-get", "install", "-y", *_target(versions), "initramfs-tools"]),
+                log,
+            )
             text = (conf / "initramfs.conf").read_text()
             (conf / "initramfs.conf").write_text(re.sub(r"(?m)^MODULES=.*$", "MODULES=list", text))
             with open(conf / "modules", "a", encoding="utf-8") as f:
                 f.write("virtio_pci\nvirtio_blk\next4\n")
             pkgs = [f"linux-image-{versions.kernel_abi}", *GUEST_PACKAGES]
             pkgs = [f"{p}={versions.zfs_version}" if p == "zfsutils-linux" else p for p in pkgs]
-            _run_logged("guest-apt", _chroot_argv(guest, ["apt-get", "install", "-y", *_target(versions),
-                                                          *pkgs]), log)
+            _run_logged("guest-apt", _chroot_argv(guest, ["apt-get", "install", "-y", *_target(versions), *pkgs]), log)
         with steps.step("guest: apt-get install qemu (for the test guest)"):
-            _run_logged("guest-qemu", _chroot_argv(guest, ["apt-get", "install", "-y", *_target(versions),
-                                                           *(f"{p}/{SUITE}" for p in QEMU_PACKAGES)]), log)
+            _run_logged(
+                "guest-qemu",
+                _chroot_argv(
+                    guest, ["apt-get", "install", "-y", *_target(versions), *(f"{p}/{SUITE}" for p in QEMU_PACKAGES)]
+                ),
+                log,
+            )
     stamp.write_text(key)
     return guest
 
@@ -469,15 +551,29 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
         with mounted(root):
             with steps.step("tools: apt-get install gcc, libaio-dev, busybox-static; apt-get source fio"):
                 _run_logged("tools-apt", _chroot_argv(root, ["apt-get", "update"]), log)
-                _run_logged("tools-apt", _chroot_argv(root, ["apt-get", "install", "-y", *TOOLS_BUILD_PACKAGES]),
-                            log)
+                _run_logged("tools-apt", _chroot_argv(root, ["apt-get", "install", "-y", *TOOLS_BUILD_PACKAGES]), log)
                 fio = f"fio={versions.fio_version}" if versions.fio_version else "fio"
-                _run_logged("tools-source", _chroot_argv(root, ["sh", "-c", f"cd /build && apt-get source -y "
-                                                                f"--download-only {fio} && dpkg-source -x *.dsc fio"]),
-                            log)
+                _run_logged(
+                    "tools-source",
+                    _chroot_argv(
+                        root,
+                        [
+                            "sh",
+                            "-c",
+                            f"cd /build && apt-get source -y --download-only {fio} && dpkg-source -x *.dsc fio",
+                        ],
+                    ),
+                    log,
+                )
             with steps.step("tools: static fio (./configure --build-static, make)"):
-                _run_logged("tools-fio", _chroot_argv(root, ["sh", "-c", "cd /build/fio && ./configure --build-static "
-                                                             "&& make -j$(nproc) && strip fio"]), log)
+                _run_logged(
+                    "tools-fio",
+                    _chroot_argv(
+                        root,
+                        ["sh", "-c", "cd /build/fio && ./configure --build-static && make -j$(nproc) && strip fio"],
+                    ),
+                    log,
+                )
         engines = subprocess.run([str(src / "fio" / "fio"), "--enghelp"], capture_output=True, text=True).stdout
         if "libaio" not in engines:
             raise LabBuildError("tools-fio", log, f"the static fio has no libaio engine: {engines.split()}")
@@ -487,9 +583,18 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
         shutil.copy2(src / "fio" / "fio", tmp / "fio")
         shutil.copy2(root / "bin" / "busybox", tmp / "busybox")
         version = subprocess.run([str(tmp / "fio"), "--version"], capture_output=True, text=True).stdout.strip()
-        (tmp / "manifest.json").write_text(json.dumps({"fio": version, "fio_source": versions.fio_version,
-                                                       "busybox": versions.busybox_version,
-                                                       "fio_engines": [e.strip() for e in engines.splitlines()[1:] if e.strip()]}, indent=2) + "\n")
+        (tmp / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "fio": version,
+                    "fio_source": versions.fio_version,
+                    "busybox": versions.busybox_version,
+                    "fio_engines": [e.strip() for e in engines.splitlines()[1:] if e.strip()],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         remove_tree(out)
         tmp.rename(out)
     finally:
@@ -506,10 +611,14 @@ def install_test_guest(guest: Path, tools: Path, versions: Versions, out_dir: Pa
     files = resources.files("tankbench.lab").joinpath("files")
     initrd = out_dir / "guest-initramfs.img"
     try:
-        info = initramfs.build_initramfs(initrd, busybox=tools / "busybox", fio=tools / "fio",
-                                         init=files.joinpath("guest-init").read_bytes(),
-                                         modules_dir=guest / "lib/modules" / versions.kernel_abi,
-                                         kernel_abi=versions.kernel_abi)
+        info = initramfs.build_initramfs(
+            initrd,
+            busybox=tools / "busybox",
+            fio=tools / "fio",
+            init=files.joinpath("guest-init").read_bytes(),
+            modules_dir=guest / "lib/modules" / versions.kernel_abi,
+            kernel_abi=versions.kernel_abi,
+        )
     except (OSError, KeyError) as e:
         raise LabBuildError("image-test-guest", log, f"cannot build the test guest's initramfs: {e!r}") from e
     info.update(json.loads((tools / "manifest.json").read_text()))
@@ -566,8 +675,13 @@ def build_image(cache: Path, guest: Path, modules: Path, tools: Path, versions: 
         cfg = guest / "etc/ssh/sshd_config"
         cfg.write_text(_sshd_config(cfg.read_text()))
         (guest / "root/.ssh/authorized_keys").unlink(missing_ok=True)  # per lab, from the kernel command line
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
-                     "usr/share/locale"):
+        for junk in (
+            "var/cache/apt/archives",
+            "var/lib/apt/lists",
+            "usr/share/doc",
+            "usr/share/man",
+            "usr/share/locale",
+        ):
             for p in (guest / junk).glob("*"):
                 if p.is_file() or p.is_symlink():
                     p.unlink()
@@ -579,16 +693,40 @@ def build_image(cache: Path, guest: Path, modules: Path, tools: Path, versions: 
         test_guest = install_test_guest(guest, tools, versions, tmp, log)
         shutil.copy2(guest / f"boot/vmlinuz-{versions.kernel_abi}", tmp / "vmlinuz")
         shutil.copy2(guest / f"boot/initrd.img-{versions.kernel_abi}", tmp / "initrd.img")
-        used_mb = int(subprocess.run(["du", "-s", "-m", "--one-file-system", str(guest)], capture_output=True,
-                                     text=True, check=True).stdout.split()[0])
+        used_mb = int(
+            subprocess.run(
+                ["du", "-s", "-m", "--one-file-system", str(guest)], capture_output=True, text=True, check=True
+            ).stdout.split()[0]
+        )
         size_mb = used_mb * 13 // 10 + 512  # room for the agent, logs and a campaign's small files
-        _run_logged("image-mke2fs", ["mke2fs", "-q", "-F", "-t", "ext4", "-L", ROOT_LABEL, "-d", str(guest),
-                                     str(tmp / "rootfs.img"), f"{size_mb}M"], log)
+        _run_logged(
+            "image-mke2fs",
+            [
+                "mke2fs",
+                "-q",
+                "-F",
+                "-t",
+                "ext4",
+                "-L",
+                ROOT_LABEL,
+                "-d",
+                str(guest),
+                str(tmp / "rootfs.img"),
+                f"{size_mb}M",
+            ],
+            log,
+        )
         host_key = (guest / "etc/ssh/ssh_host_ed25519_key.pub").read_text().split()
-        manifest = {"key": key, "versions": asdict(versions), "host_key": " ".join(host_key[:2]),
-                    "packages": list(GUEST_PACKAGES), "files_hash": guest_files_hash(), "rootfs_mb": size_mb,
-                    "test_guest": test_guest,
-                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        manifest = {
+            "key": key,
+            "versions": asdict(versions),
+            "host_key": " ".join(host_key[:2]),
+            "packages": list(GUEST_PACKAGES),
+            "files_hash": guest_files_hash(),
+            "rootfs_mb": size_mb,
+            "test_guest": test_guest,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         remove_tree(out)
         tmp.rename(out)
@@ -602,8 +740,15 @@ def build_image(cache: Path, guest: Path, modules: Path, tools: Path, versions: 
 def load_image(path: Path) -> Image:
     """An image directory's manifest as an Image."""
     m = json.loads((path / "manifest.json").read_text())
-    return Image(dir=path, kernel=path / "vmlinuz", initrd=path / "initrd.img", rootfs=path / "rootfs.img",
-                 host_key=m["host_key"], versions=Versions(**m["versions"]), key=m["key"])
+    return Image(
+        dir=path,
+        kernel=path / "vmlinuz",
+        initrd=path / "initrd.img",
+        rootfs=path / "rootfs.img",
+        host_key=m["host_key"],
+        versions=Versions(**m["versions"]),
+        key=m["key"],
+    )
 
 
 def cached_image(cache: Path | None = None) -> Image | None:
@@ -642,6 +787,7 @@ def _check_tools() -> None:
 
 def build(progress: Progress | None = None, *, cache: Path | None = None, force: bool = False) -> Image:
     """Build (or reuse) the lab image and return it; each step prints a progress line with elapsed seconds."""
+
     def say(s: str) -> None:
         print(s, file=sys.stderr, flush=True)
 
@@ -671,8 +817,9 @@ def _build(progress: Progress, cache: Path, force: bool) -> Image:
     except LabBuildError as e:
         if versions.suite != BACKPORTS or e.step in ("debootstrap", "resolve"):
             raise
-        progress(f"lab build: step {e.step} failed with {versions.suite} ({e.log}); falling back to {SUITE}'s "
-                 "kernel and zfs")
+        progress(
+            f"lab build: step {e.step} failed with {versions.suite} ({e.log}); falling back to {SUITE}'s kernel and zfs"
+        )
         versions = resolve_versions(cache, progress, suites=(SUITE,))
         progress(f"lab build: kernel {versions.kernel_abi}, zfs {versions.zfs_version} from {versions.suite}")
         try:
@@ -693,9 +840,11 @@ def _build_versions(cache: Path, versions: Versions, steps: _Steps) -> Image:
         except BaseException as e:  # re-raised in the main thread below
             errors.append(e)
 
-    threads = [threading.Thread(target=job, args=("modules", lambda: build_modules(cache, base, versions, steps))),
-               threading.Thread(target=job, args=("guest", lambda: build_guest(cache, base, versions, steps))),
-               threading.Thread(target=job, args=("tools", lambda: build_tools(cache, base, versions, steps)))]
+    threads = [
+        threading.Thread(target=job, args=("modules", lambda: build_modules(cache, base, versions, steps))),
+        threading.Thread(target=job, args=("guest", lambda: build_guest(cache, base, versions, steps))),
+        threading.Thread(target=job, args=("tools", lambda: build_tools(cache, base, versions, steps))),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -703,6 +852,5 @@ def _build_versions(cache: Path, versions: Versions, steps: _Steps) -> Image:
     if errors:
         raise errors[0]
     image = build_image(cache, results["guest"], results["modules"], results["tools"], versions, steps)
-    steps.progress(f"lab build: image {image.key} ready in {image.dir} "
-                   f"(total {time.monotonic() - steps.t0:.0f} s)")
+    steps.progress(f"lab build: image {image.key} ready in {image.dir} (total {time.monotonic() - steps.t0:.0f} s)")
     return image

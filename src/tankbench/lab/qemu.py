@@ -39,30 +39,77 @@ def guest_disk_paths(disks: int, slog: bool = False) -> list[str]:
 
 def kernel_cmdline(pubkey_blob: str, fio_port: int = GUEST_FIO_PORT) -> str:
     """The guest kernel's command line: root by label, lab-init as PID 1, panics power the VM off."""
-    return (f"console=ttyS0 root=LABEL={labbuild.ROOT_LABEL} rw init=/usr/local/sbin/lab-init net.ifnames=0 "
-            f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob} lab.fioport={fio_port}"
-            + (f" {KERNEL_ARGS}" if KERNEL_ARGS else ""))
+    return (
+        f"console=ttyS0 root=LABEL={labbuild.ROOT_LABEL} rw init=/usr/local/sbin/lab-init net.ifnames=0 "
+        f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob} lab.fioport={fio_port}"
+        + (f" {KERNEL_ARGS}" if KERNEL_ARGS else "")
+    )
 
 
-def qemu_argv(*, name: str, image: labbuild.Image, config: LabConfig, accelerator: str, ssh_port: int,
-              fio_port: int, run_dir: Path, pubkey_blob: str) -> list[str]:
+def qemu_argv(
+    *,
+    name: str,
+    image: labbuild.Image,
+    config: LabConfig,
+    accelerator: str,
+    ssh_port: int,
+    fio_port: int,
+    run_dir: Path,
+    pubkey_blob: str,
+) -> list[str]:
     """The qemu command line of a lab (pure). The root disk comes first (it is /dev/vda)."""
-    accel = ["-accel", "kvm", "-cpu", "host"] if accelerator == "kvm" else ["-accel", f"tcg,thread={TCG_THREAD}",
-                                                                             "-cpu", "max"]
+    accel = (
+        ["-accel", "kvm", "-cpu", "host"]
+        if accelerator == "kvm"
+        else ["-accel", f"tcg,thread={TCG_THREAD}", "-cpu", "max"]
+    )
     root = f"file={image.rootfs},if=none,id=root,format=raw,snapshot=on"
-    argv = ["qemu-system-x86_64", "-name", f"tankbench-lab-{name}", *accel,
-            "-smp", str(config.cpus), "-m", str(config.memory_mb),
-            "-nodefaults", "-display", "none", "-vga", "none", "-no-reboot",
-            "-serial", f"file:{run_dir / 'console.log'}", "-monitor", "none",
-            "-qmp", f"unix:{run_dir / 'qmp.sock'},server=on,wait=off",
-            "-kernel", str(image.kernel), "-initrd", str(image.initrd), "-append", kernel_cmdline(pubkey_blob),
-            "-drive", root, "-device", "virtio-blk-pci,drive=root,serial=tbroot"]
+    argv = [
+        "qemu-system-x86_64",
+        "-name",
+        f"tankbench-lab-{name}",
+        *accel,
+        "-smp",
+        str(config.cpus),
+        "-m",
+        str(config.memory_mb),
+        "-nodefaults",
+        "-display",
+        "none",
+        "-vga",
+        "none",
+        "-no-reboot",
+        "-serial",
+        f"file:{run_dir / 'console.log'}",
+        "-monitor",
+        "none",
+        "-qmp",
+        f"unix:{run_dir / 'qmp.sock'},server=on,wait=off",
+        "-kernel",
+        str(image.kernel),
+        "-initrd",
+        str(image.initrd),
+        "-append",
+        kernel_cmdline(pubkey_blob),
+        "-drive",
+        root,
+        "-device",
+        "virtio-blk-pci,drive=root,serial=tbroot",
+    ]
     for serial in data_disk_ids(config.disks, config.slog):
-        argv += ["-drive", f"file={run_dir / (serial + '.img')},if=none,id={serial},format=raw,discard=unmap",
-                 "-device", f"virtio-blk-pci,drive={serial},serial={serial}"]
-    argv += ["-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{ssh_port}-:22,"
-                        f"hostfwd=tcp:127.0.0.1:{fio_port}-{GUEST_ADDR}:{GUEST_FIO_PORT}",
-             "-device", "virtio-net-pci,netdev=n0"]
+        argv += [
+            "-drive",
+            f"file={run_dir / (serial + '.img')},if=none,id={serial},format=raw,discard=unmap",
+            "-device",
+            f"virtio-blk-pci,drive={serial},serial={serial}",
+        ]
+    argv += [
+        "-netdev",
+        f"user,id=n0,hostfwd=tcp:127.0.0.1:{ssh_port}-:22,"
+        f"hostfwd=tcp:127.0.0.1:{fio_port}-{GUEST_ADDR}:{GUEST_FIO_PORT}",
+        "-device",
+        "virtio-net-pci,netdev=n0",
+    ]
     return argv
 
 
@@ -84,8 +131,12 @@ def is_our_qemu(pid: int, name: str) -> bool:
             args = f.read().split(b"\0")
     except OSError:
         return False
-    return (bool(args) and os.path.basename(args[0]).startswith(b"qemu-system")
-            and f"tankbench-lab-{name}".encode() in args and proc_alive(pid))
+    return (
+        bool(args)
+        and os.path.basename(args[0]).startswith(b"qemu-system")
+        and f"tankbench-lab-{name}".encode() in args
+        and proc_alive(pid)
+    )
 
 
 def kvm_usable(image: labbuild.Image, progress: Progress) -> bool:
@@ -110,9 +161,25 @@ def kvm_usable(image: labbuild.Image, progress: Progress) -> bool:
     progress("lab: probing KVM (10 s at most)")
     log = labs_dir() / "kvm-probe.log"
     log.unlink(missing_ok=True)
-    argv = ["qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-m", "256", "-nodefaults", "-display", "none",
-            "-no-reboot", "-serial", f"file:{log}", "-kernel", str(image.kernel),
-            "-append", "console=ttyS0 panic=-1"]
+    argv = [
+        "qemu-system-x86_64",
+        "-accel",
+        "kvm",
+        "-cpu",
+        "host",
+        "-m",
+        "256",
+        "-nodefaults",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-serial",
+        f"file:{log}",
+        "-kernel",
+        str(image.kernel),
+        "-append",
+        "console=ttyS0 panic=-1",
+    ]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ok = False
     deadline = time.monotonic() + 10
@@ -144,8 +211,9 @@ def start_qemu(argv: list[str], d: Path) -> subprocess.Popen[bytes]:
     (d / "console.log").write_text("")
     (d / "qmp.sock").unlink(missing_ok=True)
     with open(d / "qemu.log", "wb") as errlog:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=errlog, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=d)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=errlog, stderr=subprocess.STDOUT, start_new_session=True, cwd=d
+        )
     _CHILDREN[proc.pid] = proc
     return proc
 

@@ -51,8 +51,11 @@ BOOT_TIMEOUT = float(os.environ.get("TANKBENCH_LAB_BOOT_TIMEOUT", "300"))
 def _ssh_keypair(d: Path) -> str:
     key = d / "id_ed25519"
     if not key.exists():
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"tankbench-lab-{d.name}",
-                        "-f", str(key)], check=True, capture_output=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"tankbench-lab-{d.name}", "-f", str(key)],
+            check=True,
+            capture_output=True,
+        )
     return (d / "id_ed25519.pub").read_text().split()[1]
 
 
@@ -81,21 +84,27 @@ def _wait_ready(state: LabState, proc: subprocess.Popen[bytes], d: Path, t0: flo
                     return "panic"
                 if "forwarding rule" in (d / "qemu.log").read_text(errors="replace"):
                     return "port-taken"  # another process took a port between our check and qemu's bind
-                raise HostError(f"lab {state.name}: qemu exited ({proc.returncode}) during boot: "
-                                f"{(d / 'qemu.log').read_text(errors='replace')[-800:]}{text[-1500:]}")
+                raise HostError(
+                    f"lab {state.name}: qemu exited ({proc.returncode}) during boot: "
+                    f"{(d / 'qemu.log').read_text(errors='replace')[-800:]}{text[-1500:]}"
+                )
             if "Kernel panic" in text or "Oops:" in text:
                 return "panic"  # oops=panic + panic=-1 normally make qemu exit; a hung qemu is killed instead
             if "LABMARK init-start" not in text and time.monotonic() - t0 > BOOT_TIMEOUT / 2:
                 return "panic"  # hung before userspace: count it as a failed boot and retry
             if "LABMARK zfs-failed" in text:
-                raise HostError(f"lab {state.name}: `modprobe zfs` failed in the guest; console log: "
-                                f"{d / 'console.log'}\n{text[-1500:]}")
+                raise HostError(
+                    f"lab {state.name}: `modprobe zfs` failed in the guest; console log: "
+                    f"{d / 'console.log'}\n{text[-1500:]}"
+                )
             booted = "LABMARK sshd-started" in text and "LABMARK zfs-loaded" in text
             if booted and _ready_probe(host):
                 return "ready"
             if time.monotonic() - t0 > BOOT_TIMEOUT:
-                raise HostError(f"lab {state.name}: not ready after {BOOT_TIMEOUT:.0f} s; console log "
-                                f"{d / 'console.log'}:\n{text[-1500:]}")
+                raise HostError(
+                    f"lab {state.name}: not ready after {BOOT_TIMEOUT:.0f} s; console log "
+                    f"{d / 'console.log'}:\n{text[-1500:]}"
+                )
             time.sleep(0.5)
     finally:
         host.close()
@@ -114,15 +123,22 @@ def _validate(config: LabConfig) -> None:
         raise UserError(f"--cpus {config.cpus} is out of range", "use 1 to 64")
 
 
-def up(name: str = "default", config: LabConfig | None = None, progress: Progress | None = None,
-       *, reuse: bool = True, strict: bool = True) -> LabState:
+def up(
+    name: str = "default",
+    config: LabConfig | None = None,
+    progress: Progress | None = None,
+    *,
+    reuse: bool = True,
+    strict: bool = True,
+) -> LabState:
     """Boot a lab (or return the running one): returns once ssh answers and zfs is loaded. A running lab with
     other disks is an error when `strict`, else it is returned as it runs."""
     return _up(name, config, progress, reuse=reuse, strict=strict)[0]
 
 
-def _up(name: str, config: LabConfig | None, progress: Progress | None, *, reuse: bool = True,
-        strict: bool = True) -> tuple[LabState, bool]:
+def _up(
+    name: str, config: LabConfig | None, progress: Progress | None, *, reuse: bool = True, strict: bool = True
+) -> tuple[LabState, bool]:
     """(state, booted here). A lab already up is reused when `reuse`; with `strict`, only if it has the
     disks asked for (a campaign's pool needs them), otherwise it is reported as it is."""
     config = config or LabConfig()
@@ -135,10 +151,13 @@ def _up(name: str, config: LabConfig | None, progress: Progress | None, *, reuse
             if not reuse:
                 raise UserError(f"lab {name!r} is already up", f"run `tankbench lab down --name {name}` first")
             if strict and (state.config.disks, state.config.slog) != (config.disks, config.slog):
-                raise UserError(f"lab {name!r} is up with {_disks(state.config)}, not {_disks(config)}",
-                                f"run `tankbench lab down --name {name}` first, or use another lab name")
-            progress(f"lab {name}: already up (pid {state.pid}, ssh 127.0.0.1:{state.ssh_port}, "
-                     f"{_disks(state.config)})")
+                raise UserError(
+                    f"lab {name!r} is up with {_disks(state.config)}, not {_disks(config)}",
+                    f"run `tankbench lab down --name {name}` first, or use another lab name",
+                )
+            progress(
+                f"lab {name}: already up (pid {state.pid}, ssh 127.0.0.1:{state.ssh_port}, {_disks(state.config)})"
+            )
             return state, False
         if state is not None:
             cleanup(d)  # stale: qemu is gone (host rebooted, killed)
@@ -169,8 +188,9 @@ def _disks(config: LabConfig) -> str:
     return f"{config.disks} data disk{'s' if config.disks != 1 else ''}{' + slog' if config.slog else ''}"
 
 
-def _boot(name: str, d: Path, image: labbuild.Image, config: LabConfig, accel: str, progress: Progress, *,
-          panics: int = 0) -> tuple[str, LabState]:
+def _boot(
+    name: str, d: Path, image: labbuild.Image, config: LabConfig, accel: str, progress: Progress, *, panics: int = 0
+) -> tuple[str, LabState]:
     """Start qemu and wait for ssh + zfs; ('ready'|'panic'|'port-taken', state). Cleans up and re-raises on
     failure."""
     blob = _ssh_keypair(d)
@@ -178,16 +198,36 @@ def _boot(name: str, d: Path, image: labbuild.Image, config: LabConfig, accel: s
     make_disks(d, config)
     ssh_port = free_port()
     fio_port = free_port(exclude=[ssh_port])
-    argv = qemu_argv(name=name, image=image, config=config, accelerator=accel, ssh_port=ssh_port,
-                     fio_port=fio_port, run_dir=d, pubkey_blob=blob)
+    argv = qemu_argv(
+        name=name,
+        image=image,
+        config=config,
+        accelerator=accel,
+        ssh_port=ssh_port,
+        fio_port=fio_port,
+        run_dir=d,
+        pubkey_blob=blob,
+    )
     t0 = time.monotonic()
-    progress(f"lab {name}: booting ({accel}, {config.cpus} cpus, {config.memory_mb} MiB, "
-             f"{_disks(config)}; ssh 127.0.0.1:{ssh_port})")
+    progress(
+        f"lab {name}: booting ({accel}, {config.cpus} cpus, {config.memory_mb} MiB, "
+        f"{_disks(config)}; ssh 127.0.0.1:{ssh_port})"
+    )
     proc = start_qemu(argv, d)
-    state = LabState(name=name, pid=proc.pid, ssh_port=ssh_port, fio_port=fio_port, accelerator=accel,
-                     config=config, image_key=image.key, image_dir=str(image.dir), started_at=time.time(),
-                     kernel_abi=image.versions.kernel_abi, zfs_version=image.versions.zfs_version,
-                     panics=panics)
+    state = LabState(
+        name=name,
+        pid=proc.pid,
+        ssh_port=ssh_port,
+        fio_port=fio_port,
+        accelerator=accel,
+        config=config,
+        image_key=image.key,
+        image_dir=str(image.dir),
+        started_at=time.time(),
+        kernel_abi=image.versions.kernel_abi,
+        zfs_version=image.versions.zfs_version,
+        panics=panics,
+    )
     write_state(d, state)
     try:
         outcome = _wait_ready(state, proc, d, t0)
@@ -214,8 +254,10 @@ def down(name: str = "default", progress: Progress | None = None, timeout: float
     with locked(name) as d:
         state = read_state(name)
         if state is None:
-            raise UserError(f"lab {name!r} is not up", "start it with `tankbench lab up"
-                            + ("" if name == "default" else f" --name {name}") + "`")
+            raise UserError(
+                f"lab {name!r} is not up",
+                "start it with `tankbench lab up" + ("" if name == "default" else f" --name {name}") + "`",
+            )
         clean = False
         if is_our_qemu(state.pid, name):
             host = ssh_host(state)
@@ -253,8 +295,10 @@ def require_up(name: str) -> LabState:
     if state is None or not is_our_qemu(state.pid, name):
         if not (labs_dir() / name).is_dir():
             raise UserError(f"no lab named {name!r}", _names_hint())
-        raise UserError(f"lab {name!r} is not up", "start it with `tankbench lab up"
-                        + ("" if name == "default" else f" --name {name}") + "`")
+        raise UserError(
+            f"lab {name!r} is not up",
+            "start it with `tankbench lab up" + ("" if name == "default" else f" --name {name}") + "`",
+        )
     return state
 
 
@@ -267,13 +311,26 @@ def status(name: str = "default") -> dict[str, object]:
         return {"name": name, "state": "down", "dir": str(d)}
     alive = is_our_qemu(state.pid, name)
     doc: dict[str, object] = {
-        "name": name, "state": "up" if alive else "stale", "pid": state.pid, "accelerator": state.accelerator,
-        "ssh": f"127.0.0.1:{state.ssh_port}", "ssh_port": state.ssh_port, "fio_server": f"127.0.0.1:{state.fio_port}",
-        "fio_port": state.fio_port, "memory_mb": state.config.memory_mb, "cpus": state.config.cpus,
-        "disks": guest_disk_paths(state.config.disks, state.config.slog), "disk_size": state.config.disk_size,
-        "slog": state.config.slog, "kernel": state.kernel_abi, "zfs": state.zfs_version,
-        "image": state.image_key, "uptime_s": round(time.time() - state.started_at, 1),
-        "ready_seconds": state.ready_seconds, "dir": str(d), "console_log": str(d / "console.log"),
+        "name": name,
+        "state": "up" if alive else "stale",
+        "pid": state.pid,
+        "accelerator": state.accelerator,
+        "ssh": f"127.0.0.1:{state.ssh_port}",
+        "ssh_port": state.ssh_port,
+        "fio_server": f"127.0.0.1:{state.fio_port}",
+        "fio_port": state.fio_port,
+        "memory_mb": state.config.memory_mb,
+        "cpus": state.config.cpus,
+        "disks": guest_disk_paths(state.config.disks, state.config.slog),
+        "disk_size": state.config.disk_size,
+        "slog": state.config.slog,
+        "kernel": state.kernel_abi,
+        "zfs": state.zfs_version,
+        "image": state.image_key,
+        "uptime_s": round(time.time() - state.started_at, 1),
+        "ready_seconds": state.ready_seconds,
+        "dir": str(d),
+        "console_log": str(d / "console.log"),
         "ssh_key": str(d / "id_ed25519"),
     }
     return doc
@@ -281,8 +338,10 @@ def status(name: str = "default") -> dict[str, object]:
 
 # ----------------------------------------------------------------------------- API for the runner
 
-def lab_host(name: str = "default", *, disks: int = 2, slog: bool = False,
-             progress: Callable[[str], None] | None = None) -> LabHost:
+
+def lab_host(
+    name: str = "default", *, disks: int = 2, slog: bool = False, progress: Callable[[str], None] | None = None
+) -> LabHost:
     """The lab as a Host: builds the image if missing, boots the lab unless it is up, returns its LabHost
     (`started_here` tells whether this call booted it)."""
     state, booted = _up(name, LabConfig(disks=disks, slog=slog), progress)

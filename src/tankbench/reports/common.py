@@ -20,7 +20,7 @@ EXPLAIN = {
     "vs_first": "mean of this test / mean of first place of the same test case",
     "load_per_mibs": "load1 / MiB/s: load paid for each MiB/s (seed 000's cost)",
     "auto": "default ranking: per test case, durable MiB/s when any measured run finished late (or for copy tests), "
-            "fio's MiB/s otherwise; both are shown",
+    "fio's MiB/s otherwise; both are shown",
     "drain": "seconds until dirty data reached disk after fio exited (sync)",
 }
 
@@ -32,14 +32,14 @@ def fmt(v: float | None, digits: int = 3) -> str:
     if v == 0:
         return "0"
     a = abs(v)
-    if a >= 10 ** digits:
+    if a >= 10**digits:
         return f"{v:,.0f}"
     decimals = max(0, digits - 1 - int(f"{a:e}".split("e")[1]))
     return f"{v:,.{decimals}f}"
 
 
 def fmt_summary(s: Summary | None) -> str:
-    """"123 ± 4.5 (n=3)" where ± is the CI half-width; single runs show n=1."""
+    """ "123 ± 4.5 (n=3)" where ± is the CI half-width; single runs show n=1."""
     if s is None:
         return NOT_MEASURED
     if s.n < 2:
@@ -65,8 +65,15 @@ def metric_label(key: str) -> str:
     return "auto (durable MiB/s for late cases, else fio MiB/s)" if key == "auto" else METRICS[key].label
 
 
-ZFS_BESIDE = ("physical_write_mibs", "physical_read_mibs", "physical_per_logical", "compressratio", "arc_hit_ratio",
-              "arc_mru_hits", "arc_mfu_hits")
+ZFS_BESIDE = (
+    "physical_write_mibs",
+    "physical_read_mibs",
+    "physical_per_logical",
+    "compressratio",
+    "arc_hit_ratio",
+    "arc_mru_hits",
+    "arc_mfu_hits",
+)
 
 
 def beside(lb: Leaderboard) -> tuple[str, ...]:

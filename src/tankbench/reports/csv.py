@@ -36,12 +36,35 @@ def rows(a: Analysis) -> list[list[Any]]:
     out: list[list[Any]] = []
     for t in a.dataset.tests:
         ax = t.axes()
-        head = [t.id, t.number, t.name, t.target, t.target_kind, t.case, int(t.is_baseline),
-                *(ax.get(k, "") for k in axes)]
+        head = [
+            t.id,
+            t.number,
+            t.name,
+            t.target,
+            t.target_kind,
+            t.case,
+            int(t.is_baseline),
+            *(ax.get(k, "") for k in axes),
+        ]
         for r in t.runs:
             v = r.values
-            out.append([r.row_id, *head, r.run_no, int(r.warmup), r.attempt, r.status, r.wall_s, r.expected_s,
-                        r.excess_s, r.drain_s, int(r.late), *(v.get(k) for k in present), r.note])
+            out.append(
+                [
+                    r.row_id,
+                    *head,
+                    r.run_no,
+                    int(r.warmup),
+                    r.attempt,
+                    r.status,
+                    r.wall_s,
+                    r.expected_s,
+                    r.excess_s,
+                    r.drain_s,
+                    int(r.late),
+                    *(v.get(k) for k in present),
+                    r.note,
+                ]
+            )
     return out
 
 

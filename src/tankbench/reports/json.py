@@ -22,21 +22,51 @@ def _summary(s: Summary | None) -> dict[str, Any] | None:
 def _ratio(r: Ratio | None) -> dict[str, Any] | None:
     if r is None:
         return None
-    return {"factor": r.factor, "percent": r.percent, "significant": r.test.significant(),
-            "p": r.test.p if r.test.possible else None, "text": r.text}
+    return {
+        "factor": r.factor,
+        "percent": r.percent,
+        "significant": r.test.significant(),
+        "p": r.test.p if r.test.possible else None,
+        "text": r.text,
+    }
 
 
 def test_dict(t: TestSummary) -> dict[str, Any]:
     """A test with its axes, statistics of every registry figure, and its runs."""
     return {
-        "id": t.id, "number": t.number, "name": t.name, "target": t.target, "target_kind": t.target_kind,
-        "case": t.case, "config": t.config, "baseline": t.is_baseline, "params": dict(t.params),
-        "props": dict(t.props), "axes": t.axes(), "storage_config": t.storage_config, "runtime": t.runtime, "ramp": t.ramp, "skip_note": t.skip_note,
+        "id": t.id,
+        "number": t.number,
+        "name": t.name,
+        "target": t.target,
+        "target_kind": t.target_kind,
+        "case": t.case,
+        "config": t.config,
+        "baseline": t.is_baseline,
+        "params": dict(t.params),
+        "props": dict(t.props),
+        "axes": t.axes(),
+        "storage_config": t.storage_config,
+        "runtime": t.runtime,
+        "ramp": t.ramp,
+        "skip_note": t.skip_note,
         "stats": {k: _summary(t.stats.get(k)) for k in METRICS},
-        "runs": [{"row_id": r.row_id, "run_no": r.run_no, "warmup": r.warmup, "attempt": r.attempt,
-                  "status": r.status, "wall_s": r.wall_s, "expected_s": r.expected_s, "excess_s": r.excess_s,
-                  "drain_s": r.drain_s, "late": r.late, "note": r.note,
-                  **{k: v for k, v in r.values.items()}} for r in t.runs],
+        "runs": [
+            {
+                "row_id": r.row_id,
+                "run_no": r.run_no,
+                "warmup": r.warmup,
+                "attempt": r.attempt,
+                "status": r.status,
+                "wall_s": r.wall_s,
+                "expected_s": r.expected_s,
+                "excess_s": r.excess_s,
+                "drain_s": r.drain_s,
+                "late": r.late,
+                "note": r.note,
+                **{k: v for k, v in r.values.items()},
+            }
+            for r in t.runs
+        ],
     }
 
 
@@ -44,33 +74,98 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
     """Everything, JSON-ready."""
     ds = a.dataset
     return {
-        "journal": ds.path, "campaigns": list(ds.campaign_names), "rank_by": a.rank_by, "emulated": a.emulated,
-        "selection": list(a.selection), "explain": EXPLAIN,
-        "metrics": [{"key": m.key, "name": m.name, "unit": m.unit, "higher_is_better": m.higher_is_better,
-                     "formula": m.formula, "source": m.source, "runs": list(m.kinds)} for m in REGISTRY],
+        "journal": ds.path,
+        "campaigns": list(ds.campaign_names),
+        "rank_by": a.rank_by,
+        "emulated": a.emulated,
+        "selection": list(a.selection),
+        "explain": EXPLAIN,
+        "metrics": [
+            {
+                "key": m.key,
+                "name": m.name,
+                "unit": m.unit,
+                "higher_is_better": m.higher_is_better,
+                "formula": m.formula,
+                "source": m.source,
+                "runs": list(m.kinds),
+            }
+            for m in REGISTRY
+        ],
         "fingerprints": {k: dict(v.data) for k, v in ds.fingerprints.items()},
         "tests": [test_dict(t) for t in ds.tests],
-        "figures": [{"id": f.id, "title": f.title, "kind": f.kind, "metric": f.metric, "x": f.x,
-                     "x_values": list(f.x_values), "note": f.note, "test_ids": list(f.test_ids),
-                     "series": [{"label": s.label, "points": [list(p) for p in s.points]} for s in f.series]}
-                    for f in a.figures],
-        "leaderboards": [{"case": lb.case, "metric": lb.metric, "reason": lb.reason, "rows": [
-            {"rank": r.rank, "test_id": r.test.id, "test_number": r.test.number, "name": r.test.name,
-             "value": r.value, "winner": r.is_winner, "baseline": r.test.is_baseline,
-             "vs_baseline": _ratio(r.vs_baseline), "vs_first": _ratio(r.vs_first),
-             "load_per_mibs": r.cost.load_per_mibs, "cpu_per_mibs": r.cost.cpu_per_mibs, "cost": r.cost.text}
-            for r in lb.rows]} for lb in a.leaderboards],
-        "comparisons": [{"case": c.case, "axis": c.axis, "metric": c.metric, "text": c.text,
-                         "entries": [{"value": v, "test_id": t.id, "mean": t.mean(c.metric)} for v, t in c.entries]}
-                        for c in a.comparisons],
-        "warnings": [{"code": w.code, "severity": w.severity, "message": w.message, "fix": w.fix,
-                      "test_ids": list(w.test_ids), "run_rows": list(w.run_rows)} for w in a.warnings],
+        "figures": [
+            {
+                "id": f.id,
+                "title": f.title,
+                "kind": f.kind,
+                "metric": f.metric,
+                "x": f.x,
+                "x_values": list(f.x_values),
+                "note": f.note,
+                "test_ids": list(f.test_ids),
+                "series": [{"label": s.label, "points": [list(p) for p in s.points]} for s in f.series],
+            }
+            for f in a.figures
+        ],
+        "leaderboards": [
+            {
+                "case": lb.case,
+                "metric": lb.metric,
+                "reason": lb.reason,
+                "rows": [
+                    {
+                        "rank": r.rank,
+                        "test_id": r.test.id,
+                        "test_number": r.test.number,
+                        "name": r.test.name,
+                        "value": r.value,
+                        "winner": r.is_winner,
+                        "baseline": r.test.is_baseline,
+                        "vs_baseline": _ratio(r.vs_baseline),
+                        "vs_first": _ratio(r.vs_first),
+                        "load_per_mibs": r.cost.load_per_mibs,
+                        "cpu_per_mibs": r.cost.cpu_per_mibs,
+                        "cost": r.cost.text,
+                    }
+                    for r in lb.rows
+                ],
+            }
+            for lb in a.leaderboards
+        ],
+        "comparisons": [
+            {
+                "case": c.case,
+                "axis": c.axis,
+                "metric": c.metric,
+                "text": c.text,
+                "entries": [{"value": v, "test_id": t.id, "mean": t.mean(c.metric)} for v, t in c.entries],
+            }
+            for c in a.comparisons
+        ],
+        "warnings": [
+            {
+                "code": w.code,
+                "severity": w.severity,
+                "message": w.message,
+                "fix": w.fix,
+                "test_ids": list(w.test_ids),
+                "run_rows": list(w.run_rows),
+            }
+            for w in a.warnings
+        ],
         "recommendations": [{"kind": r.kind, "text": r.text, "test_ids": list(r.basis)} for r in a.recommendations],
         "mix": mix_dict(a),
-        "goals": [{"name": g.goal.name, "goal": g.goal.text, "not_measured": g.not_measured,
-                   "passing": [{"test_id": t.id, "name": t.name, "mean": v, "ci_passes": c} for t, v, c in g.passing],
-                   "failing": [{"test_id": t.id, "name": t.name, "mean": v} for t, v in g.failing]}
-                  for g in a.goals],
+        "goals": [
+            {
+                "name": g.goal.name,
+                "goal": g.goal.text,
+                "not_measured": g.not_measured,
+                "passing": [{"test_id": t.id, "name": t.name, "mean": v, "ci_passes": c} for t, v, c in g.passing],
+                "failing": [{"test_id": t.id, "name": t.name, "mean": v} for t, v in g.failing],
+            }
+            for g in a.goals
+        ],
     }
 
 
@@ -78,10 +173,21 @@ def mix_dict(a: Analysis) -> dict[str, Any] | None:
     m = a.mix
     if m is None:
         return None
-    return {"metric": m.metric, "weights": dict(m.weights), "formula": m.formula, "unknown_cases": list(m.unknown_cases),
-            "configs": [{"config": e.config, "expected": e.expected, "missing": list(e.missing),
-                         "parts": [{"case": c, "weight": w, "value": v, "test_id": tid} for c, w, v, tid in e.parts]}
-                        for e in m.entries]}
+    return {
+        "metric": m.metric,
+        "weights": dict(m.weights),
+        "formula": m.formula,
+        "unknown_cases": list(m.unknown_cases),
+        "configs": [
+            {
+                "config": e.config,
+                "expected": e.expected,
+                "missing": list(e.missing),
+                "parts": [{"case": c, "weight": w, "value": v, "test_id": tid} for c, w, v, tid in e.parts],
+            }
+            for e in m.entries
+        ],
+    }
 
 
 def write_json(a: Analysis, path: str) -> None:

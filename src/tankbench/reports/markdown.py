@@ -20,18 +20,38 @@ def leaderboard_md(lb: Leaderboard, top: int = TOP) -> list[str]:
     or the durable figure beside it, and the ZFS figures measured in the case."""
     label = metric_label(lb.metric)
     side = tuple(k for k in beside(lb) if k in MD_BESIDE)  # a forum post: fewer columns; XLSX/CSV have them all
-    cols = [f"{label} (mean ± 95 % CI)", *(metric_label(k) for k in side), "vs fastest baseline", "vs first place",
-            "load1"]
-    lines = [f"### {lb.case}", "", f"Ranked by **{label}**: {lb.reason}.", "",
-             "| # | test | config | " + " | ".join(cols) + " |", "|---" * (3 + len(cols)) + "|"]
+    cols = [
+        f"{label} (mean ± 95 % CI)",
+        *(metric_label(k) for k in side),
+        "vs fastest baseline",
+        "vs first place",
+        "load1",
+    ]
+    lines = [
+        f"### {lb.case}",
+        "",
+        f"Ranked by **{label}**: {lb.reason}.",
+        "",
+        "| # | test | config | " + " | ".join(cols) + " |",
+        "|---" * (3 + len(cols)) + "|",
+    ]
     for r in lb.rows[:top]:
         t = r.test
-        mark = (" 🏆" if r.is_winner else "") + (" (baseline)" if t.is_baseline else "") + \
-            (" (zvol)" if t.target_kind == "zvol" else "")
-        cells = [fmt_summary(t.stats.get(lb.metric)), *(fmt(t.mean(k)) for k in side),
-                 _cell(r.vs_baseline.text) if r.vs_baseline else "—", _cell(r.vs_first.text) if r.vs_first else "—",
-                 fmt(t.load1.mean) if t.load1 else "not measured"]
-        lines.append(f"| {r.rank} | #{t.number} {_cell(t.name)}{mark} | {_cell(t.config)} | " + " | ".join(cells) + " |")
+        mark = (
+            (" 🏆" if r.is_winner else "")
+            + (" (baseline)" if t.is_baseline else "")
+            + (" (zvol)" if t.target_kind == "zvol" else "")
+        )
+        cells = [
+            fmt_summary(t.stats.get(lb.metric)),
+            *(fmt(t.mean(k)) for k in side),
+            _cell(r.vs_baseline.text) if r.vs_baseline else "—",
+            _cell(r.vs_first.text) if r.vs_first else "—",
+            fmt(t.load1.mean) if t.load1 else "not measured",
+        ]
+        lines.append(
+            f"| {r.rank} | #{t.number} {_cell(t.name)}{mark} | {_cell(t.config)} | " + " | ".join(cells) + " |"
+        )
     if len(lb.rows) > top:
         lines.append(f"| … | {len(lb.rows) - top} more tests in results.csv |" + " |" * (1 + len(cols)))
     return lines + [""]
@@ -46,8 +66,10 @@ def figure_md(f: Figure) -> list[str]:
     if f.note:
         lines += [f"> {f.note}", ""]
     lines += [f"| {f.x} → | " + " | ".join(_cell(x) for x in f.x_values) + " |", "|---" * (1 + len(f.x_values)) + "|"]
-    lines += [f"| {_cell(s.label)} | " + " | ".join(fmt(v) if v is not None else "—" for _, v in s.points) + " |"
-              for s in f.series]
+    lines += [
+        f"| {_cell(s.label)} | " + " | ".join(fmt(v) if v is not None else "—" for _, v in s.points) + " |"
+        for s in f.series
+    ]
     return lines + [""]
 
 
@@ -56,26 +78,41 @@ def summary_markdown(a: Analysis) -> str:
     ds = a.dataset
     out = [f"# tankbench report: {', '.join(n for n in ds.campaign_names if n) or ds.path}", ""]
     if a.emulated:
-        out += ["> **Emulated machine (qemu TCG):** these numbers measure an emulated machine. They show that the "
-                "tool works, not which configuration to choose.", ""]
+        out += [
+            "> **Emulated machine (qemu TCG):** these numbers measure an emulated machine. They show that the "
+            "tool works, not which configuration to choose.",
+            "",
+        ]
     n_meas = sum(len(t.measured) for t in ds.tests)
-    out += [f"{len(ds.tests)} tests, {ds.n_runs} runs ({n_meas} measured; warm-ups excluded from rankings). "
-            f"Ranked by **{metric_label(a.rank_by)}**: {EXPLAIN[a.rank_by]}."
-            + (f" Selection: {'; '.join(a.selection)}." if a.selection else ""), ""]
+    out += [
+        f"{len(ds.tests)} tests, {ds.n_runs} runs ({n_meas} measured; warm-ups excluded from rankings). "
+        f"Ranked by **{metric_label(a.rank_by)}**: {EXPLAIN[a.rank_by]}."
+        + (f" Selection: {'; '.join(a.selection)}." if a.selection else ""),
+        "",
+    ]
     out += ["## Recommendations", ""] + [f"- {r.text}" for r in a.recommendations] + [""]
     if a.goals:
         out += ["## Goals", ""]
         for g in a.goals:
             met = ", ".join(f"#{t.number} {t.name} ({fmt(v)})" for t, v, _ in g.passing) or "none"
-            out.append(f"- **{g.goal.name}** ({g.goal.text}): "
-                       f"{'not measured' if g.not_measured else 'met by ' + met}")
+            out.append(f"- **{g.goal.name}** ({g.goal.text}): {'not measured' if g.not_measured else 'met by ' + met}")
         out.append("")
     if a.mix:
-        out += ["## Workload mix", "", f"Weights: {', '.join(f'{c} {w:.0%}' for c, w in a.mix.weights)}. "
-                f"{a.mix.formula}.", "", "| config | expected | missing |", "|---|---|---|"]
-        out += [f"| {_cell(e.config)} | {fmt(e.expected)} | {', '.join(e.missing) or '—'} |" for e in a.mix.entries[:TOP]]
+        out += [
+            "## Workload mix",
+            "",
+            f"Weights: {', '.join(f'{c} {w:.0%}' for c, w in a.mix.weights)}. {a.mix.formula}.",
+            "",
+            "| config | expected | missing |",
+            "|---|---|---|",
+        ]
+        out += [
+            f"| {_cell(e.config)} | {fmt(e.expected)} | {', '.join(e.missing) or '—'} |" for e in a.mix.entries[:TOP]
+        ]
         out.append("")
-    out += ["## Warnings", ""] + [f"- **{w.severity}: {w.code}** — {w.message.rstrip('.')}. Fix: {w.fix}." for w in a.warnings]
+    out += ["## Warnings", ""] + [
+        f"- **{w.severity}: {w.code}** — {w.message.rstrip('.')}. Fix: {w.fix}." for w in a.warnings
+    ]
     out += ["", "## Leaderboards", ""]
     for lb in a.leaderboards:
         out += leaderboard_md(lb)

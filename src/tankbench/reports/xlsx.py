@@ -44,8 +44,18 @@ def colour_scale(ws: Any, col: int, n_rows: int, higher_better: bool) -> None:
     """3-colour scale red (worst) → yellow → green (best) on a column."""
     ref = f"{get_column_letter(col)}2:{get_column_letter(col)}{n_rows + 1}"
     lo, hi = (RED, GREEN) if higher_better else (GREEN, RED)
-    ws.conditional_formatting.add(ref, ColorScaleRule(start_type="min", start_color=lo, mid_type="percentile",
-                                                      mid_value=50, mid_color=YELLOW, end_type="max", end_color=hi))
+    ws.conditional_formatting.add(
+        ref,
+        ColorScaleRule(
+            start_type="min",
+            start_color=lo,
+            mid_type="percentile",
+            mid_value=50,
+            mid_color=YELLOW,
+            end_type="max",
+            end_color=hi,
+        ),
+    )
 
 
 def header(ws: Any, names: tuple[str, ...], notes: dict[str, str]) -> None:
@@ -71,19 +81,41 @@ def case_sheet(ws: Any, lb: Leaderboard, a: Analysis) -> None:
     names = case_header(a)
     axes, present = axis_columns(a), a.dataset.present()
     notes = {f"{k}_mean": EXPLAIN[k] for k in present}
-    notes.update({"rank_value": EXPLAIN[lb.metric] + f" (ranks because: {lb.reason})", "ci95_low": EXPLAIN["ci"],
-                  "vs_first_place": EXPLAIN["vs_first"], "vs_fastest_baseline": EXPLAIN["vs_baseline"],
-                  "load_per_mibs": EXPLAIN["load_per_mibs"]})
+    notes.update(
+        {
+            "rank_value": EXPLAIN[lb.metric] + f" (ranks because: {lb.reason})",
+            "ci95_low": EXPLAIN["ci"],
+            "vs_first_place": EXPLAIN["vs_first"],
+            "vs_fastest_baseline": EXPLAIN["vs_baseline"],
+            "load_per_mibs": EXPLAIN["load_per_mibs"],
+        }
+    )
     header(ws, names, notes)
     for r in lb.rows:
         t = r.test
         s = t.stats.get(lb.metric)
         ax = t.axes()
-        row: list[Any] = [r.rank, t.number, t.name, t.id, t.target_kind, t.config, *(ax.get(k, "") for k in axes),
-                          int(t.is_baseline), int(r.is_winner), len(t.measured), lb.metric, r.value,
-                          s.ci_low if s else None, s.ci_high if s else None, *(t.mean(k) for k in present),
-                          r.vs_baseline.text if r.vs_baseline else "", r.vs_first.text if r.vs_first else "",
-                          r.cost.load_per_mibs, r.cost.text]
+        row: list[Any] = [
+            r.rank,
+            t.number,
+            t.name,
+            t.id,
+            t.target_kind,
+            t.config,
+            *(ax.get(k, "") for k in axes),
+            int(t.is_baseline),
+            int(r.is_winner),
+            len(t.measured),
+            lb.metric,
+            r.value,
+            s.ci_low if s else None,
+            s.ci_high if s else None,
+            *(t.mean(k) for k in present),
+            r.vs_baseline.text if r.vs_baseline else "",
+            r.vs_first.text if r.vs_first else "",
+            r.cost.load_per_mibs,
+            r.cost.text,
+        ]
         if t.target_kind == "zvol":
             for i in range(len(CASE_HEAD)):
                 row[i] = WriteOnlyCell(ws, row[i])
@@ -92,9 +124,15 @@ def case_sheet(ws: Any, lb: Leaderboard, a: Analysis) -> None:
     if not lb.rows:
         return
     for i, name in enumerate(names, start=1):
-        hb = METRICS[lb.metric].higher_is_better if name == "rank_value" else \
-            METRICS[name[:-5]].higher_is_better if name.endswith("_mean") and name[:-5] in METRICS else \
-            False if name == "load_per_mibs" else None
+        hb = (
+            METRICS[lb.metric].higher_is_better
+            if name == "rank_value"
+            else METRICS[name[:-5]].higher_is_better
+            if name.endswith("_mean") and name[:-5] in METRICS
+            else False
+            if name == "load_per_mibs"
+            else None
+        )
         if hb is not None:
             colour_scale(ws, i, len(lb.rows), hb)
 
@@ -120,8 +158,14 @@ def build_workbook(a: Analysis) -> Workbook:
     """Write-only workbook (fast for 100,000s of runs): raw (one row per run), one sheet per test case, warnings."""
     wb = Workbook(write_only=True)
     raw = wb.create_sheet("raw")
-    header(raw, csv_header(a), {**{k: EXPLAIN[k] for k in a.dataset.present()},
-                                "late": "1 when wall − ramp − runtime + drain exceeded the timing threshold"})
+    header(
+        raw,
+        csv_header(a),
+        {
+            **{k: EXPLAIN[k] for k in a.dataset.present()},
+            "late": "1 when wall − ramp − runtime + drain exceeded the timing threshold",
+        },
+    )
     # the run rows are spliced into the saved file by write_xlsx (openpyxl takes ~20 s for 100,000 runs)
     used = {"raw", "warnings"}
     for lb in a.leaderboards:
@@ -171,8 +215,9 @@ def splice_rows(path: str, sheet: str, xml_rows: str) -> None:
             if info.filename == sheet:
                 text = data.decode("utf-8")
                 at = text.index("</sheetData>")
-                dst.writestr(info, text[:at] + xml_rows + text[at:], compress_type=zipfile.ZIP_DEFLATED,
-                             compresslevel=1)
+                dst.writestr(
+                    info, text[:at] + xml_rows + text[at:], compress_type=zipfile.ZIP_DEFLATED, compresslevel=1
+                )
             else:
                 dst.writestr(info, data)
     os.replace(tmp, path)

@@ -140,8 +140,17 @@ def expand(spec: Spec) -> list[Test]:
     for inc in spec.includes:
         for target in spec.targets:
             if inc.get("target", target.name) == target.name:
-                points.append((target, kind_of(target).adjust(run_settings(copy_params({a: inc.get(a, spec.matrix[a][0])
-                                                                 for a in axes_for(target, axes)}, spec), spec))))
+                points.append(
+                    (
+                        target,
+                        kind_of(target).adjust(
+                            run_settings(
+                                copy_params({a: inc.get(a, spec.matrix[a][0]) for a in axes_for(target, axes)}, spec),
+                                spec,
+                            )
+                        ),
+                    )
+                )
     tests: list[Test] = []
     seen: set[str] = set()
     varying = {a for a in axes if len(spec.matrix[a]) > 1}
@@ -152,16 +161,32 @@ def expand(spec: Spec) -> list[Test]:
         name = test_name(target, params, varying, several.get(target.kind, False))
         if kind_of(target).needs_pool:
             target = replace(target, pool=spec.zfs_root)
-        test = Test(number=0, name=name, target=target, params=params, fio_options=spec.fio,
-                    runtime=spec.runtime, ramp=spec.ramp)
+        test = Test(
+            number=0,
+            name=name,
+            target=target,
+            params=params,
+            fio_options=spec.fio,
+            runtime=spec.runtime,
+            ramp=spec.ramp,
+        )
         if test.id in seen:
             continue
         seen.add(test.id)
         if name in names:
             name = f"{name}-{test.id[:6]}"
         names.add(name)
-        tests.append(Test(number=len(tests) + 1, name=name, target=target, params=params,
-                          fio_options=spec.fio, runtime=spec.runtime, ramp=spec.ramp))
+        tests.append(
+            Test(
+                number=len(tests) + 1,
+                name=name,
+                target=target,
+                params=params,
+                fio_options=spec.fio,
+                runtime=spec.runtime,
+                ramp=spec.ramp,
+            )
+        )
     if len(tests) > spec.max_tests:
         raise _too_many(spec, len(tests))
     return tests
@@ -170,4 +195,5 @@ def expand(spec: Spec) -> list[Test]:
 def _too_many(spec: Spec, n: int) -> UserError:
     return UserError(
         f"{spec.path}: the matrix expands to {n} tests, more than campaign.max_tests = {spec.max_tests}",
-        "add [[exclude]] rules, drop axis values, or raise campaign.max_tests if you mean it")
+        "add [[exclude]] rules, drop axis values, or raise campaign.max_tests if you mean it",
+    )

@@ -19,8 +19,20 @@ from tankbench.units import fmt_size, parse_duration, parse_size
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
 HOST_KINDS = ("auto", "local", "lab", "ssh")
 #: fio axes tankbench understands; any other fio option goes under [fio] (same for every test)
-FIO_AXES = ("workload", "rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine",
-            "buffer_compress_percentage", "refill_buffers")
+FIO_AXES = (
+    "workload",
+    "rw",
+    "bs",
+    "iodepth",
+    "numjobs",
+    "size",
+    "io",
+    "sync_mode",
+    "rwmixread",
+    "ioengine",
+    "buffer_compress_percentage",
+    "refill_buffers",
+)
 #: what the test file holds and whether caches are emptied before a run (all target kinds; not copy tests)
 DATA_AXES = ("layout", "cache")
 #: host-wide settings: ZFS module parameters (all target kinds, copy tests too)
@@ -33,23 +45,57 @@ RUN_MODES = ("time", "size")
 #: `workload`: fio, or a copy command (seed 000's non-synthetic tests) writing campaign.copy_size bytes
 WORKLOADS = ("fio", "cp", "rsync", "dd")
 #: ZFS axes, outermost first so that consecutive tests share one dataset configuration
-ZFS_AXES = ("slog", "encryption", "recordsize", "volblocksize", "compression", "sync", "logbias", "primarycache",
-            "atime", "direct")
+ZFS_AXES = (
+    "slog",
+    "encryption",
+    "recordsize",
+    "volblocksize",
+    "compression",
+    "sync",
+    "logbias",
+    "primarycache",
+    "atime",
+    "direct",
+)
 #: a test guest's disk (vm-disk targets): its backing on the host, then qemu's settings for it
 VM_AXES = ("backing", "qcow2_cluster", "preallocation", "l2_cache", "bus", "disk_cache", "aio", "iothread")
-VM_CHOICES = {"backing": ("zvol", "qcow2", "raw"), "preallocation": ("off", "metadata", "falloc", "full"),
-              "bus": ("virtio-blk", "virtio-scsi"),
-              "disk_cache": ("none", "writeback", "writethrough", "directsync", "unsafe"),
-              "aio": ("threads", "native", "io_uring")}
+VM_CHOICES = {
+    "backing": ("zvol", "qcow2", "raw"),
+    "preallocation": ("off", "metadata", "falloc", "full"),
+    "bus": ("virtio-blk", "virtio-scsi"),
+    "disk_cache": ("none", "writeback", "writethrough", "directsync", "unsafe"),
+    "aio": ("threads", "native", "io_uring"),
+}
 #: every axis in expansion order
 AXES = ZFS_AXES + HOST_AXES + VM_AXES + DATA_AXES + FIO_AXES
 #: which ZFS axes apply to which target kind (others are dropped for that target, so tests are not duplicated)
 ZFS_AXES_FOR = {
-    "raw": (), "file": (),
-    "dataset": ("slog", "encryption", "recordsize", "compression", "sync", "logbias", "primarycache", "atime", "direct"),
+    "raw": (),
+    "file": (),
+    "dataset": (
+        "slog",
+        "encryption",
+        "recordsize",
+        "compression",
+        "sync",
+        "logbias",
+        "primarycache",
+        "atime",
+        "direct",
+    ),
     "zvol": ("slog", "encryption", "volblocksize", "compression", "sync", "logbias", "primarycache"),
-    "vm-disk": ("slog", "encryption", "recordsize", "volblocksize", "compression", "sync", "logbias", "primarycache",
-                "atime") + VM_AXES,
+    "vm-disk": (
+        "slog",
+        "encryption",
+        "recordsize",
+        "volblocksize",
+        "compression",
+        "sync",
+        "logbias",
+        "primarycache",
+        "atime",
+    )
+    + VM_AXES,
 }
 ZFS_CHOICES = {
     "encryption": ("off", "aes-128-ccm", "aes-192-ccm", "aes-256-ccm", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm"),
@@ -60,17 +106,74 @@ ZFS_CHOICES = {
     "direct": ("standard", "always", "disabled"),
 }
 #: properties a target may fix in its `props` table (besides the axes above)
-TARGET_PROPS = ("recordsize", "volblocksize", "compression", "encryption", "sync", "logbias", "primarycache",
-                "secondarycache", "atime", "direct", "checksum", "dedup", "copies", "redundant_metadata",
-                "xattr", "dnodesize", "special_small_blocks")
-DEFAULT_AXES: dict[str, list[Any]] = {"workload": ["fio"], "iodepth": [1], "numjobs": [1], "io": ["direct"], "sync_mode": ["async"]}
+TARGET_PROPS = (
+    "recordsize",
+    "volblocksize",
+    "compression",
+    "encryption",
+    "sync",
+    "logbias",
+    "primarycache",
+    "secondarycache",
+    "atime",
+    "direct",
+    "checksum",
+    "dedup",
+    "copies",
+    "redundant_metadata",
+    "xattr",
+    "dnodesize",
+    "special_small_blocks",
+)
+DEFAULT_AXES: dict[str, list[Any]] = {
+    "workload": ["fio"],
+    "iodepth": [1],
+    "numjobs": [1],
+    "io": ["direct"],
+    "sync_mode": ["async"],
+}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-CAMPAIGN_KEYS = ("name", "description", "runtime", "ramp", "warmup", "repeats", "cooldown", "deadline_grace",
-                 "timing_threshold", "max_tests", "host", "drain_max", "sample_interval", "copy_size",
-                 "order", "shuffle_seed", "racing", "ss", "ss_dur", "ss_ramp", "mode", "min_throughput")
-TOP_KEYS = ("campaign", "host", "pool", "target", "matrix", "exclude", "include", "fio", "goal", "mix", "report",
-            "scale", "preflight", "tunables")
+CAMPAIGN_KEYS = (
+    "name",
+    "description",
+    "runtime",
+    "ramp",
+    "warmup",
+    "repeats",
+    "cooldown",
+    "deadline_grace",
+    "timing_threshold",
+    "max_tests",
+    "host",
+    "drain_max",
+    "sample_interval",
+    "copy_size",
+    "order",
+    "shuffle_seed",
+    "racing",
+    "ss",
+    "ss_dur",
+    "ss_ramp",
+    "mode",
+    "min_throughput",
+)
+TOP_KEYS = (
+    "campaign",
+    "host",
+    "pool",
+    "target",
+    "matrix",
+    "exclude",
+    "include",
+    "fio",
+    "goal",
+    "mix",
+    "report",
+    "scale",
+    "preflight",
+    "tunables",
+)
 TARGET_KEYS = ("name", "kind", "path", "size", "confirm", "props")
 POOL_KEYS = ("name", "vdevs", "log", "cache", "special", "confirm", "ashift", "properties", "parent")
 #: vdev classes written in zpool create's grammar (`["raidz1", a, b, c]`, `["mirror", a, b, "mirror", c, d]`)
@@ -133,9 +236,16 @@ class PoolSpec:
     @property
     def layout(self) -> str:
         """A one-line description, e.g. `raidz1(3) + log(1) + cache(1)` (for fingerprints and reports)."""
-        parts = [f"{name}{groups}" for name, groups in (("", _groups(self.vdevs)), ("log ", _groups(self.log)),
-                                                          ("cache ", _groups(self.cache)),
-                                                          ("special ", _groups(self.special))) if groups]
+        parts = [
+            f"{name}{groups}"
+            for name, groups in (
+                ("", _groups(self.vdevs)),
+                ("log ", _groups(self.log)),
+                ("cache ", _groups(self.cache)),
+                ("special ", _groups(self.special)),
+            )
+            if groups
+        ]
         return " + ".join(parts)
 
     @property
@@ -273,8 +383,12 @@ class _Ctx:
         try:
             seconds = parse_duration(value)  # type: ignore[arg-type]
         except (ValueError, TypeError):
-            raise self.err(key, value, "not a duration (and durations cannot be negative)",
-                           'write e.g. "30s", "2m", "1h30m" or a number of seconds') from None
+            raise self.err(
+                key,
+                value,
+                "not a duration (and durations cannot be negative)",
+                'write e.g. "30s", "2m", "1h30m" or a number of seconds',
+            ) from None
         if positive and seconds <= 0:
             raise self.err(key, value, "must be longer than zero", 'e.g. "60s"')
         return seconds
@@ -319,7 +433,9 @@ def load_spec(path: str, scale: str = "") -> Spec:
         with open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        raise UserError(f"campaign file not found: {path}", "check the path; `tankbench presets` lists the presets") from None
+        raise UserError(
+            f"campaign file not found: {path}", "check the path; `tankbench presets` lists the presets"
+        ) from None
     except IsADirectoryError:
         raise UserError(f"{path}: is a directory, not a campaign file", "pass the .toml file itself") from None
     except OSError as e:
@@ -340,8 +456,10 @@ def apply_scale(ctx: _Ctx, doc: dict[str, Any], scale: str) -> dict[str, Any]:
         return doc
     if scale not in scales:
         known = ", ".join(sorted(scales)) or "none"
-        raise UserError(f"{ctx.path}: no [scale.{scale}] in this campaign (scales: {known})",
-                        "pick one of its scales, or run it without --scale")
+        raise UserError(
+            f"{ctx.path}: no [scale.{scale}] in this campaign (scales: {known})",
+            "pick one of its scales, or run it without --scale",
+        )
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.items()}
     for key, value in scales[scale].items():
         if key not in TOP_KEYS or key == "scale":
@@ -359,14 +477,18 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there") from None
+        raise UserError(
+            f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there"
+        ) from None
     ctx.unknown_keys(doc, TOP_KEYS, "")
     doc = apply_scale(ctx, doc, scale)
     camp = ctx.table(doc, "campaign", required=True)
     ctx.unknown_keys(camp, CAMPAIGN_KEYS, "campaign.")
     name = ctx.string("campaign.name", camp.get("name", ""))
     if not NAME_RE.match(name):
-        raise ctx.err("campaign.name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "zvol-vs-dataset"')
+        raise ctx.err(
+            "campaign.name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "zvol-vs-dataset"'
+        )
     mode, min_throughput = _run_mode(ctx, camp)
     runtime = 0.0 if mode == "size" else ctx.duration("campaign.runtime", camp.get("runtime", "60s"), positive=True)
     ramp = ctx.duration("campaign.ramp", camp.get("ramp", "0s"))
@@ -385,8 +507,12 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     pool = _pool(ctx, doc.get("pool"), targets)
     matrix = _matrix(ctx, ctx.table(doc, "matrix", required=True), targets)
     if True in matrix.get("slog", ()) and (pool is None or not pool.log):
-        raise ctx.err("matrix.slog", list(matrix["slog"]), "needs log devices in [pool]",
-                      'add log = ["/dev/disk/by-id/…"] (and confirm it) to a pool tankbench creates')
+        raise ctx.err(
+            "matrix.slog",
+            list(matrix["slog"]),
+            "needs log devices in [pool]",
+            'add log = ["/dev/disk/by-id/…"] (and confirm it) to a pool tankbench creates',
+        )
     excludes = tuple(_rule(ctx, r, i, "exclude", matrix, targets) for i, r in enumerate(_list(ctx, doc, "exclude")))
     includes = tuple(_include(ctx, r, i, matrix, targets) for i, r in enumerate(_list(ctx, doc, "include")))
     fio = _fio(ctx, ctx.table(doc, "fio"))
@@ -395,14 +521,37 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     tunables = _tunables_table(ctx, ctx.table(doc, "tunables"))
     _check_new_axes(ctx, matrix, fio, pool, targets, mode)
     extras: dict[str, Any] = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
-    return Spec(path=path, text=text, name=name, description=str(camp.get("description", "")), runtime=runtime,
-                ramp=ramp, warmup=warmup, repeats=repeats, cooldown=cooldown, deadline_grace=grace,
-                timing_threshold=threshold, max_tests=max_tests, drain_max=drain_max, sample_interval=interval,
-                copy_size=copy_size,
-                host=host, targets=targets, matrix=frozen_map(matrix), excludes=excludes, includes=includes,
-                fio=frozen_map(fio), extras=frozen_map(extras), pool=pool, scale=scale,
-                preflight=policy_from_table(ctx.table(doc, "preflight"), path), schedule=schedule, mode=mode,
-                min_throughput=min_throughput, tunables=frozen_map(tunables))
+    return Spec(
+        path=path,
+        text=text,
+        name=name,
+        description=str(camp.get("description", "")),
+        runtime=runtime,
+        ramp=ramp,
+        warmup=warmup,
+        repeats=repeats,
+        cooldown=cooldown,
+        deadline_grace=grace,
+        timing_threshold=threshold,
+        max_tests=max_tests,
+        drain_max=drain_max,
+        sample_interval=interval,
+        copy_size=copy_size,
+        host=host,
+        targets=targets,
+        matrix=frozen_map(matrix),
+        excludes=excludes,
+        includes=includes,
+        fio=frozen_map(fio),
+        extras=frozen_map(extras),
+        pool=pool,
+        scale=scale,
+        preflight=policy_from_table(ctx.table(doc, "preflight"), path),
+        schedule=schedule,
+        mode=mode,
+        min_throughput=min_throughput,
+        tunables=frozen_map(tunables),
+    )
 
 
 def _list(ctx: _Ctx, doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
@@ -440,26 +589,49 @@ def _cooldown(ctx: _Ctx, value: object) -> Cooldown:
     if load1_auto or load1 is False:
         load1 = None
     elif load1 is not None and (isinstance(load1, bool) or not isinstance(load1, (int, float)) or load1 < 0):
-        raise ctx.err("campaign.cooldown.load1", load1, "must be a non-negative number",
-                      'e.g. load1 = 0.5; with auto = true also "auto" (preflight load1 + 1.0) or false (not checked)')
-    dirty = ctx.size("campaign.cooldown.dirty", value.get("dirty", "4M" if auto else 0), positive=False) \
-        if auto or "dirty" in value else None
+        raise ctx.err(
+            "campaign.cooldown.load1",
+            load1,
+            "must be a non-negative number",
+            'e.g. load1 = 0.5; with auto = true also "auto" (preflight load1 + 1.0) or false (not checked)',
+        )
+    dirty = (
+        ctx.size("campaign.cooldown.dirty", value.get("dirty", "4M" if auto else 0), positive=False)
+        if auto or "dirty" in value
+        else None
+    )
     if not auto:
         for key in ("idle_iops", "idle_for"):
             if key in value:
-                raise ctx.err(f"campaign.cooldown.{key}", value[key], "only applies to an automatic cooldown",
-                              'add auto = true, or write cooldown = "auto"')
+                raise ctx.err(
+                    f"campaign.cooldown.{key}",
+                    value[key],
+                    "only applies to an automatic cooldown",
+                    'add auto = true, or write cooldown = "auto"',
+                )
     idle = value.get("idle_iops", 5.0)
     if isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle < 0:
-        raise ctx.err("campaign.cooldown.idle_iops", idle, "must be a non-negative number",
-                      "e.g. idle_iops = 5 (disk operations per second that still count as idle)")
+        raise ctx.err(
+            "campaign.cooldown.idle_iops",
+            idle,
+            "must be a non-negative number",
+            "e.g. idle_iops = 5 (disk operations per second that still count as idle)",
+        )
     idle_s = ctx.duration("campaign.cooldown.idle_for", value.get("idle_for", "3s"))
-    return Cooldown(fixed_s=fixed, max_s=max_s, load1=float(load1) if load1 is not None else None, dirty_bytes=dirty,
-                    auto=auto, idle_iops=float(idle), idle_s=idle_s, load1_auto=load1_auto)
+    return Cooldown(
+        fixed_s=fixed,
+        max_s=max_s,
+        load1=float(load1) if load1 is not None else None,
+        dirty_bytes=dirty,
+        auto=auto,
+        idle_iops=float(idle),
+        idle_s=idle_s,
+        load1_auto=load1_auto,
+    )
 
 
 def _fraction(ctx: _Ctx, key: str, value: object, hint: str) -> float:
-    """"5%" or 0.05 -> 0.05 (a positive fraction below 1)."""
+    """ "5%" or 0.05 -> 0.05 (a positive fraction below 1)."""
     frac = -1.0
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         frac = float(value)
@@ -480,8 +652,12 @@ def _schedule(ctx: _Ctx, camp: Mapping[str, Any], runtime: float, name: str) -> 
         mode = "per-test" if warm else "none"  # `true` keeps its old meaning: every test gets a run 0
     else:
         if warm not in WARMUP_MODES:
-            raise ctx.err("campaign.warmup", warm, 'must be true or false, or one of "per-test", "per-config", "none"',
-                          'warmup = "per-config": one warm-up run per provisioned configuration (docs/schedule.md)')
+            raise ctx.err(
+                "campaign.warmup",
+                warm,
+                'must be true or false, or one of "per-test", "per-config", "none"',
+                'warmup = "per-config": one warm-up run per provisioned configuration (docs/schedule.md)',
+            )
         mode = str(warm)
     rmin, rmax, ci = _repeats(ctx, camp.get("repeats", 1))
     order = ctx.choice("campaign.order", camp.get("order", "sequential"), ORDERS)
@@ -490,18 +666,38 @@ def _schedule(ctx: _Ctx, camp: Mapping[str, Any], runtime: float, name: str) -> 
     racing, margin, race_min = _racing(ctx, camp.get("racing", False), rmin)
     ss = ctx.string("campaign.ss", camp.get("ss", ""))
     if ss and not SS_RE.match(ss):
-        raise ctx.err("campaign.ss", ss, "not an fio steady-state criterion",
-                      'e.g. "iops:5%" (IOPS within 5 % of their mean) or "bw_slope:0.5%"')
+        raise ctx.err(
+            "campaign.ss",
+            ss,
+            "not an fio steady-state criterion",
+            'e.g. "iops:5%" (IOPS within 5 % of their mean) or "bw_slope:0.5%"',
+        )
     for key in ("ss_dur", "ss_ramp"):
         if key in camp and "ss" not in camp:  # ss = "" (e.g. in a quick scale) turns it off with them
             raise ctx.err(f"campaign.{key}", camp[key], "needs campaign.ss", 'add e.g. ss = "iops:5%"')
     dur = ctx.duration("campaign.ss_dur", camp.get("ss_dur", "30s"), positive=True) if ss else 0.0
     ss_ramp = ctx.duration("campaign.ss_ramp", camp.get("ss_ramp", "0s")) if ss else 0.0
     if ss and ss_ramp + dur > runtime:
-        raise ctx.err("campaign.ss_dur", camp.get("ss_dur", "30s"), "ss_ramp + ss_dur is longer than the runtime",
-                      "fio could never see steady state: lengthen campaign.runtime (the longest a run may take)")
-    return Schedule(warmup=mode, repeats_min=rmin, repeats_max=rmax, ci=ci, order=order, shuffle_seed=seed,
-                    racing=racing, racing_margin=margin, racing_min=race_min, ss=ss, ss_dur_s=dur, ss_ramp_s=ss_ramp)
+        raise ctx.err(
+            "campaign.ss_dur",
+            camp.get("ss_dur", "30s"),
+            "ss_ramp + ss_dur is longer than the runtime",
+            "fio could never see steady state: lengthen campaign.runtime (the longest a run may take)",
+        )
+    return Schedule(
+        warmup=mode,
+        repeats_min=rmin,
+        repeats_max=rmax,
+        ci=ci,
+        order=order,
+        shuffle_seed=seed,
+        racing=racing,
+        racing_margin=margin,
+        racing_min=race_min,
+        ss=ss,
+        ss_dur_s=dur,
+        ss_ramp_s=ss_ramp,
+    )
 
 
 def _repeats(ctx: _Ctx, value: object) -> tuple[int, int, float | None]:
@@ -516,8 +712,12 @@ def _repeats(ctx: _Ctx, value: object) -> tuple[int, int, float | None]:
         raise ctx.err("campaign.repeats.max", rmax, f"is smaller than min ({rmin})", f"e.g. max = {max(rmin, 10)}")
     ci = None
     if "ci" in value:
-        ci = _fraction(ctx, "campaign.repeats.ci", value["ci"],
-                       'e.g. ci = "5%": stop once the 95 % CI of the mean is within ±5 % of the mean')
+        ci = _fraction(
+            ctx,
+            "campaign.repeats.ci",
+            value["ci"],
+            'e.g. ci = "5%": stop once the 95 % CI of the mean is within ±5 % of the mean',
+        )
         if rmin < 2:
             raise ctx.err("campaign.repeats.min", rmin, "a confidence interval needs at least 2 repeats", "min = 2")
     return rmin, rmax, ci
@@ -528,11 +728,16 @@ def _racing(ctx: _Ctx, value: object, rmin: int) -> tuple[bool, float, int]:
     if isinstance(value, bool):
         return value, 0.05, max(2, rmin)
     if not isinstance(value, dict):
-        raise ctx.err("campaign.racing", value, "must be true, false or a table",
-                      'e.g. racing = { margin = "5%", min = 2 }')
+        raise ctx.err(
+            "campaign.racing", value, "must be true, false or a table", 'e.g. racing = { margin = "5%", min = 2 }'
+        )
     ctx.unknown_keys(value, RACING_KEYS, "campaign.racing.")
-    margin = _fraction(ctx, "campaign.racing.margin", value.get("margin", "5%"),
-                       'e.g. margin = "5%": drop a test only when it is at least 5 % behind the leader')
+    margin = _fraction(
+        ctx,
+        "campaign.racing.margin",
+        value.get("margin", "5%"),
+        'e.g. margin = "5%": drop a test only when it is at least 5 % behind the leader',
+    )
     race_min = ctx.integer("campaign.racing.min", value.get("min", max(2, rmin)), 2, 1000)
     return True, margin, race_min
 
@@ -545,8 +750,12 @@ def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
             return HostSpec()
         kind = ctx.choice("campaign.host", shortcut, HOST_KINDS)
         if kind == "ssh":
-            raise ctx.err("campaign.host", shortcut, "an ssh host needs an address",
-                          'write a [host] table: kind = "ssh", address = "bench.example.org"')
+            raise ctx.err(
+                "campaign.host",
+                shortcut,
+                "an ssh host needs an address",
+                'write a [host] table: kind = "ssh", address = "bench.example.org"',
+            )
         return HostSpec(kind=kind)
     if not isinstance(table, dict):
         raise ctx.err("host", table, "must be a table", 'write [host] with kind = "local" | "lab" | "ssh"')
@@ -571,11 +780,21 @@ def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
 
 def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
     if value is None:
-        raise ctx.err("[[target]]", None, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
+        raise ctx.err(
+            "[[target]]",
+            None,
+            "no target",
+            'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"',
+        )
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ctx.err("target", value, "must be an array of tables", "write each target as [[target]]")
     if not value:
-        raise ctx.err("target", value, "no target", 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"')
+        raise ctx.err(
+            "target",
+            value,
+            "no target",
+            'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"',
+        )
     out: list[Target] = []
     for i, t in enumerate(value):
         p = f"target[{i}]."
@@ -593,11 +812,19 @@ def _targets(ctx: _Ctx, value: object) -> tuple[Target, ...]:
             raise ctx.err(p + "props", t["props"], "only dataset and zvol targets take ZFS properties", "remove it")
         path_ = ctx.string(p + "path", t.get("path", ""))
         if not path_.startswith("/"):
-            raise ctx.err(p + "path", path_, "must be an absolute path",
-                          'a directory for kind = "file", a /dev/disk/by-id/… path for kind = "raw"')
+            raise ctx.err(
+                p + "path",
+                path_,
+                "must be an absolute path",
+                'a directory for kind = "file", a /dev/disk/by-id/… path for kind = "raw"',
+            )
         if kind == "raw" and not path_.startswith("/dev/"):
-            raise ctx.err(p + "path", path_, "a raw target must be a block device under /dev",
-                          'name it by a stable id, e.g. "/dev/disk/by-id/virtio-tbdata0"')
+            raise ctx.err(
+                p + "path",
+                path_,
+                "a raw target must be a block device under /dev",
+                'name it by a stable id, e.g. "/dev/disk/by-id/virtio-tbdata0"',
+            )
         if kind == "file" and "size" not in t:
             raise ctx.err(p + "size", None, "is required for a file target", 'e.g. size = "1G" (larger than the cache)')
         size = ctx.size(p + "size", t["size"]) if "size" in t else 0
@@ -612,8 +839,12 @@ def _zfs_target(ctx: _Ctx, t: dict[str, Any], p: str, name: str, kind: str) -> T
     """A dataset (a test file on it) or a zvol; where it lives comes from [pool]."""
     for key in ("path", "confirm"):
         if key in t:
-            raise ctx.err(p + key, t[key], f"a {kind} target does not take a {key}",
-                          "tankbench creates it under the campaign's [pool]")
+            raise ctx.err(
+                p + key,
+                t[key],
+                f"a {kind} target does not take a {key}",
+                "tankbench creates it under the campaign's [pool]",
+            )
     if "size" not in t:
         what = {"dataset": "the test file's size", "zvol": "the zvol's volsize"}.get(kind, "the guest disk's size")
         raise ctx.err(p + "size", None, f"is required ({what})", 'e.g. size = "1G" (larger than the ARC for reads)')
@@ -625,11 +856,16 @@ def _zfs_target(ctx: _Ctx, t: dict[str, Any], p: str, name: str, kind: str) -> T
     for key, value in props.items():
         if key not in TARGET_PROPS:
             close = difflib.get_close_matches(key, TARGET_PROPS, n=1)
-            raise ctx.err(f"{p}props.{key}", value, "not a ZFS property tankbench sets",
-                          f"did you mean `{close[0]}`?" if close else f"one of: {', '.join(TARGET_PROPS)}")
+            raise ctx.err(
+                f"{p}props.{key}",
+                value,
+                "not a ZFS property tankbench sets",
+                f"did you mean `{close[0]}`?" if close else f"one of: {', '.join(TARGET_PROPS)}",
+            )
         if key == "recordsize" and kind == "zvol" or key == "volblocksize" and kind == "dataset":
-            raise ctx.err(f"{p}props.{key}", value, f"does not apply to a {kind}",
-                          "datasets have recordsize, zvols volblocksize")
+            raise ctx.err(
+                f"{p}props.{key}", value, f"does not apply to a {kind}", "datasets have recordsize, zvols volblocksize"
+            )
         if key in ZFS_AXES:
             clean[key] = str(_axis_value(ctx, f"{p}props.{key}", key, value))
         else:
@@ -641,8 +877,12 @@ def _pool(ctx: _Ctx, value: object, targets: tuple[Target, ...]) -> PoolSpec | N
     zfs = [t for t in targets if t.kind in ("dataset", "zvol", "vm-disk")]
     if value is None:
         if zfs:
-            raise ctx.err("[pool]", None, f"target {zfs[0].name!r} is a {zfs[0].kind} but there is no [pool]",
-                          'add [pool] with name + vdevs (tankbench creates it) or parent = "tank/bench"')
+            raise ctx.err(
+                "[pool]",
+                None,
+                f"target {zfs[0].name!r} is a {zfs[0].kind} but there is no [pool]",
+                'add [pool] with name + vdevs (tankbench creates it) or parent = "tank/bench"',
+            )
         return None
     if not isinstance(value, dict):
         raise ctx.err("pool", value, "must be a table", "write [pool]")
@@ -650,8 +890,12 @@ def _pool(ctx: _Ctx, value: object, targets: tuple[Target, ...]) -> PoolSpec | N
     name = ctx.string("pool.name", value.get("name", ""))
     parent = ctx.string("pool.parent", value.get("parent", ""))
     if bool(name) == bool(parent):
-        raise ctx.err("pool", None, "needs either name (a pool tankbench creates) or parent (an existing dataset)",
-                      'e.g. name = "tbpool" with vdevs = ["/dev/disk/by-id/…"], or parent = "tank/bench"')
+        raise ctx.err(
+            "pool",
+            None,
+            "needs either name (a pool tankbench creates) or parent (an existing dataset)",
+            'e.g. name = "tbpool" with vdevs = ["/dev/disk/by-id/…"], or parent = "tank/bench"',
+        )
     if name and not re.match(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", name):
         raise ctx.err("pool.name", name, "not a valid pool name", 'e.g. "tbpool"')
     if parent and not re.match(r"^[A-Za-z][A-Za-z0-9_.:/-]*[A-Za-z0-9_.:-]$", parent):
@@ -661,16 +905,28 @@ def _pool(ctx: _Ctx, value: object, targets: tuple[Target, ...]) -> PoolSpec | N
         raise ctx.err("pool.vdevs", [], "a pool tankbench creates needs vdevs", '["/dev/disk/by-id/virtio-tbdata0"]')
     if parent and any(lists[k] for k in VDEV_CLASSES):
         given = [d for k in VDEV_CLASSES for d in lists[k]]
-        raise ctx.err("pool.vdevs", given, "an existing parent takes no vdevs",
-                      "tankbench never changes the layout of a pool it did not create")
+        raise ctx.err(
+            "pool.vdevs",
+            given,
+            "an existing parent takes no vdevs",
+            "tankbench never changes the layout of a pool it did not create",
+        )
     _check_devices_once(ctx, lists)
     ashift = ctx.integer("pool.ashift", value.get("ashift", 12), 9, 16)
     props = value.get("properties", {})
     if not isinstance(props, dict):
         raise ctx.err("pool.properties", props, "must be a table", '{ compression = "off" }')
-    return PoolSpec(name=name, vdevs=lists["vdevs"], log=lists["log"], confirm=lists["confirm"], ashift=ashift,
-                    properties={k: str(v) for k, v in props.items()}, parent=parent, cache=lists["cache"],
-                    special=lists["special"])
+    return PoolSpec(
+        name=name,
+        vdevs=lists["vdevs"],
+        log=lists["log"],
+        confirm=lists["confirm"],
+        ashift=ashift,
+        properties={k: str(v) for k, v in props.items()},
+        parent=parent,
+        cache=lists["cache"],
+        special=lists["special"],
+    )
 
 
 def _axis_value(ctx: _Ctx, key: str, axis: str, v: object) -> Any:
@@ -732,8 +988,12 @@ def _matrix(ctx: _Ctx, table: dict[str, Any], targets: tuple[Target, ...]) -> di
     ctx.unknown_keys(table, AXES, "matrix.")
     for required in ("rw", "bs"):
         if required not in table:
-            raise ctx.err(f"matrix.{required}", None, "is required", f'e.g. {required} = ["read", "write"]'
-                          if required == "rw" else 'e.g. bs = ["4k", "1M"]')
+            raise ctx.err(
+                f"matrix.{required}",
+                None,
+                "is required",
+                f'e.g. {required} = ["read", "write"]' if required == "rw" else 'e.g. bs = ["4k", "1M"]',
+            )
     out: dict[str, tuple[Any, ...]] = {}
     for axis in AXES:
         values = table.get(axis, DEFAULT_AXES.get(axis))
@@ -751,14 +1011,22 @@ def _matrix(ctx: _Ctx, table: dict[str, Any], targets: tuple[Target, ...]) -> di
     for axis in ZFS_AXES + VM_AXES:
         if axis in out and not any(axis in ZFS_AXES_FOR[k] for k in zfs_kinds):
             kinds = [k for k in ZFS_AXES_FOR if axis in ZFS_AXES_FOR[k]]
-            raise ctx.err(f"matrix.{axis}", list(out[axis]), f"applies only to {' and '.join(kinds)} targets",
-                          "add such a target, or remove the axis")
+            raise ctx.err(
+                f"matrix.{axis}",
+                list(out[axis]),
+                f"applies only to {' and '.join(kinds)} targets",
+                "add such a target, or remove the axis",
+            )
     _vm_axes(ctx, out)
     for size in out.get("size", ()):
         for t in targets:
             if t.size and parse_size(size) > t.size:
-                raise ctx.err("matrix.size", size, f"is larger than target {t.name!r} ({fmt_size(t.size)})",
-                              "make the target larger or the size smaller")
+                raise ctx.err(
+                    "matrix.size",
+                    size,
+                    f"is larger than target {t.name!r} ({fmt_size(t.size)})",
+                    "make the target larger or the size smaller",
+                )
     return out
 
 
@@ -768,9 +1036,12 @@ def _vm_axes(ctx: _Ctx, out: Mapping[str, tuple[Any, ...]]) -> None:
     backings = out.get("backing", ("zvol",))
     for axis, needs in (("qcow2_cluster", ("qcow2",)), ("l2_cache", ("qcow2",)), ("preallocation", ("qcow2", "raw"))):
         if axis in out and not set(needs) & set(backings):
-            raise ctx.err(f"matrix.{axis}", list(out[axis]), f"applies only to backing = {' or '.join(needs)}, "
-                          f"and the matrix has backing = {list(backings)}",
-                          f'add "{needs[0]}" to matrix.backing, or remove the axis')
+            raise ctx.err(
+                f"matrix.{axis}",
+                list(out[axis]),
+                f"applies only to backing = {' or '.join(needs)}, and the matrix has backing = {list(backings)}",
+                f'add "{needs[0]}" to matrix.backing, or remove the axis',
+            )
 
 
 def _match_value(ctx: _Ctx, key: str, axis: str, v: object, targets: tuple[Target, ...]) -> Any:
@@ -782,8 +1053,9 @@ def _match_value(ctx: _Ctx, key: str, axis: str, v: object, targets: tuple[Targe
     return _axis_value(ctx, key, axis, v)
 
 
-def _rule(ctx: _Ctx, rule: dict[str, Any], i: int, section: str, matrix: Mapping[str, Any],
-          targets: tuple[Target, ...]) -> Mapping[str, tuple[Any, ...]]:
+def _rule(
+    ctx: _Ctx, rule: dict[str, Any], i: int, section: str, matrix: Mapping[str, Any], targets: tuple[Target, ...]
+) -> Mapping[str, tuple[Any, ...]]:
     """An exclude rule: axis -> accepted values; a test matching every key is dropped."""
     allowed = ("target", "kind") + AXES
     ctx.unknown_keys(rule, allowed, f"{section}[{i}].")
@@ -796,8 +1068,9 @@ def _rule(ctx: _Ctx, rule: dict[str, Any], i: int, section: str, matrix: Mapping
     return frozen_map(out)
 
 
-def _include(ctx: _Ctx, rule: dict[str, Any], i: int, matrix: Mapping[str, Any],
-             targets: tuple[Target, ...]) -> Mapping[str, Any]:
+def _include(
+    ctx: _Ctx, rule: dict[str, Any], i: int, matrix: Mapping[str, Any], targets: tuple[Target, ...]
+) -> Mapping[str, Any]:
     """An extra test: one value per axis; axes not given take the matrix's first value."""
     allowed = ("target",) + AXES
     ctx.unknown_keys(rule, allowed, f"include[{i}].")
@@ -817,11 +1090,21 @@ _FIO_RESERVED: dict[str, str] = {
     "runtime": "set campaign.runtime",
     "ramp_time": "set campaign.ramp",
     "time_based": "every test is time based",
-    "rw": "use matrix.rw", "readwrite": "use matrix.rw", "bs": "use matrix.bs", "blocksize": "use matrix.bs",
-    "iodepth": "use matrix.iodepth", "numjobs": "use matrix.numjobs", "direct": 'use matrix.io = ["direct"]',
-    "buffered": 'use matrix.io = ["buffered"]', "sync": "use matrix.sync_mode", "fsync": "use matrix.sync_mode",
-    "fdatasync": "use matrix.sync_mode", "size": "set the target's size or matrix.size",
-    "ss": "set campaign.ss", "ss_dur": "set campaign.ss_dur", "ss_ramp": "set campaign.ss_ramp",
+    "rw": "use matrix.rw",
+    "readwrite": "use matrix.rw",
+    "bs": "use matrix.bs",
+    "blocksize": "use matrix.bs",
+    "iodepth": "use matrix.iodepth",
+    "numjobs": "use matrix.numjobs",
+    "direct": 'use matrix.io = ["direct"]',
+    "buffered": 'use matrix.io = ["buffered"]',
+    "sync": "use matrix.sync_mode",
+    "fsync": "use matrix.sync_mode",
+    "fdatasync": "use matrix.sync_mode",
+    "size": "set the target's size or matrix.size",
+    "ss": "set campaign.ss",
+    "ss_dur": "set campaign.ss_dur",
+    "ss_ramp": "set campaign.ss_ramp",
 }
 
 
@@ -873,26 +1156,41 @@ def _vdev_list(ctx: _Ctx, key: str, items: object) -> tuple[str, ...]:
     for x in items:
         if x in VDEV_GROUPS:
             if key == "cache":
-                raise ctx.err("pool.cache", x, "cache devices cannot be grouped",
-                              "list the L2ARC devices by id without mirror/raidz")
+                raise ctx.err(
+                    "pool.cache",
+                    x,
+                    "cache devices cannot be grouped",
+                    "list the L2ARC devices by id without mirror/raidz",
+                )
             if key in ("log", "special") and x != "mirror":
                 raise ctx.err(f"pool.{key}", x, f"a {key} vdev is a disk or a mirror", '["mirror", a, b] or [a]')
             groups.append((x, 0))
         elif not x.startswith("/dev/disk/by-id/"):
-            hint = "use /dev/disk/by-id/… paths" if x.startswith("/") else \
-                f"group keywords are {', '.join(VDEV_GROUPS)}; devices are /dev/disk/by-id/… paths"
+            hint = (
+                "use /dev/disk/by-id/… paths"
+                if x.startswith("/")
+                else f"group keywords are {', '.join(VDEV_GROUPS)}; devices are /dev/disk/by-id/… paths"
+            )
             raise ctx.err(f"pool.{key}", x, "vdevs are named by stable id", hint)
         elif groups:
             groups[-1] = (groups[-1][0], groups[-1][1] + 1)
         else:
             plain += 1
     if groups and plain:
-        raise ctx.err(f"pool.{key}", items, "mixes single disks with mirror/raidz groups",
-                      "start the list with a keyword and give every disk a group (zpool refuses mixed redundancy)")
+        raise ctx.err(
+            f"pool.{key}",
+            items,
+            "mixes single disks with mirror/raidz groups",
+            "start the list with a keyword and give every disk a group (zpool refuses mixed redundancy)",
+        )
     for word, n in groups:
         if n < VDEV_GROUPS[word]:
-            raise ctx.err(f"pool.{key}", items, f"a {word} group needs at least {VDEV_GROUPS[word]} devices "
-                          f"(has {n})", f'e.g. ["{word}", {", ".join(["id"] * VDEV_GROUPS[word])}]')
+            raise ctx.err(
+                f"pool.{key}",
+                items,
+                f"a {word} group needs at least {VDEV_GROUPS[word]} devices (has {n})",
+                f'e.g. ["{word}", {", ".join(["id"] * VDEV_GROUPS[word])}]',
+            )
     return tuple(items)
 
 
@@ -908,20 +1206,32 @@ def _check_devices_once(ctx: _Ctx, lists: Mapping[str, tuple[str, ...]]) -> None
             seen[d] = key
     missing = [d for d in seen if d not in lists["confirm"]]
     if missing:
-        raise ctx.err("pool.confirm", list(lists["confirm"]), f"does not confirm {missing[0]}",
-                      "list every vdev, log, cache and special device again in confirm: creating the pool "
-                      "destroys their contents")
+        raise ctx.err(
+            "pool.confirm",
+            list(lists["confirm"]),
+            f"does not confirm {missing[0]}",
+            "list every vdev, log, cache and special device again in confirm: creating the pool "
+            "destroys their contents",
+        )
 
 
 def _run_mode(ctx: _Ctx, camp: Mapping[str, Any]) -> tuple[str, int]:
     """campaign.mode: "time" (runtime) or "size" (fio ends when each job has moved its size)."""
     mode = ctx.choice("campaign.mode", camp.get("mode", "time"), RUN_MODES)
     if mode == "size" and "runtime" in camp:
-        raise ctx.err("campaign.runtime", camp["runtime"], 'has no meaning with mode = "size"',
-                      "remove runtime: each job ends after its size; campaign.min_throughput bounds the watchdog")
+        raise ctx.err(
+            "campaign.runtime",
+            camp["runtime"],
+            'has no meaning with mode = "size"',
+            "remove runtime: each job ends after its size; campaign.min_throughput bounds the watchdog",
+        )
     if mode == "time" and "min_throughput" in camp:
-        raise ctx.err("campaign.min_throughput", camp["min_throughput"], 'applies only to mode = "size"',
-                      'remove it, or set mode = "size"')
+        raise ctx.err(
+            "campaign.min_throughput",
+            camp["min_throughput"],
+            'applies only to mode = "size"',
+            'remove it, or set mode = "size"',
+        )
     floor = ctx.size("campaign.min_throughput", camp.get("min_throughput", "1M"))
     return mode, floor
 
@@ -931,12 +1241,20 @@ def _layout_value(ctx: _Ctx, key: str, v: object) -> str:
     if isinstance(v, str) and v.startswith("compressible:"):
         m = re.match(r"^compressible:([0-9]{1,2})%$", v)
         if not m or not 1 <= int(m.group(1)) <= 99:
-            raise ctx.err(key, v, "needs a percentage from 1 to 99", 'e.g. "compressible:50%" (half of each block '
-                          "compresses away)")
+            raise ctx.err(
+                key,
+                v,
+                "needs a percentage from 1 to 99",
+                'e.g. "compressible:50%" (half of each block compresses away)',
+            )
         return f"compressible:{int(m.group(1))}%"
     if v not in LAYOUTS:
-        raise ctx.err(key, v, f"must be one of {', '.join(LAYOUTS)} or compressible:<N>%",
-                      'e.g. layout = ["unwritten", "random"] (seed 002: never-written vs written file)')
+        raise ctx.err(
+            key,
+            v,
+            f"must be one of {', '.join(LAYOUTS)} or compressible:<N>%",
+            'e.g. layout = ["unwritten", "random"] (seed 002: never-written vs written file)',
+        )
     return str(v)
 
 
@@ -959,16 +1277,28 @@ TUNABLE_VALUE_RE = re.compile(r"^-?[A-Za-z0-9_.:,+-]{1,64}$")
 def _tunable_set(ctx: _Ctx, key: str, table: object) -> dict[str, str]:
     """A table of ZFS module parameters (names as in /sys/module/zfs/parameters) and their values."""
     if not isinstance(table, dict):
-        raise ctx.err(key, table, "must be a table of module parameters",
-                      "e.g. tunables = [{}, { zfs_txg_timeout = 10 }] ({} keeps the host's values)")
+        raise ctx.err(
+            key,
+            table,
+            "must be a table of module parameters",
+            "e.g. tunables = [{}, { zfs_txg_timeout = 10 }] ({} keeps the host's values)",
+        )
     out: dict[str, str] = {}
     for name, value in table.items():
         if not TUNABLE_RE.match(name):
-            raise ctx.err(f"{key}.{name}", value, "is not a module parameter name",
-                          "names as in /sys/module/zfs/parameters, e.g. zfs_txg_timeout")
+            raise ctx.err(
+                f"{key}.{name}",
+                value,
+                "is not a module parameter name",
+                "names as in /sys/module/zfs/parameters, e.g. zfs_txg_timeout",
+            )
         if isinstance(value, bool) or not isinstance(value, (int, str)) or not TUNABLE_VALUE_RE.match(str(value)):
-            raise ctx.err(f"{key}.{name}", value, "must be a whole number or a short word",
-                          "e.g. zfs_txg_timeout = 10, zfs_arc_max = 1073741824 (bytes)")
+            raise ctx.err(
+                f"{key}.{name}",
+                value,
+                "must be a whole number or a short word",
+                "e.g. zfs_txg_timeout = 10, zfs_arc_max = 1073741824 (bytes)",
+            )
         out[name] = str(value)
     return out
 
@@ -978,22 +1308,40 @@ def _tunables_table(ctx: _Ctx, table: dict[str, Any]) -> dict[str, str]:
     return _tunable_set(ctx, "tunables", table) if table else {}
 
 
-def _check_new_axes(ctx: _Ctx, matrix: Mapping[str, tuple[Any, ...]], fio: Mapping[str, Any],
-                    pool: PoolSpec | None, targets: tuple[Target, ...], mode: str) -> None:
+def _check_new_axes(
+    ctx: _Ctx,
+    matrix: Mapping[str, tuple[Any, ...]],
+    fio: Mapping[str, Any],
+    pool: PoolSpec | None,
+    targets: tuple[Target, ...],
+    mode: str,
+) -> None:
     """Cross-key rules of the issue-10 keys: one place per fio buffer option, cold caches only where
     tankbench may export the pool, size-based runs only with a size, slog only with single log disks."""
     for axis in ("buffer_compress_percentage", "refill_buffers"):
         if axis in matrix and axis in fio:
             raise ctx.err(f"fio.{axis}", fio[axis], f"is also an axis (matrix.{axis})", "set it in one place")
     if "cold" in matrix.get("cache", ()) and pool is not None and not pool.creates:
-        raise ctx.err("matrix.cache", list(matrix["cache"]), "cold needs a pool tankbench creates",
-                      "emptying the ARC means exporting and importing the pool; tankbench never exports a pool "
-                      "it did not create: use [pool] name + vdevs, or drop \"cold\"")
+        raise ctx.err(
+            "matrix.cache",
+            list(matrix["cache"]),
+            "cold needs a pool tankbench creates",
+            "emptying the ARC means exporting and importing the pool; tankbench never exports a pool "
+            'it did not create: use [pool] name + vdevs, or drop "cold"',
+        )
     if True in matrix.get("slog", ()) and pool is not None and any(d in VDEV_GROUPS for d in pool.log):
-        raise ctx.err("pool.log", list(pool.log), "the slog axis adds and removes single log disks",
-                      "list the log disks without mirror, or remove the slog axis")
+        raise ctx.err(
+            "pool.log",
+            list(pool.log),
+            "the slog axis adds and removes single log disks",
+            "list the log disks without mirror, or remove the slog axis",
+        )
     if mode == "size":
         for i, t in enumerate(targets):
             if not t.size and "size" not in matrix:
-                raise ctx.err(f"target[{i}].size", None, "size-based runs need a size",
-                              'give the target a size, or set matrix.size = ["256M"]')
+                raise ctx.err(
+                    f"target[{i}].size",
+                    None,
+                    "size-based runs need a size",
+                    'give the target a size, or set matrix.size = ["256M"]',
+                )

@@ -19,8 +19,12 @@ def kinds() -> dict[str, type[TargetKind]]:
     for mod in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{mod.name}")
         for value in vars(module).values():
-            if (isinstance(value, type) and issubclass(value, TargetKind) and value.kind
-                    and value.__module__ == module.__name__):
+            if (
+                isinstance(value, type)
+                and issubclass(value, TargetKind)
+                and value.kind
+                and value.__module__ == module.__name__
+            ):
                 found[value.kind] = value
     return found
 

@@ -36,6 +36,7 @@ class Campaign(Protocol):
     @property
     def matrix(self) -> Mapping[str, tuple[Any, ...]]: ...
 
+
 #: (metrics, checks, samples) a kind adds to a run from what the agent captured for it
 Capture = tuple[dict[str, float], dict[str, Any], dict[str, list[float]]]
 
@@ -132,8 +133,9 @@ class TargetKind(ABC):
             return {"copy.source_bytes": self.ws.spec.copy_size}
         return self.lay_out(test)
 
-    def run_fio(self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None],
-                timeout: float) -> dict[str, Any]:
+    def run_fio(
+        self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None], timeout: float
+    ) -> dict[str, Any]:
         """Run the job (the agent's `fio_run` request) and return the agent's result (fio runs on the host)."""
         return self.host.call_agent(request, on_event=on_event, timeout=timeout)
 

@@ -27,6 +27,7 @@ def lay_out_file(ws: Workspace, test: Test, path: str, sync_cmd: list[str] | Non
     """Have the agent lay out and verify the test file; a failed verification is said, and recorded."""
     t = test.target
     from tankbench.fio.jobs import layout_request
+
     request: dict[str, Any] = layout_request(test)  # every per-job file, in the test's layout
     if sync_cmd:
         request["sync_cmd"] = sync_cmd
@@ -66,11 +67,15 @@ class FileKind(TargetKind):
         where = f"{self.ws.spec.path}: target {target.name!r} path = {target.path!r}"
         host = self.host.name
         if info["exists"] and not info["is_dir"]:
-            raise UserError(f"{where}: exists and is not a directory",
-                            "a file target names the directory tankbench puts its test file in")
+            raise UserError(
+                f"{where}: exists and is not a directory",
+                "a file target names the directory tankbench puts its test file in",
+            )
         if not info["exists"] and not info["parent_is_dir"]:
-            raise UserError(f"{where}: neither it nor its parent directory exists on {host}",
-                            "create the parent directory, or fix the path")
+            raise UserError(
+                f"{where}: neither it nor its parent directory exists on {host}",
+                "create the parent directory, or fix the path",
+            )
         if not info["writable"]:
             raise UserError(f"{where}: not writable on {host}", "pick a directory you can write to")
 

@@ -42,10 +42,13 @@ class RawKind(TargetKind):
     def lay_out(self, test: Test) -> dict[str, Any]:
         t = test.target
         if not t.size:
-            return {"layout.verified": False,
-                    "layout.note": "raw device without a size: tankbench does not lay out a whole device; reads of "
-                                   "never-written blocks may not reach the medium"}
+            return {
+                "layout.verified": False,
+                "layout.note": "raw device without a size: tankbench does not lay out a whole device; reads of "
+                "never-written blocks may not reach the medium",
+            }
         from tankbench.fio.jobs import layout_of, layout_request
+
         key = f"{t.name}/{layout_of(test)}"
         if key not in self._laid_out or layout_of(test) != "random":  # a write test changes any other layout
             res = self.host.call_agent(layout_request(test), timeout=max(600.0, t.size / (5 << 20)))

@@ -25,8 +25,13 @@ BACKINGS = ("zvol", "qcow2", "raw")
 #: the guest disk's qemu settings (axes) and their defaults
 DISK_AXES = {"bus": "virtio-blk", "disk_cache": "none", "aio": "threads", "iothread": False}
 #: axes that mean something only for some backings: dropped elsewhere, so tests are not duplicated
-ONLY_FOR = {"qcow2_cluster": ("qcow2",), "l2_cache": ("qcow2",), "preallocation": ("qcow2", "raw"),
-            "recordsize": ("qcow2", "raw"), "volblocksize": ("zvol",)}
+ONLY_FOR = {
+    "qcow2_cluster": ("qcow2",),
+    "l2_cache": ("qcow2",),
+    "preallocation": ("qcow2", "raw"),
+    "recordsize": ("qcow2", "raw"),
+    "volblocksize": ("zvol",),
+}
 #: qemu cache modes that drop the guest's flushes: nothing the guest calls durable is
 UNSAFE_CACHE = ("unsafe",)
 #: host drain after a guest job that ended durable (sync writes or end_fsync): above this, the guest's
@@ -80,11 +85,13 @@ class VmDiskKind(ZfsKind):
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
         disk = disk_settings(test)
-        return [*super().script_lines(test, campaign_id),
-                *([] if zfs.is_volume(test) else [image_create_argv_text(test)]),
-                f"# This job runs INSIDE a test guest: attach {cls.backing_path(test)} to it as a {disk['bus']} "
-                f"disk (cache={disk['cache']}, aio={disk['aio']}, iothread={'on' if disk['iothread'] else 'off'}, "
-                f"serial {disk_id(test)}), fill it with random data in the guest, and run the .fio file there."]
+        return [
+            *super().script_lines(test, campaign_id),
+            *([] if zfs.is_volume(test) else [image_create_argv_text(test)]),
+            f"# This job runs INSIDE a test guest: attach {cls.backing_path(test)} to it as a {disk['bus']} "
+            f"disk (cache={disk['cache']}, aio={disk['aio']}, iothread={'on' if disk['iothread'] else 'off'}, "
+            f"serial {disk_id(test)}), fill it with random data in the guest, and run the .fio file there.",
+        ]
 
     # -- run time ------------------------------------------------------------------------------
     def __init__(self, ws: Workspace) -> None:
@@ -100,8 +107,9 @@ class VmDiskKind(ZfsKind):
 
         buses = {str(v) for v in self.ws.spec.matrix.get("bus", ())} or {str(DISK_AXES["bus"])}
         machine = "q35" if "virtio-blk" in buses else "microvm"  # microvm's virtio-mmio cannot hot-plug
-        self.guest = TestGuest(self.host, name=f"tb-{self.ws.spec.campaign_id[:8]}", machine=machine,
-                               progress=self.ws.note)
+        self.guest = TestGuest(
+            self.host, name=f"tb-{self.ws.spec.campaign_id[:8]}", machine=machine, progress=self.ws.note
+        )
         self.guest.start()
 
     def finish(self) -> None:
@@ -125,18 +133,33 @@ class VmDiskKind(ZfsKind):
         self.ws.zfs.provision(test)
         path = self.backing_path(test)
         if not zfs.is_volume(test):
-            self.host.run(["sh", "-c", f"rm -f -- {shlex.quote(zfs.dataset_dir(test))}/tankbench-"
-                                       f"{shlex.quote(test.target.name)}-*.qcow2 "
-                                       f"{shlex.quote(zfs.dataset_dir(test))}/tankbench-"
-                                       f"{shlex.quote(test.target.name)}-*.img"], check=True, timeout=120)
+            self.host.run(
+                [
+                    "sh",
+                    "-c",
+                    f"rm -f -- {shlex.quote(zfs.dataset_dir(test))}/tankbench-"
+                    f"{shlex.quote(test.target.name)}-*.qcow2 "
+                    f"{shlex.quote(zfs.dataset_dir(test))}/tankbench-"
+                    f"{shlex.quote(test.target.name)}-*.img",
+                ],
+                check=True,
+                timeout=120,
+            )
             self.host.run(image_create_argv(test), check=True, timeout=600)
         from tankbench.guest.qemu import GuestDisk
 
         qid = disk_id(test)  # also the disk's serial: the guest finds it by it
         d = disk_settings(test)
-        disk = GuestDisk(id=qid, path=path, format="qcow2" if test.params.get("backing") == "qcow2" else "raw",
-                         bus=d["bus"], cache=d["cache"], aio=d["aio"], iothread=d["iothread"],
-                         l2_cache_size=d["l2_cache"])
+        disk = GuestDisk(
+            id=qid,
+            path=path,
+            format="qcow2" if test.params.get("backing") == "qcow2" else "raw",
+            bus=d["bus"],
+            cache=d["cache"],
+            aio=d["aio"],
+            iothread=d["iothread"],
+            l2_cache_size=d["l2_cache"],
+        )
         self.guest.attach(disk)
         self.attached = (key, qid)
         self.layout_checks = {}
@@ -151,8 +174,12 @@ class VmDiskKind(ZfsKind):
         mib = max(1, test.target.size >> 20)
         t0 = time.monotonic()
         run = self.guest.exec(f"dd if=/dev/urandom of={dev} bs=1M count={mib} conv=fsync 2>&1", timeout=3600)
-        checks: dict[str, Any] = {"layout.mode": "random", "layout.seconds": round(time.monotonic() - t0, 2),
-                                  "layout.guest_device": dev, "guest.backing": self.backing_path(test)}
+        checks: dict[str, Any] = {
+            "layout.mode": "random",
+            "layout.seconds": round(time.monotonic() - t0, 2),
+            "layout.guest_device": dev,
+            "guest.backing": self.backing_path(test),
+        }
         allocated = self.allocated_bytes(test)
         checks["layout.allocated_bytes"] = allocated
         checks["layout.verified"] = run.rc == 0 and allocated is not None and allocated >= test.target.size * 0.9
@@ -164,8 +191,9 @@ class VmDiskKind(ZfsKind):
     def allocated_bytes(self, test: Test) -> int | None:
         """Bytes the backing holds on the host: the zvol's logicalreferenced, or the image's allocation."""
         if zfs.is_volume(test):
-            res = self.host.run(["zfs", "get", "-Hp", "-o", "value", "logicalreferenced", zfs.dataset_name(test)],
-                                timeout=120)
+            res = self.host.run(
+                ["zfs", "get", "-Hp", "-o", "value", "logicalreferenced", zfs.dataset_name(test)], timeout=120
+            )
             return int(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else None
         res = self.host.run(["qemu-img", "info", "--output=json", "-U", self.backing_path(test)], timeout=120)
         try:
@@ -173,8 +201,9 @@ class VmDiskKind(ZfsKind):
         except (ValueError, KeyError):
             return None
 
-    def run_fio(self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None],
-                timeout: float) -> dict[str, Any]:
+    def run_fio(
+        self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None], timeout: float
+    ) -> dict[str, Any]:
         """fio in the guest; the host's agent observes the same window (samplers, ZFS capture, drain)."""
         assert self.attached is not None
         dev = self.guest.device(self.attached[1])
@@ -202,18 +231,29 @@ class VmDiskKind(ZfsKind):
         finally:
             session.close()
         if result is None:
-            raise HostError(f"{self.host.name}: the observing agent ended without a result: "
-                            f"{session.stderr_text()[-800:]}")
+            raise HostError(
+                f"{self.host.name}: the observing agent ended without a result: {session.stderr_text()[-800:]}"
+            )
         cpu = grun.qemu_cpu_s - self._qemu_cpu_s
         self._qemu_cpu_s = grun.qemu_cpu_s
         res = dict(result)
-        res.update(fio_json=json.dumps(grun.fio) if grun.fio else "", exit_status=grun.rc,
-                   stderr_tail=(grun.stderr or grun.fio_error)[-4000:], wall_s=grun.host_wall_s,
-                   timed_out=grun.rc == 124 or bool(res.get("timed_out")))
-        res["checks"] = dict(res.get("checks", {}), **{"guest.wall_s": grun.guest_wall_s,
-                                                       "guest.host_wall_s": grun.host_wall_s,
-                                                       "guest.device": dev, "guest.accelerator": self.guest.accel_used,
-                                                       "guest.boot_s": self.guest.boot_s})
+        res.update(
+            fio_json=json.dumps(grun.fio) if grun.fio else "",
+            exit_status=grun.rc,
+            stderr_tail=(grun.stderr or grun.fio_error)[-4000:],
+            wall_s=grun.host_wall_s,
+            timed_out=grun.rc == 124 or bool(res.get("timed_out")),
+        )
+        res["checks"] = dict(
+            res.get("checks", {}),
+            **{
+                "guest.wall_s": grun.guest_wall_s,
+                "guest.host_wall_s": grun.host_wall_s,
+                "guest.device": dev,
+                "guest.accelerator": self.guest.accel_used,
+                "guest.boot_s": self.guest.boot_s,
+            },
+        )
         res["metrics"] = dict(res.get("metrics", {}), **{"guest.qemu_cpu_s": round(cpu, 3)})
         return res
 
@@ -225,8 +265,14 @@ class VmDiskKind(ZfsKind):
         assert self.attached is not None
         st = self.guest.block_settings().get(self.attached[1])
         if st is not None:
-            c["guest.qemu"] = {"driver": st.driver, "cache_mode": st.cache_mode, "write_cache": st.write_cache,
-                               "cluster_size": st.cluster_size, "iothread": st.iothread, "file": st.file}
+            c["guest.qemu"] = {
+                "driver": st.driver,
+                "cache_mode": st.cache_mode,
+                "write_cache": st.write_cache,
+                "cluster_size": st.cluster_size,
+                "iothread": st.iothread,
+                "file": st.file,
+            }
             c["guest.settings_match"] = st.cache_mode == disk_settings(test)["cache"]
         c.update(sync_honouring(test, res, metrics))
         return m, c, s
@@ -248,15 +294,20 @@ def disk_settings(test: Test) -> dict[str, Any]:
 
     p = test.params
     l2 = p.get("l2_cache")
-    return {"bus": str(p.get("bus", DISK_AXES["bus"])), "cache": str(p.get("disk_cache", DISK_AXES["disk_cache"])),
-            "aio": str(p.get("aio", DISK_AXES["aio"])), "iothread": bool(p.get("iothread", DISK_AXES["iothread"])),
-            "l2_cache": parse_size(str(l2)) if l2 else None}
+    return {
+        "bus": str(p.get("bus", DISK_AXES["bus"])),
+        "cache": str(p.get("disk_cache", DISK_AXES["disk_cache"])),
+        "aio": str(p.get("aio", DISK_AXES["aio"])),
+        "iothread": bool(p.get("iothread", DISK_AXES["iothread"])),
+        "l2_cache": parse_size(str(l2)) if l2 else None,
+    }
 
 
 def config_key(test: Test) -> str:
     """What identifies a hot-plugged disk: the backing (its dataset/zvol and image) and the qemu settings."""
-    return json.dumps({"ds": zfs.dataset_name(test), "image": image_tag(test), "disk": disk_settings(test)},
-                      sort_keys=True)
+    return json.dumps(
+        {"ds": zfs.dataset_name(test), "image": image_tag(test), "disk": disk_settings(test)}, sort_keys=True
+    )
 
 
 def image_create_argv(test: Test) -> list[str]:
@@ -288,8 +339,11 @@ def sync_honouring(test: Test, res: Mapping[str, Any], metrics: Mapping[str, flo
     A disk with cache=unsafe drops the guest's flushes: nothing it writes can be called durable.
     """
     p = test.params
-    durable = p.get("sync_mode", "async") != "async" or str(test.fio_options.get("end_fsync", "0")) == "1" \
+    durable = (
+        p.get("sync_mode", "async") != "async"
+        or str(test.fio_options.get("end_fsync", "0")) == "1"
         or str(p.get("end_fsync", "0")) == "1"
+    )
     cache = disk_settings(test)["cache"]
     out: dict[str, Any] = {"sync.guest_expects_durable": durable, "sync.host_drain_s": res.get("drain_s")}
     if "sync.lat_mean_ns" in metrics:
@@ -301,6 +355,7 @@ def sync_honouring(test: Test, res: Mapping[str, Any], metrics: Mapping[str, flo
         drain = float(res.get("drain_s") or 0.0)
         out["sync.honoured"] = drain <= SYNC_DRAIN_S
         if drain > SYNC_DRAIN_S:
-            out["sync.note"] = (f"the host still flushed for {drain:.1f} s after the guest's job ended with its "
-                                "writes called durable")
+            out["sync.note"] = (
+                f"the host still flushed for {drain:.1f} s after the guest's job ended with its writes called durable"
+            )
     return out

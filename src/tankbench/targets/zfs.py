@@ -16,8 +16,17 @@ from tankbench.tunables import canonical_tunables, parse_tunables
 TAG = "tankbench:campaign"
 MOUNT_BASE = "/tankbench"
 #: params that are ZFS properties of the dataset/zvol (slog is a pool change, not a property)
-PROPERTY_AXES = ("encryption", "recordsize", "volblocksize", "compression", "sync", "logbias", "primarycache",
-                 "atime", "direct")
+PROPERTY_AXES = (
+    "encryption",
+    "recordsize",
+    "volblocksize",
+    "compression",
+    "sync",
+    "logbias",
+    "primarycache",
+    "atime",
+    "direct",
+)
 
 
 def zfs_props(test: Test) -> dict[str, str]:
@@ -79,14 +88,18 @@ def create_argv(test: Test, campaign_id: str, key: str | None = None) -> list[st
 def script_lines(test: Test, campaign_id: str) -> list[str]:
     """Shell lines that create the test's dataset/zvol by hand (for exported standalone scripts)."""
     root = test.target.pool
-    lines = [f"zfs list {shlex.quote(root)} >/dev/null 2>&1 || zfs create -p -o mountpoint={root_mountpoint(root)} "
-             f"-o {TAG}={campaign_id} {shlex.quote(root)}"]
+    lines = [
+        f"zfs list {shlex.quote(root)} >/dev/null 2>&1 || zfs create -p -o mountpoint={root_mountpoint(root)} "
+        f"-o {TAG}={campaign_id} {shlex.quote(root)}"
+    ]
     if zfs_props(test).get("encryption", "off") != "off":
         k = key_path(root)
         lines.append(f'[ -s "{k}" ] || (umask 077 && mkdir -p "$(dirname "{k}")" && head -c 32 /dev/urandom > "{k}")')
     ds = dataset_name(test)
-    create = " ".join(f'"{a}"' if a.startswith("keylocation=") else shlex.quote(a)  # "$HOME" expands
-                      for a in create_argv(test, campaign_id))
+    create = " ".join(
+        f'"{a}"' if a.startswith("keylocation=") else shlex.quote(a)  # "$HOME" expands
+        for a in create_argv(test, campaign_id)
+    )
     lines.append(f"zfs list {shlex.quote(ds)} >/dev/null 2>&1 || {create}")
     if is_volume(test):
         lines.append(f"udevadm settle; while [ ! -e /dev/zvol/{ds} ]; do sleep 0.2; done")
@@ -126,32 +139,40 @@ class ZfsProvisioner:
     def require_ours(self, name: str) -> None:
         tag = self.tag_of(name)
         if tag != self.cid:
-            raise UserError(f"{name} exists on {self.host.name} and is not this campaign's "
-                            f"({TAG}={tag or '-'}, expected {self.cid})",
-                            "tankbench only uses and destroys what it created: rename the pool/campaign or "
-                            "remove it yourself")
+            raise UserError(
+                f"{name} exists on {self.host.name} and is not this campaign's "
+                f"({TAG}={tag or '-'}, expected {self.cid})",
+                "tankbench only uses and destroys what it created: rename the pool/campaign or remove it yourself",
+            )
 
     # -- pool and root -----------------------------------------------------------------------
     def setup(self) -> None:
         """Create (or check) the pool and the campaign's root dataset."""
         if self.host.run(["zfs", "version"], timeout=120).returncode != 0:
-            raise UserError(f"{self.host.name} has no ZFS", 'run ZFS campaigns in the lab (host = "lab") or on a ZFS host')
+            raise UserError(
+                f"{self.host.name} has no ZFS", 'run ZFS campaigns in the lab (host = "lab") or on a ZFS host'
+            )
         if self.pool.creates:
             self.setup_created_pool()
         elif not self.exists(self.pool.parent):
-            raise UserError(f"{self.spec.path}: pool.parent = {self.pool.parent!r}: no such dataset on {self.host.name}",
-                            "create it first, or let tankbench create a pool (pool.name + vdevs)")
+            raise UserError(
+                f"{self.spec.path}: pool.parent = {self.pool.parent!r}: no such dataset on {self.host.name}",
+                "create it first, or let tankbench create a pool (pool.name + vdevs)",
+            )
         if self.exists(self.root):
             self.require_ours(self.root)
         else:
-            self.zfs("zfs", "create", "-o", f"mountpoint={root_mountpoint(self.root)}", "-o", f"{TAG}={self.cid}",
-                     self.root)
-        if any(t.kind in ("dataset", "zvol") and t.props.get("encryption", "off") != "off" for t in self.spec.targets) \
-                or any(v != "off" for v in self.spec.matrix.get("encryption", ())):
+            self.zfs(
+                "zfs", "create", "-o", f"mountpoint={root_mountpoint(self.root)}", "-o", f"{TAG}={self.cid}", self.root
+            )
+        if any(
+            t.kind in ("dataset", "zvol") and t.props.get("encryption", "off") != "off" for t in self.spec.targets
+        ) or any(v != "off" for v in self.spec.matrix.get("encryption", ())):
             self.key = ensure_key(self.host, self.root)
 
     def setup_created_pool(self) -> None:
         from tankbench.safety import check_raw_target
+
         name = self.pool.name
         if self.host.run(["zpool", "list", "-H", "-o", "name", name], timeout=120).returncode == 0:
             self.require_ours(name)
@@ -159,12 +180,17 @@ class ZfsProvisioner:
         devices = list(self.pool.devices)
         probe = self.host.call_agent({"op": "probe", "paths": [], "block_devices": devices}, timeout=300)
         for dev in devices:
-            check_raw_target(Target(name=f"pool {name} vdev", kind="raw", path=dev, confirm=dev),
-                             probe["block_devices"][dev], self.spec.path)
+            check_raw_target(
+                Target(name=f"pool {name} vdev", kind="raw", path=dev, confirm=dev),
+                probe["block_devices"][dev],
+                self.spec.path,
+            )
         argv = create_pool_argv(self.pool, self.cid, with_log="slog" not in self.spec.matrix)
         res = self.host.run(argv, timeout=300)
-        if res.returncode != 0 and self.host.run(["zpool", "list", "-H", "-o", "name", name],
-                                                 timeout=120).returncode != 0:
+        if (
+            res.returncode != 0
+            and self.host.run(["zpool", "list", "-H", "-o", "name", name], timeout=120).returncode != 0
+        ):
             # seen in the lab right after `clean` destroyed a pool on the same disks: "currently unavailable" or
             # "no such pool or dataset" while udev still settles the disks' partitions; one retry after it did
             self.note(f"creating pool {name} failed ({res.stderr.strip()}); retrying once after udev settles")
@@ -172,8 +198,10 @@ class ZfsProvisioner:
             time.sleep(5)
             res = self.host.run(argv, timeout=300)
         if res.returncode != 0:
-            raise UserError(f"{self.spec.path}: creating pool {name} failed: {res.stderr.strip()}",
-                            "a vdev may belong to another (imported) pool or be in use; tankbench does not force it")
+            raise UserError(
+                f"{self.spec.path}: creating pool {name} failed: {res.stderr.strip()}",
+                "a vdev may belong to another (imported) pool or be in use; tankbench does not force it",
+            )
         self.note(f"created pool {name}: {self.pool.layout} on {', '.join(devices)} (tagged {TAG}={self.cid})")
 
     # -- per test -----------------------------------------------------------------------------
@@ -282,8 +310,17 @@ def _status_name(status: str, dev: str) -> str:
 def create_pool_argv(pool: Any, campaign_id: str, with_log: bool = True) -> list[str]:
     """`zpool create` for a PoolSpec, in zpool's own grammar: data vdevs (`raidz1 a b c`, `mirror a b mirror c d`),
     then `log`, `special` and `cache` classes. `with_log=False` when the slog axis adds the log per test."""
-    argv = ["zpool", "create", "-f", "-o", f"ashift={pool.ashift}", "-O", f"{TAG}={campaign_id}",
-            "-O", "mountpoint=none"]
+    argv = [
+        "zpool",
+        "create",
+        "-f",
+        "-o",
+        f"ashift={pool.ashift}",
+        "-O",
+        f"{TAG}={campaign_id}",
+        "-O",
+        "mountpoint=none",
+    ]
     for k, v in pool.properties.items():
         argv += ["-O", f"{k}={v}"]
     argv += [pool.name, *pool.vdevs]
@@ -342,25 +379,31 @@ class Tunables:
         missing = [n for n in names if n not in out]
         if missing:
             where = f"{self.spec_path}: " if self.spec_path else ""
-            raise UserError(f"{where}tunables.{missing[0]}: no such ZFS module parameter on {self.host.name} "
-                            f"({PARAMS_DIR}/{missing[0]})",
-                            "names are the files in /sys/module/zfs/parameters (they differ between OpenZFS "
-                            "versions), e.g. zfs_txg_timeout")
+            raise UserError(
+                f"{where}tunables.{missing[0]}: no such ZFS module parameter on {self.host.name} "
+                f"({PARAMS_DIR}/{missing[0]})",
+                "names are the files in /sys/module/zfs/parameters (they differ between OpenZFS "
+                "versions), e.g. zfs_txg_timeout",
+            )
         return out
 
     def _write(self, values: dict[str, str]) -> None:
         script = "; ".join(f"printf '%s\\n' {shlex.quote(v)} > {PARAMS_DIR}/{n}" for n, v in values.items())
         res = self.host.run(["sh", "-c", script], timeout=60)
         if res.returncode != 0:
-            raise UserError(f"{self.spec_path}: tunables: writing {', '.join(values)} on {self.host.name} failed: "
-                            f"{res.stderr.strip()}", "module parameters need root; the value may be out of range")
+            raise UserError(
+                f"{self.spec_path}: tunables: writing {', '.join(values)} on {self.host.name} failed: "
+                f"{res.stderr.strip()}",
+                "module parameters need root; the value may be out of range",
+            )
 
     def _save_state(self) -> None:
         """Persist the originals before any write (so kill -9 at any later point can be undone)."""
         doc = json.dumps({"campaign": self.cid, "originals": self.originals, "saved": time.time()}, sort_keys=True)
         path = shlex.quote(self.state_path)
-        script = (f"umask 077; mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR} && cat > {path}.tmp && "
-                  f"mv -f {path}.tmp {path}")
+        script = (
+            f"umask 077; mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR} && cat > {path}.tmp && mv -f {path}.tmp {path}"
+        )
         self.host.run(["sh", "-c", script], input=doc.encode(), check=True, timeout=60)
 
     def _load_state(self) -> dict[str, str]:
@@ -396,11 +439,17 @@ class Tunables:
         back = self.read(names)
         kept = [n for n in names if not _same_value(back[n], target[n])]
         if kept:
-            raise UserError(f"{self.spec_path}: tunables.{kept[0]} = {target[kept[0]]!r}: the module kept "
-                            f"{back[kept[0]]!r} on {self.host.name}",
-                            "the value may be out of range or the parameter read-only at run time (`modinfo zfs`)")
-        return {"tunables.set": canonical_tunables(wanted), "tunables.readback": back, "tunables.verified": True,
-                "tunables.host_values": dict(self.originals)}
+            raise UserError(
+                f"{self.spec_path}: tunables.{kept[0]} = {target[kept[0]]!r}: the module kept "
+                f"{back[kept[0]]!r} on {self.host.name}",
+                "the value may be out of range or the parameter read-only at run time (`modinfo zfs`)",
+            )
+        return {
+            "tunables.set": canonical_tunables(wanted),
+            "tunables.readback": back,
+            "tunables.verified": True,
+            "tunables.host_values": dict(self.originals),
+        }
 
     def restore(self) -> dict[str, Any]:
         """Put the host's own values back, verify them, and delete the saved state (campaign end or failure)."""
@@ -430,8 +479,9 @@ ARC_KEYS = ("size", "data_size", "hits", "misses", "mru_hits", "mfu_hits", "l2_s
 
 
 def _arc_and_cache(host: Host) -> dict[str, int]:
-    text = host.run(["sh", "-c", "cat /proc/spl/kstat/zfs/arcstats 2>/dev/null; grep -E '^Cached:' /proc/meminfo"],
-                    timeout=60).stdout
+    text = host.run(
+        ["sh", "-c", "cat /proc/spl/kstat/zfs/arcstats 2>/dev/null; grep -E '^Cached:' /proc/meminfo"], timeout=60
+    ).stdout
     out: dict[str, int] = {}
     for line in text.splitlines():
         p = line.split()
@@ -459,8 +509,11 @@ def make_cold(host: Host, pool: str | None) -> dict[str, Any]:
         method = "zpool export + import, drop_caches"
     host.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True, timeout=600)
     after = _arc_and_cache(host)
-    checks: dict[str, Any] = {"cache.state": "cold", "cache.method": method,
-                              "cache.seconds": round(time.monotonic() - t0, 3)}
+    checks: dict[str, Any] = {
+        "cache.state": "cold",
+        "cache.method": method,
+        "cache.seconds": round(time.monotonic() - t0, 3),
+    }
     for k in ("size", "data_size", "l2_size", "page_cache"):
         if k in before:
             checks[f"cache.{'arc_' if k in ('size', 'data_size') else ''}{k}_before"] = before[k]
@@ -495,7 +548,9 @@ def buffer_check(test: Test, compression: str | None, compressratio: float | Non
     deliberate = "buffer_compress_percentage" in test.params or "buffer_compress_percentage" in test.fio_options
     out: dict[str, Any] = {"zfs.buffers_compressible": compressratio > 1.1 and not deliberate}
     if out["zfs.buffers_compressible"]:
-        out["zfs.buffers_note"] = (f"compressratio {compressratio:.2f}x after writes over incompressible data: "
-                                   "fio's buffers compress, so ZFS wrote less than fio reports; set "
-                                   "matrix.refill_buffers = [true] (or [fio] refill_buffers = 1)")
+        out["zfs.buffers_note"] = (
+            f"compressratio {compressratio:.2f}x after writes over incompressible data: "
+            "fio's buffers compress, so ZFS wrote less than fio reports; set "
+            "matrix.refill_buffers = [true] (or [fio] refill_buffers = 1)"
+        )
     return out

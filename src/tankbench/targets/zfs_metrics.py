@@ -23,10 +23,12 @@ def zfs_capture(test: Test, pool: str) -> dict[str, Any]:
     return {
         "capture_files": [ARCSTATS, txgs_path(pool)],
         "during_cmd": ["zpool", "iostat", "-HpvP", "-y", pool, "1"],
-        "after_cmds": [["zfs", "get", "-Hp", "-o", "name,property,value,source", "all", ds],
-                       # the pool-level ashift reads 0 unless set at creation; the vdevs carry the real one
-                       ["zpool", "get", "-Hp", "-o", "name,property,value,source", "ashift", pool, "all-vdevs"],
-                       ["zpool", "status", "-P", pool]],
+        "after_cmds": [
+            ["zfs", "get", "-Hp", "-o", "name,property,value,source", "all", ds],
+            # the pool-level ashift reads 0 unless set at creation; the vdevs carry the real one
+            ["zpool", "get", "-Hp", "-o", "name,property,value,source", "ashift", pool, "all-vdevs"],
+            ["zpool", "status", "-P", pool],
+        ],
         "sync_cmd": ["zpool", "sync", pool],
     }
 
@@ -34,12 +36,14 @@ def zfs_capture(test: Test, pool: str) -> dict[str, Any]:
 def tunables(params: dict[str, str]) -> dict[str, str]:
     """Fingerprint-relevant module parameters."""
     from tankbench.zfs import checks as zchecks
+
     return zchecks.tunables(params)
 
 
 def pool_vdev_paths(host: Host, pool: str) -> list[str]:
     """Data, log and cache device paths of an existing pool (for /proc/diskstats sampling)."""
     from tankbench.zfs import parse as zparse
+
     status = zparse.parse_zpool_status(host.run(["zpool", "status", "-P", pool], check=True, timeout=120).stdout)
     return [d for d in list(status.get("data", [])) + list(status.get("logs", [])) if d.startswith("/dev/")]
 
@@ -51,10 +55,12 @@ def _after(res: dict[str, Any], sub: str) -> str:
     return ""
 
 
-def from_capture(test: Test, res: dict[str, Any], version_text: str, params: dict[str, str],
-                 run_metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, Any], dict[str, list[float]]]:
+def from_capture(
+    test: Test, res: dict[str, Any], version_text: str, params: dict[str, str], run_metrics: dict[str, float]
+) -> tuple[dict[str, float], dict[str, Any], dict[str, list[float]]]:
     """(metrics, checks, samples) from what the agent captured around one fio run on a ZFS target."""
     from tankbench.zfs import parse as zparse
+
     pool = test.target.pool.split("/")[0]
     before, after = res.get("files_before", {}), res.get("files_after", {})
     metrics: dict[str, float] = {}
@@ -71,13 +77,35 @@ def from_capture(test: Test, res: dict[str, Any], version_text: str, params: dic
     ds = dataset_name(test)
     props = zparse.parse_zfs_get(_after(res, "zfs get")).get(ds, {})
     checks["zfs.dataset"] = ds
-    checks["zfs.props"] = {k: props[k] for k in sorted(props) if k in (
-        "recordsize", "volblocksize", "compression", "compressratio", "encryption", "sync", "logbias",
-        "primarycache", "secondarycache", "atime", "direct", "used", "logicalused", "referenced",
-        "logicalreferenced", "volsize", "checksum", "dedup")}
+    checks["zfs.props"] = {
+        k: props[k]
+        for k in sorted(props)
+        if k
+        in (
+            "recordsize",
+            "volblocksize",
+            "compression",
+            "compressratio",
+            "encryption",
+            "sync",
+            "logbias",
+            "primarycache",
+            "secondarycache",
+            "atime",
+            "direct",
+            "used",
+            "logicalused",
+            "referenced",
+            "logicalreferenced",
+            "volsize",
+            "checksum",
+            "dedup",
+        )
+    }
     checks["zfs.expected_props"] = zfs_props(test)
-    checks["zfs.props_match"] = all(props.get(k) == _zfs_value(k, v) for k, v in zfs_props(test).items()
-                                    if k != "encryption") and bool(props)
+    checks["zfs.props_match"] = all(
+        props.get(k) == _zfs_value(k, v) for k, v in zfs_props(test).items() if k != "encryption"
+    ) and bool(props)
     if "compressratio" in props:
         metrics["zfs.compressratio"] = float(str(props["compressratio"]).rstrip("x") or 0)
     checks.update(buffer_check(test, props.get("compression"), metrics.get("zfs.compressratio")))
@@ -98,16 +126,25 @@ def _zfs_value(key: str, value: str) -> str:
     return value
 
 
-def _honesty(test: Test, version_text: str, props: dict[str, str], arc: dict[str, int], params: dict[str, str],
-             zpool_get: str) -> dict[str, Any]:
+def _honesty(
+    test: Test, version_text: str, props: dict[str, str], arc: dict[str, int], params: dict[str, str], zpool_get: str
+) -> dict[str, Any]:
     """The checks the report's validity warnings read: direct I/O, alignment, working set, txg interval."""
     from tankbench.zfs import checks as zchecks
     from tankbench.zfs import parse as zparse
+
     out: dict[str, Any] = {}
     version = zparse.zfs_version(version_text)
     out["zfs.version"] = ".".join(str(x) for x in version) if version else ""
-    out.update(zchecks.direct_io_check(version, test.target.kind, str(test.params.get("io", "direct")),
-                                       props.get("direct"), params.get("zfs_dio_enabled")))
+    out.update(
+        zchecks.direct_io_check(
+            version,
+            test.target.kind,
+            str(test.params.get("io", "direct")),
+            props.get("direct"),
+            params.get("zfs_dio_enabled"),
+        )
+    )
     ashift = zparse.pool_ashift(zparse.parse_zfs_get(zpool_get)) or 0
     rs = int(props["recordsize"]) if props.get("recordsize", "").isdigit() else None
     vbs = int(props["volblocksize"]) if props.get("volblocksize", "").isdigit() else None

@@ -50,14 +50,18 @@ class ZfsKind(TargetKind):
 
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
-        return ["# Create the dataset/zvol with the test's properties (tagged as tankbench's), as tankbench does.",
-                *zfs.script_lines(test, campaign_id)]
+        return [
+            "# Create the dataset/zvol with the test's properties (tagged as tankbench's), as tankbench does.",
+            *zfs.script_lines(test, campaign_id),
+        ]
 
     # -- run time ------------------------------------------------------------------------------
     def check(self, target: Target, probe: Mapping[str, Any]) -> None:
         if not probe["fingerprint"].get("zfs_version"):
-            raise UserError(f"{self.ws.spec.path}: the campaign has ZFS targets but {self.host.name} has no ZFS "
-                            "module loaded", 'run it in the lab (host = "lab") or on a ZFS host')
+            raise UserError(
+                f"{self.ws.spec.path}: the campaign has ZFS targets but {self.host.name} has no ZFS module loaded",
+                'run it in the lab (host = "lab") or on a ZFS host',
+            )
 
     def setup(self) -> None:
         if not self.ws.zfs_ready:  # dataset and zvol kinds share one pool: set it up once
@@ -83,9 +87,15 @@ class ZfsKind(TargetKind):
     def fingerprint(self) -> dict[str, Any]:
         pool = self.ws.spec.pool
         assert pool is not None
-        fp: dict[str, Any] = {"pool_layout": {"vdevs": len(pool.data_devices), "layout": pool.layout,
-                                              "ashift": pool.ashift,
-                                              "created_by_tankbench": pool.creates, "parent": pool.parent}}
+        fp: dict[str, Any] = {
+            "pool_layout": {
+                "vdevs": len(pool.data_devices),
+                "layout": pool.layout,
+                "ashift": pool.ashift,
+                "created_by_tankbench": pool.creates,
+                "parent": pool.parent,
+            }
+        }
         if self.ws.zfs_params:
             fp["zfs_tunables"] = zfs_metrics.tunables(dict(self.ws.zfs_params))
         return fp

@@ -22,13 +22,17 @@ class ZvolKind(ZfsKind):
         lines = super().script_lines(test, campaign_id)
         path = shlex.quote(cls.fio_filename(test))
         if not test.is_copy:
-            lines += ["# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
-                      f"head -c {test.target.size} /dev/urandom | dd of={path} bs=1M iflag=fullblock conv=fsync "
-                      "status=none"]
+            lines += [
+                "# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
+                f"head -c {test.target.size} /dev/urandom | dd of={path} bs=1M iflag=fullblock conv=fsync status=none",
+            ]
         return lines + [f"# WARNING: writes to the block device {cls.fio_filename(test)} if the job writes."]
 
     def lay_out(self, test: Test) -> dict[str, Any]:
         t = test.target
         from tankbench.fio.jobs import layout_request
-        res = self.host.call_agent(layout_request(test, self.fio_filename(test)), timeout=max(600.0, t.size / (2 << 20)))
+
+        res = self.host.call_agent(
+            layout_request(test, self.fio_filename(test)), timeout=max(600.0, t.size / (2 << 20))
+        )
         return dict(res["checks"])

@@ -44,8 +44,13 @@ FINGERPRINT_TUNABLES = (
 )
 
 
-def direct_io_check(version: tuple[int, int, int] | None, target_kind: str, io: str,
-                    direct_prop: str | None, dio_enabled: str | None = None) -> dict[str, Any]:
+def direct_io_check(
+    version: tuple[int, int, int] | None,
+    target_kind: str,
+    io: str,
+    direct_prop: str | None,
+    dio_enabled: str | None = None,
+) -> dict[str, Any]:
     """Whether O_DIRECT really bypasses ZFS caching for this target.
 
     For io == "direct": {"zfs.direct_ignored": bool, "zfs.direct_note": str}. Datasets on OpenZFS < 2.3
@@ -62,12 +67,16 @@ def direct_io_check(version: tuple[int, int, int] | None, target_kind: str, io: 
     honoured = modern and direct_prop != "disabled" and (dio_enabled or "1").strip() != "0"
     if io != "direct":
         if target_kind == "dataset" and honoured and direct_prop == "always":
-            return {"zfs.direct_forced": True,
-                    "zfs.direct_note": "direct=always: buffered I/O is served as direct I/O (bypasses the ARC)"}
+            return {
+                "zfs.direct_forced": True,
+                "zfs.direct_note": "direct=always: buffered I/O is served as direct I/O (bypasses the ARC)",
+            }
         return {}
     if target_kind == "zvol":
-        note = ("zvol: O_DIRECT bypasses the Linux page cache only; the zvol still goes through the ARC "
-                "(primarycache), so reads may be served from memory")
+        note = (
+            "zvol: O_DIRECT bypasses the Linux page cache only; the zvol still goes through the ARC "
+            "(primarycache), so reads may be served from memory"
+        )
         return {"zfs.direct_ignored": True, "zfs.direct_note": note}
     if version is None:
         note = "OpenZFS version unknown: assuming O_DIRECT is accepted but served through the ARC"
@@ -79,8 +88,10 @@ def direct_io_check(version: tuple[int, int, int] | None, target_kind: str, io: 
     elif not honoured:
         note = "zfs_dio_enabled=0: Direct I/O is switched off module-wide; O_DIRECT goes through the ARC"
     else:
-        note = (f"OpenZFS >= 2.3 with direct={direct_prop or 'standard'}: O_DIRECT bypasses the ARC "
-                "(requests must be page-aligned; blocks already cached may still be read from the ARC)")
+        note = (
+            f"OpenZFS >= 2.3 with direct={direct_prop or 'standard'}: O_DIRECT bypasses the ARC "
+            "(requests must be page-aligned; blocks already cached may still be read from the ARC)"
+        )
     return {"zfs.direct_ignored": not honoured, "zfs.direct_note": note}
 
 
@@ -103,12 +114,20 @@ def alignment_check(ashift: int, recordsize: int | None, volblocksize: int | Non
     if misaligned:
         notes.append(f"block {block} B is not a multiple of the {sector} B sector (ashift {ashift})")
     if partial:
-        notes.append(f"bs {bs} B is not a whole number of {block} B blocks: writes to existing data "
-                     "read-modify-write the block (read amplification unless it is in the ARC)")
+        notes.append(
+            f"bs {bs} B is not a whole number of {block} B blocks: writes to existing data "
+            "read-modify-write the block (read amplification unless it is in the ARC)"
+        )
     if bs % sector != 0:
         notes.append(f"bs {bs} B is smaller than or not a multiple of the {sector} B sector")
-    out.update({"zfs.block_bytes": block, "zfs.misaligned": misaligned, "zfs.partial_record_writes": partial,
-                "zfs.alignment_note": "; ".join(notes)})
+    out.update(
+        {
+            "zfs.block_bytes": block,
+            "zfs.misaligned": misaligned,
+            "zfs.partial_record_writes": partial,
+            "zfs.alignment_note": "; ".join(notes),
+        }
+    )
     return out
 
 
@@ -125,8 +144,10 @@ def working_set_check(file_bytes: int, arc_c_max: int) -> dict[str, Any]:
     fits = file_bytes <= arc_c_max
     out["zfs.working_set_fits_arc"] = fits
     if fits:
-        out["zfs.working_set_note"] = (f"the {file_bytes} B working set fits in the ARC (c_max {arc_c_max} B): "
-                                       "reads may measure the cache; use a file larger than the ARC")
+        out["zfs.working_set_note"] = (
+            f"the {file_bytes} B working set fits in the ARC (c_max {arc_c_max} B): "
+            "reads may measure the cache; use a file larger than the ARC"
+        )
     else:
         out["zfs.working_set_note"] = ""
     return out
@@ -137,10 +158,18 @@ def txg_check(runtime_s: float, txg_timeout_s: float) -> dict[str, Any]:
     dirty data before the first syncs (zfs.runtime_near_txg)."""
     ratio = runtime_s / txg_timeout_s if txg_timeout_s > 0 else 0.0
     near = txg_timeout_s > 0 and runtime_s < 3 * txg_timeout_s
-    note = (f"runtime {runtime_s:g} s is under 3 x zfs_txg_timeout ({txg_timeout_s:g} s): results depend on "
-            "txg timing; run for at least 3 txg intervals" if near else "")
-    return {"zfs.txg_timeout": txg_timeout_s, "zfs.runtime_vs_txg": ratio, "zfs.runtime_near_txg": near,
-            "zfs.txg_note": note}
+    note = (
+        f"runtime {runtime_s:g} s is under 3 x zfs_txg_timeout ({txg_timeout_s:g} s): results depend on "
+        "txg timing; run for at least 3 txg intervals"
+        if near
+        else ""
+    )
+    return {
+        "zfs.txg_timeout": txg_timeout_s,
+        "zfs.runtime_vs_txg": ratio,
+        "zfs.runtime_near_txg": near,
+        "zfs.txg_note": note,
+    }
 
 
 def tunables(params: dict[str, str]) -> dict[str, str]:
@@ -167,8 +196,10 @@ def direct_io_confirm(predicted_ignored: bool | None, metrics: Mapping[str, floa
     reads = float(metrics.get("read.total_ios", 0.0))
     if predicted_ignored is None or reads < DIRECT_MIN_READS or "arc.demand_data_hits" not in metrics:
         return {}
-    arc_reads = sum(float(metrics.get(f"arc.{k}", 0.0)) for k in (
-        "demand_data_hits", "demand_data_misses", "prefetch_data_hits", "prefetch_data_misses"))
+    arc_reads = sum(
+        float(metrics.get(f"arc.{k}", 0.0))
+        for k in ("demand_data_hits", "demand_data_misses", "prefetch_data_hits", "prefetch_data_misses")
+    )
     share = arc_reads / reads
     measured = "arc" if share >= 0.5 else "bypass" if share < 0.2 else "mixed"
     out: dict[str, Any] = {"zfs.direct_measured": measured, "zfs.direct_arc_read_share": round(share, 4)}
@@ -186,11 +217,13 @@ def direct_io_confirm(predicted_ignored: bool | None, metrics: Mapping[str, floa
     if predicted_ignored:
         out["zfs.direct_mismatch_note"] = (
             f"predicted: O_DIRECT served through the ARC; measured: only {share:.0%} of {reads:.0f} reads were "
-            f"counted by the ARC{disks}: O_DIRECT looks honoured here (check the OpenZFS version and `direct`)")
+            f"counted by the ARC{disks}: O_DIRECT looks honoured here (check the OpenZFS version and `direct`)"
+        )
     else:
         out["zfs.direct_mismatch_note"] = (
             f"predicted: O_DIRECT bypasses the ARC; measured: {share:.0%} of {reads:.0f} reads were counted by the "
-            f"ARC{disks}: reads went through the cache, so the figure may measure memory, not disks")
+            f"ARC{disks}: reads went through the cache, so the figure may measure memory, not disks"
+        )
     return out
 
 
@@ -203,14 +236,18 @@ def run_validity(params: Mapping[str, Any], checks: Mapping[str, Any]) -> list[s
     """
     reasons = []
     if checks.get("zfs.props_match") is False:
-        reasons.append(f"properties did not take: expected {dict(checks.get('zfs.expected_props') or {})}, "
-                       f"the dataset had {dict(checks.get('zfs.props') or {})}")
+        reasons.append(
+            f"properties did not take: expected {dict(checks.get('zfs.expected_props') or {})}, "
+            f"the dataset had {dict(checks.get('zfs.props') or {})}"
+        )
     if "slog" in params and "zfs.slog_present" in checks:
         wanted = str(params["slog"]).strip().lower() in ("true", "1", "on", "yes")
         present = bool(checks["zfs.slog_present"])
         if wanted != present:
-            reasons.append(f"the test's slog axis is {'on' if wanted else 'off'} but the pool "
-                           f"{'had' if present else 'had no'} log device during the run")
+            reasons.append(
+                f"the test's slog axis is {'on' if wanted else 'off'} but the pool "
+                f"{'had' if present else 'had no'} log device during the run"
+            )
     if checks.get("zfs.scan_active"):
         reasons.append(f"a {checks['zfs.scan_active']} was running on the pool when the run ended")
     return reasons

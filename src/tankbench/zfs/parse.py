@@ -196,8 +196,7 @@ def _log_writes(interval: dict[str, Any]) -> tuple[float, float] | None:
         return None
     logs = interval["logs"]
     names = interval["top"].get("logs", [])
-    return (sum(logs[n].get("write_ops", 0.0) for n in names),
-            sum(logs[n].get("write_bw", 0.0) for n in names))
+    return (sum(logs[n].get("write_ops", 0.0) for n in names), sum(logs[n].get("write_bw", 0.0) for n in names))
 
 
 def _mean(values: list[float]) -> float:
@@ -215,8 +214,12 @@ def summarize_iostat(intervals: list[dict[str, Any]]) -> dict[str, float]:
     if not intervals:
         return {}
     out: dict[str, float] = {}
-    for field, key in (("read_ops", "read_ops_per_s"), ("write_ops", "write_ops_per_s"),
-                       ("read_bw", "read_bw_bytes"), ("write_bw", "write_bw_bytes")):
+    for field, key in (
+        ("read_ops", "read_ops_per_s"),
+        ("write_ops", "write_ops_per_s"),
+        ("read_bw", "read_bw_bytes"),
+        ("write_bw", "write_bw_bytes"),
+    ):
         out[f"zpool.{key}"] = _mean([i["pool"].get(field, 0.0) for i in intervals])
     logs = [_log_writes(i) for i in intervals]
     if all(x is not None for x in logs):
@@ -383,8 +386,20 @@ def zfs_version(text: str) -> tuple[int, int, int] | None:
 
 
 # ------------------------------------------------------------------ txgs
-TXG_COLUMNS = ("txg", "birth", "state", "ndirty", "nread", "nwritten", "reads", "writes",
-               "otime", "qtime", "wtime", "stime")
+TXG_COLUMNS = (
+    "txg",
+    "birth",
+    "state",
+    "ndirty",
+    "nread",
+    "nwritten",
+    "reads",
+    "writes",
+    "otime",
+    "qtime",
+    "wtime",
+    "stime",
+)
 
 
 def parse_txgs(text: str) -> list[dict[str, Any]]:
