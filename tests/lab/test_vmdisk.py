@@ -24,6 +24,7 @@ def test_zvol_vs_qcow2_quick_runs_in_a_guest_and_records_both_sides(lab: LabHost
     campaign = _campaign(tmp_path)
     journal = tmp_path / "j.sqlite"
     res = tankbench("run", str(campaign), "--scale", "quick", "--journal", str(journal), cwd=tmp_path, timeout=3000)
+    (tmp_path / "run.log").write_text(res.stdout + res.stderr)
     try:
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         conn = sqlite3.connect(journal)
@@ -52,6 +53,8 @@ def test_zvol_vs_qcow2_quick_runs_in_a_guest_and_records_both_sides(lab: LabHost
             assert metrics["write.iops"] > 0 and metrics["guest.qemu_cpu_s"] > 0
             assert checks["zfs.dataset"].startswith("tbvm/")  # the host side was captured in the same run
         assert guest["zfs-vm-zvol-randwrite-4k"][1]["guest.backing"].startswith("/dev/zvol/tbvm/")
+        html = (tmp_path / "report" / "index.html").read_text()
+        assert "write random 4k, guest vs host: best is" in html  # the guest/host ratio per test case (seed 001)
     finally:
         tankbench("clean", str(campaign), "--scale", "quick", cwd=tmp_path, timeout=600)
     assert lab.run(["zpool", "list", "tbvm"]).returncode != 0, "clean destroyed the pool the campaign created"

@@ -244,6 +244,12 @@ AXES: tuple[Axis, ...] = (
         lambda t: (_workload_key(t),),
     ),
     (
+        # seed 001: the same workload inside a test guest (on any backing) and on the host's zvol or dataset
+        "guest vs host",
+        lambda t: "guest" if t.target_kind == "vm-disk" else "host" if t.target_kind in ("zvol", "dataset") else "",
+        lambda t: (_workload_key(t),),
+    ),
+    (
         "SLOG vs none",
         _slog,
         lambda t: (t.target_kind, _params_without(t, ("slog", "logbias")), _props_key(t, ("slog", "logbias"))),
