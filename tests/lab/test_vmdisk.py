@@ -29,12 +29,12 @@ def test_zvol_vs_qcow2_quick_runs_in_a_guest_and_records_both_sides(lab: LabHost
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         conn = sqlite3.connect(journal)
         rows = conn.execute(
-            "SELECT t.name, t.params, r.status, r.checks, r.metrics FROM runs r "
+            "SELECT t.name, t.canonical, r.status, r.checks, r.metrics FROM runs r "
             "JOIN tests t ON t.id = r.test_id WHERE NOT r.warmup"
         ).fetchall()
         conn.close()
         assert len(rows) == 5 and all(r[2] == "done" for r in rows), [(r[0], r[2]) for r in rows]
-        guest = {r[0]: (json.loads(r[1]), json.loads(r[3]), json.loads(r[4])) for r in rows if "-vm-" in r[0]}
+        guest = {r[0]: (json.loads(r[1])["params"], json.loads(r[3]), json.loads(r[4])) for r in rows if "-vm-" in r[0]}
         assert set(guest) == {
             "zfs-vm-zvol-randwrite-4k",
             "zfs-vm-qcow2-64k-randwrite-4k",

@@ -195,6 +195,9 @@ class VmDiskKind(ZfsKind):
                 ["zfs", "get", "-Hp", "-o", "value", "logicalreferenced", zfs.dataset_name(test)], timeout=120
             )
             return int(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else None
+        pool = self.ws.spec.pool
+        if pool is not None:  # allocated sizes settle when the txg holding the writes has synced
+            self.host.run(["zpool", "sync", pool.pool_name], timeout=600)
         res = self.host.run(["qemu-img", "info", "--output=json", "-U", self.backing_path(test)], timeout=120)
         try:
             return int(json.loads(res.stdout)["actual-size"])
