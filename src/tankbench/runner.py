@@ -212,46 +212,42 @@ class CampaignRunner:
                 self.journal.set_run_pid(row, int(ev["pid"]))
 
         started = time.time()
-        try:
-            res = self.kinds[test.target.kind].run_fio(test, request, on_event, deadline + spec.drain_max + 120)
-        except HostError as e:
-            run = Run(
+
+        def unprocessed(status: str, note: str, **measured: Any) -> Run:
+            """The row of a run whose result could not be made into a Run: what was measured, and why."""
+            return Run(
                 test_id=test.id,
                 run_no=run_no,
                 warmup=warm,
                 attempt=attempt,
-                status="crashed",
+                status=status,
                 started=started,
                 ended=time.time(),
                 host=self.host.name,
                 fingerprint_id=self.fingerprint.id,
                 expected_s=test.expected_s,
-                note=f"the host failed during the run: {e}",
+                note=note,
+                **measured,
             )
-            self.journal.finish_run(row, run)
+
+        try:
+            res = self.kinds[test.target.kind].run_fio(test, request, on_event, deadline + spec.drain_max + 120)
+        except HostError as e:
+            self.journal.finish_run(row, unprocessed("crashed", f"the host failed during the run: {e}"))
             raise
         try:
             run = self.result_to_run(test, run_no, warm, attempt, started, res, checks)
         except (KeyError, ValueError, TypeError) as e:  # a bug of ours must not lose what was measured
             self.progress.note(f"warning: could not process the result of {test.name}: {type(e).__name__}: {e}")
-            run = Run(
-                test_id=test.id,
-                run_no=run_no,
-                warmup=warm,
-                attempt=attempt,
-                status="failed",
-                started=started,
-                ended=time.time(),
-                host=self.host.name,
-                fingerprint_id=self.fingerprint.id,
-                expected_s=test.expected_s,
+            run = unprocessed(
+                "failed",
+                f"tankbench could not process this result ({type(e).__name__}: {e}); raw output kept",
                 wall_s=res.get("wall_s"),
                 drain_s=res.get("drain_s"),
                 samples=res.get("samples", {}),
                 fio_json=res.get("fio_json", ""),
                 exit_status=res.get("exit_status"),
                 stderr_tail=res.get("stderr_tail", ""),
-                note=f"tankbench could not process this result ({type(e).__name__}: {e}); raw output kept",
             )
         self.journal.finish_run(row, run)
         return replace(run, row_id=row)

@@ -13,6 +13,7 @@ from tankbench.errors import SpecError, UserError
 from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy, policy_from_table
 from tankbench.targets import kind_names
+from tankbench.targets.zfs import PROPERTY_AXES
 from tankbench.tunables import canonical_tunables
 from tankbench.units import fmt_size, parse_duration, parse_size
 
@@ -45,18 +46,7 @@ RUN_MODES = ("time", "size")
 #: `workload`: fio, or a copy command (seed 000's non-synthetic tests) writing campaign.copy_size bytes
 WORKLOADS = ("fio", "cp", "rsync", "dd")
 #: ZFS axes, outermost first so that consecutive tests share one dataset configuration
-ZFS_AXES = (
-    "slog",
-    "encryption",
-    "recordsize",
-    "volblocksize",
-    "compression",
-    "sync",
-    "logbias",
-    "primarycache",
-    "atime",
-    "direct",
-)
+ZFS_AXES = ("slog", *PROPERTY_AXES)  # the properties of targets/zfs.py, and the SLOG (a pool change)
 #: a test guest's disk (vm-disk targets): its backing on the host, then qemu's settings for it
 VM_AXES = ("backing", "qcow2_cluster", "preallocation", "l2_cache", "bus", "disk_cache", "aio", "iothread")
 VM_CHOICES = {
@@ -84,18 +74,7 @@ ZFS_AXES_FOR = {
         "direct",
     ),
     "zvol": ("slog", "encryption", "volblocksize", "compression", "sync", "logbias", "primarycache"),
-    "vm-disk": (
-        "slog",
-        "encryption",
-        "recordsize",
-        "volblocksize",
-        "compression",
-        "sync",
-        "logbias",
-        "primarycache",
-        "atime",
-    )
-    + VM_AXES,
+    "vm-disk": tuple(a for a in ZFS_AXES if a != "direct") + VM_AXES,
 }
 ZFS_CHOICES = {
     "encryption": ("off", "aes-128-ccm", "aes-192-ccm", "aes-256-ccm", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm"),
