@@ -25,11 +25,9 @@ from typing import Any
 from tankbench.errors import HostError, UserError
 from tankbench.guest import qemu
 from tankbench.guest.initramfs import IN_IMAGE_DIR
-from tankbench.hosts.base import Host
+from tankbench.hosts.base import Host, bootstrap_argv
 
 Progress = Callable[[str], None]
-#: where the controller keeps each guest's sockets and logs on the host
-RUN_ROOT = "/var/tmp/tankbench-guests"
 
 
 def controller_source() -> bytes:
@@ -192,7 +190,7 @@ class TestGuest:
         self.initrd = initrd
         self.boot_timeout = boot_timeout
         self.progress = progress or (lambda s: None)
-        self.run_dir = f"{RUN_ROOT}/{name}-{uuid.uuid4().hex[:8]}"
+        self.run_dir = ""  # the guest's sockets and logs on the host: set when it starts
         self.pid = 0
         self.boot_s = 0.0
         self.devices: dict[str, str] = {}
@@ -251,34 +249,37 @@ class TestGuest:
         to TCG if the KVM guest is not ready within a minute (on some hosts KVM exists but guests hang).
         """
         accel = self._resolve_accel()
-        digest = hashlib.sha256(controller_source()).hexdigest()[:16]
-        path = f"/var/tmp/tankbench-guestctl-{digest}.py"
-        if self.host.run(["test", "-s", path], timeout=60).returncode != 0:
-            self.host.write_file(path, controller_source(), 0o755)
+        # the controller is fed through stdin and checked against its sha256, like the agent: never a file on
+        # the host that another user could plant; its sockets and logs live in the user's 0700 directory
+        self.run_dir = f"{self.host.private_dir('guests')}/{self.name}-{uuid.uuid4().hex[:8]}"
         if accel == "kvm" and self.accel == "auto":
             try:
-                self._boot(path, "kvm", min(self.boot_timeout, 60.0))
+                self._boot("kvm", min(self.boot_timeout, 60.0))
                 return
             except HostError as e:
                 self.progress(f"guest {self.name}: KVM boot failed ({e}); booting under TCG")
                 self.close()
             accel = "tcg"
-        self._boot(path, accel, self.boot_timeout)
+        self._boot(accel, self.boot_timeout)
 
-    def _boot(self, controller: str, accel: str, timeout: float) -> None:
+    def _boot(self, accel: str, timeout: float) -> None:
         self.accel_used = accel
         tsc = cpu_khz(self.host.run(["cat", "/proc/cpuinfo"], timeout=30).stdout) if accel == "tcg" else None
         argv = self.argv(accel, tsc)
         self.progress(
             f"guest {self.name}: booting on {self.host.name} ({self.machine}, {accel}, {len(self.disks)} disks)"
         )
+        source = controller_source()
         self._proc = subprocess.Popen(
-            self.host.command([self.host.python, controller]),
+            self.host.command(bootstrap_argv(self.host.python, source)),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(source)  # the bootstrap reads exactly these bytes; requests follow
+        self._proc.stdin.flush()
         threading.Thread(target=self._drain, daemon=True).start()
         ev = self._call(
             {"op": "start", "argv": argv, "dir": self.run_dir, "timeout": timeout}, timeout + 60, want="ready"
@@ -482,7 +483,7 @@ class TestGuest:
 def upload_artefacts(host: Host, kernel: bytes, initrd: bytes) -> tuple[str, str]:
     """Copy a test guest's kernel and initramfs to a host without them (not the lab); their paths there."""
     key = hashlib.sha256(kernel + initrd).hexdigest()[:16]
-    d = f"/var/tmp/tankbench-guest-{key}"
+    d = f"{host.private_dir('guest-artefacts')}/{key}"  # a 0700 directory of the host's user, not /var/tmp
     paths = (f"{d}/vmlinuz", f"{d}/initramfs.img")
     if host.run(["test", "-s", paths[0], "-a", "-s", paths[1]], timeout=60).returncode != 0:
         host.run(["mkdir", "-p", d], check=True, timeout=60)

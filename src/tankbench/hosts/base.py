@@ -67,9 +67,15 @@ sys.argv=['tankbench-agent'];exec(compile(b,'tankbench-agent','exec'),{'__name__
 """
 
 
+def bootstrap_argv(python: str, source: bytes) -> list[str]:
+    """The host-side argv that runs a stdlib program fed on stdin, only if it matches its sha256 (see
+    AGENT_BOOTSTRAP): nothing tankbench runs on a host is read from a file someone could have planted."""
+    return [python, "-I", "-c", AGENT_BOOTSTRAP, str(len(source)), hashlib.sha256(source).hexdigest()]
+
+
 def agent_argv(python: str) -> list[str]:
     """The host-side argv that starts the agent from stdin (see AGENT_BOOTSTRAP)."""
-    return [python, "-I", "-c", AGENT_BOOTSTRAP, str(len(agent_source())), agent_sha256()]
+    return bootstrap_argv(python, agent_source())
 
 
 class AgentSession:
