@@ -30,6 +30,8 @@ import time
 PR_SET_PDEATHSIG = 1
 _qemu = None  # type: subprocess.Popen | None
 _out_lock = threading.Lock()
+#: set when stdin reached EOF (our owner is gone): the exit status is then 75, whichever thread exits first
+_orphaned = threading.Event()
 
 
 def emit(event, **fields):
@@ -66,6 +68,7 @@ def _read_stdin(requests):
         line = line.strip()
         if line:
             requests.put(line)
+    _orphaned.set()  # before qemu ends: the main thread then sees its channel close, and must not exit 1
     end_qemu(grace=2.0)
     os._exit(75)
 
@@ -275,4 +278,4 @@ if __name__ == "__main__":
         rc = main()
     finally:
         end_qemu()
-    sys.exit(rc)
+    sys.exit(75 if _orphaned.is_set() else rc)
