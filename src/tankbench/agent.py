@@ -10,6 +10,7 @@ hosts/base.py: it is never installed as a file); then one JSON request line on s
 Ops: probe, prepare_file, prepare_raw, fio_run, cooldown, end_pids, dirs, key, noise.
 """
 
+import glob
 import json
 import os
 import signal
@@ -942,6 +943,30 @@ def drain(max_s, threshold_bytes, sync_cmd=None):
     return time.monotonic() - t0, start, left
 
 
+def capture(patterns):
+    """{path: text} of the kernel files to read around a run; a pattern with `*` names every file it matches
+    (per-dataset kstats: /proc/spl/kstat/zfs/<pool>/objset-*)."""
+    out = {}
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)) if "*" in pattern else [pattern]:
+            out[path] = read_text(path)
+    return out
+
+
+#: the stem of the per-job I/O logs a job may write in its work directory (fio/jobs.py with_io_log)
+IO_LOG_PREFIX = "tbio"
+
+
+def io_log_last(workdir):
+    """{log file name: its last line} of the per-job I/O logs fio wrote in `workdir` (fio/parse.py reads them)."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(workdir, IO_LOG_PREFIX + "_*.log"))):
+        lines = read_text(path).strip().splitlines()
+        if lines:
+            out[os.path.basename(path)] = lines[-1]
+    return out
+
+
 def op_fio_run(req):
     """Run fio (or a given command) once under a watchdog with samplers; measure wall time and drain; return everything."""
     workdir = req["workdir"]
@@ -957,13 +982,15 @@ def op_fio_run(req):
         with open(job, "w") as f:
             f.write(req["job_text"])
         argv = ["fio", "--output-format=json", "--output=" + out, job]
+    for old in glob.glob(os.path.join(workdir, IO_LOG_PREFIX + "_*.log")):
+        os.unlink(old)  # a log of an earlier run must not stand for this one
     sync_cmd = req.get("sync_cmd")
     presync_s = 0.0
     if sync_cmd:  # start from a clean slate: no dirty data of the previous test carried into this one
         presync_s = drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)[
             0
         ]
-    files_before = {f: read_text(f) for f in req.get("capture_files", [])}
+    files_before = capture(req.get("capture_files", []))
     during = None
     if req.get("during_cmd"):
         during = subprocess.Popen(
@@ -977,7 +1004,7 @@ def op_fio_run(req):
             emit("observing")
             rc, err, timed_out, pid = 0, b"", not _stop.wait(deadline), None
         else:
-            rc, err, timed_out, pid = _run_job(argv, deadline)
+            rc, err, timed_out, pid = _run_job(argv, deadline, cwd=workdir)
         wall = time.monotonic() - t0
         drain_s, dirty_start, dirty_end = drain(
             float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd
@@ -991,7 +1018,7 @@ def op_fio_run(req):
         during_out = during.communicate()[0].decode(errors="replace")
         with _lock:
             _children.remove(during.pid)
-    files_after = {f: read_text(f) for f in req.get("capture_files", [])}
+    files_after = capture(req.get("capture_files", []))
     after = []
     for argv_ in req.get("after_cmds", []):
         try:
@@ -1002,6 +1029,7 @@ def op_fio_run(req):
     fio_json = read_text(out)
     emit(
         "result",
+        io_log_last=io_log_last(workdir),
         exit_status=rc,
         timed_out=timed_out,
         wall_s=wall,
@@ -1023,10 +1051,10 @@ def op_fio_run(req):
     )
 
 
-def _run_job(argv, deadline):
-    """Run fio (or a copy command) in a process group of its own under the watchdog deadline.
-    Returns (exit status, stderr, timed out, pid)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+def _run_job(argv, deadline, cwd=None):
+    """Run fio (or a copy command) in a process group of its own under the watchdog deadline, in `cwd` (where
+    fio writes the logs a job names relatively). Returns (exit status, stderr, timed out, pid)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
     with _lock:
         _children.append(proc.pid)
     emit("started", pid=proc.pid)

@@ -118,6 +118,18 @@ def _excess(m: Mapping[str, float], t: Times) -> float | None:
     return None if t.wall_s is None else t.wall_s - t.expected_s
 
 
+def _first(*names: str, scale: float = 1.0) -> Compute:
+    """The first of several raw keys present (e.g. a counter OpenZFS 2.2 added, then its 2.1 stand-in)."""
+
+    def get(m: Mapping[str, float], t: Times) -> float | None:
+        for name in names:
+            if name in m:
+                return m[name] * scale
+        return None
+
+    return get
+
+
 BOTH = (FIO, COPY)
 WALL = "tankbench: wall clock around the fio process (or copy command), drain = `sync`/`zpool sync` after it"
 
@@ -312,7 +324,73 @@ REGISTRY: tuple[Metric, ...] = (
         BOTH,
         "zfs",
     ),
+    Metric(
+        "end_fsync_s",
+        "final fsync",
+        "s",
+        None,
+        "sync.end_fsync_s: seconds each job spent, on average, in its final fsync (end_fsync / fsync_on_close) after "
+        "its last I/O: fio's job_runtime minus the I/O phase (time based: runtime; size based: the last entry of "
+        "the job's 100 ms IOPS log, ± 0.05 s). Long = the writes fio counted were buffered, not yet durable",
+        "fio JSON (`job_runtime`) and, size based, fio's per-job IOPS logs",
+        ("sync.end_fsync_s",),
+        _key("sync.end_fsync_s"),
+        group="sync",
+    ),
+    Metric(
+        "zil_commits",
+        "ZIL commits",
+        "commits",
+        None,
+        "zil.commit_count: how often ZFS was asked to make writes durable (fsync, O_SYNC/O_DSYNC writes, a guest's "
+        "flush) during the run; 0 while the job flushed = the flushes never reached ZFS (sync=disabled, "
+        "qemu cache=unsafe)",
+        "OpenZFS kstats before and after the run: the dataset's objset-* (2.2+), else the pool-wide zil",
+        ("zil.commit_count",),
+        _key("zil.commit_count"),
+        BOTH,
+        "sync",
+    ),
+    Metric(
+        "slog_write_mib",
+        "SLOG MiB written",
+        "MiB",
+        None,
+        "zil.itx_metaslab_slog_write / 2^20: ZIL log blocks written to the separate log device during the run "
+        "(OpenZFS 2.1: the log records' bytes, zil.itx_metaslab_slog_bytes)",
+        "OpenZFS ZIL kstats before and after the run",
+        ("zil.itx_metaslab_slog_write", "zil.itx_metaslab_slog_bytes"),
+        _first("zil.itx_metaslab_slog_write", "zil.itx_metaslab_slog_bytes", scale=1 / MIB),
+        BOTH,
+        "sync",
+    ),
+    Metric(
+        "zil_pool_write_mib",
+        "ZIL MiB in the pool",
+        "MiB",
+        None,
+        "zil.itx_metaslab_normal_write / 2^20: ZIL log blocks written to the main pool's disks (no SLOG, or the "
+        "SLOG was bypassed) during the run (OpenZFS 2.1: zil.itx_metaslab_normal_bytes)",
+        "OpenZFS ZIL kstats before and after the run",
+        ("zil.itx_metaslab_normal_write", "zil.itx_metaslab_normal_bytes"),
+        _first("zil.itx_metaslab_normal_write", "zil.itx_metaslab_normal_bytes", scale=1 / MIB),
+        BOTH,
+        "sync",
+    ),
+    Metric(
+        "mib_per_host_cpu_s",
+        "MiB per host CPU-second",
+        "MiB/CPU-s",
+        True,
+        "guest.bytes_per_host_cpu_s / 2^20: bytes fio moved in a test guest per CPU-second its qemu process used on "
+        "the host (user + system): what the virtual disk costs the host",
+        "fio JSON in the guest (`io_bytes`) and /proc/<qemu pid>/stat on the host",
+        ("guest.bytes_per_host_cpu_s",),
+        _key("guest.bytes_per_host_cpu_s", 1 / MIB),
+        group="cost",
+    ),
 )
+
 
 METRICS: dict[str, Metric] = {m.key: m for m in REGISTRY}
 RANKABLE = tuple(m.key for m in REGISTRY if m.rankable and m.group in ("throughput", "latency"))

@@ -12,7 +12,7 @@ from typing import Any
 from tankbench import preflight as preflight_mod
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
-from tankbench.fio.jobs import deadline_s, job_text, test_file_path
+from tankbench.fio.jobs import deadline_s, job_text, run_job_text, test_file_path
 from tankbench.hosts.base import Host, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
@@ -194,7 +194,7 @@ class CampaignRunner:
         deadline = deadline_s(test, spec.deadline_grace, spec.min_throughput)
         request = {
             "op": "fio_run",
-            "job_text": job_text(test),
+            "job_text": run_job_text(test),
             "deadline_s": deadline,
             "workdir": f"{self.workdir}/{test.id}",
             "devices": checks.get("devices", []),

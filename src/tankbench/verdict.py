@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tankbench.fio.parse import FioOutputError, load_fio_json, metrics_from_fio
+from tankbench.fio.jobs import ends_with_fsync, size_based
+from tankbench.fio.parse import FioOutputError, end_fsync_seconds, load_fio_json, metrics_from_fio
 from tankbench.metrics import copy_metrics, derive
 from tankbench.model import Test
 
@@ -42,7 +43,18 @@ def decide_run(
         metrics.update(copy_metrics(copy_size, wall, float(res.get("drain_s", 0.0))))
     else:
         try:
-            metrics.update(metrics_from_fio(load_fio_json(res.get("fio_json", ""))))
+            doc = load_fio_json(res.get("fio_json", ""))
+            metrics.update(metrics_from_fio(doc))
+            if ends_with_fsync(test):  # fio counts its final fsync in the runtime and reports nothing else of it
+                tail = end_fsync_seconds(
+                    doc,
+                    int(test.params.get("numjobs", 1)),
+                    test.runtime,
+                    not size_based(test),
+                    res.get("io_log_last"),
+                )
+                if tail is not None:
+                    metrics["sync.end_fsync_s"] = tail
             if metrics.get("fio.error"):
                 status = "failed"
                 notes.append(f"fio reported error {int(metrics['fio.error'])}")

@@ -7,7 +7,7 @@ from pathlib import Path
 from tankbench import model
 from tankbench.spec import expand, load_spec
 from tankbench.targets import kinds
-from tankbench.targets.vmdisk import VmDiskKind, disk_settings, image_create_argv, sync_honouring
+from tankbench.targets.vmdisk import VmDiskKind, disk_settings, image_create_argv
 from tests.conftest import ROOT
 
 PRESET = ROOT / "src" / "tankbench" / "presets" / "zvol-vs-qcow2.toml"
@@ -65,7 +65,7 @@ def test_exported_script_does_not_run_the_guest_job_on_the_host(tmp_path: Path) 
     assert "qemu-img create -q -f qcow2 -o cluster_size=65536" in script
 
 
-def test_disk_defaults_and_sync_honouring() -> None:
+def test_disk_defaults_and_the_qemu_cache_the_sync_check_reads() -> None:
     t = _tests("quick")[0]
     assert disk_settings(_tests()[0])["bus"] == "virtio-blk"  # the default; the quick form hot-plugs on microvm
     assert disk_settings(t) == {
@@ -75,10 +75,7 @@ def test_disk_defaults_and_sync_honouring() -> None:
         "iothread": False,
         "l2_cache": None,
     }
-    # end_fsync=1: the guest calls its writes durable at the end; a long host flush afterwards says they were not
-    assert sync_honouring(t, {"drain_s": 0.2}, {})["sync.honoured"] is True
-    late = sync_honouring(t, {"drain_s": 7.5}, {})
-    assert late["sync.honoured"] is False and "7.5 s" in late["sync.note"]
+    assert VmDiskKind.qemu_cache(t) == "none"
     unsafe = model.Test(
         number=1,
         name="u",
@@ -88,4 +85,4 @@ def test_disk_defaults_and_sync_honouring() -> None:
         runtime=1,
         ramp=0,
     )
-    assert sync_honouring(unsafe, {"drain_s": 0.0}, {})["sync.honoured"] is False
+    assert VmDiskKind.qemu_cache(unsafe) == "unsafe"

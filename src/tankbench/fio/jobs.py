@@ -7,6 +7,7 @@ import shlex
 from typing import Any
 
 from tankbench.copytest import copy_script_lines
+from tankbench.fio.parse import IO_LOG_MSEC
 from tankbench.model import Test
 from tankbench.targets import kind_of
 from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
@@ -159,6 +160,30 @@ def job_text(test: Test, filename: str | None = None) -> str:
     if "rwmixread" in p:
         lines.append(f"rwmixread={p['rwmixread']}")
     return "\n".join(lines) + "\n"
+
+
+#: per-job I/O logs a run adds to time a job's final fsync (the agent and the test guest collect `tbio_*.log`)
+IO_LOG = "tbio"
+
+
+def ends_with_fsync(test: Test) -> bool:
+    """The job flushes its files when its I/O is done (fio's end_fsync or fsync_on_close)."""
+    return any(
+        str(test.fio_options.get(k, "0")).strip() not in ("0", "", "false") for k in ("end_fsync", "fsync_on_close")
+    )
+
+
+def run_job_text(test: Test) -> str:
+    """The job file a run executes: job_text(), plus per-job IOPS logs averaged over 100 ms when a size-based job
+    ends with an fsync. fio counts that fsync in each job's runtime but reports no figure of its own; the time of
+    the last logged I/O tells where the I/O ended and the fsync began (a time-based job's I/O ends at `runtime`).
+    The logs change no I/O."""
+    text = job_text(test)
+    if test.is_copy or not ends_with_fsync(test) or not size_based(test):
+        return text
+    return text.replace(
+        "[global]\n", f"[global]\nwrite_iops_log={IO_LOG}\nlog_avg_msec={IO_LOG_MSEC}\nper_job_logs=1\n", 1
+    )
 
 
 def _file_options(test: Test, filename: str | None) -> dict[str, object]:

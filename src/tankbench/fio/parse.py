@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 DIRECTIONS = ("read", "write", "trim")
+#: the averaging window of the per-job IOPS logs a run may add (fio/jobs.py run_job_text)
+IO_LOG_MSEC = 100
 PERCENTILES = (("p50", 50.0), ("p99", 99.0), ("p999", 99.9))
 
 #: What each latency key means, for labels in reports.
@@ -230,3 +232,38 @@ def metrics_from_fio(doc: dict[str, Any]) -> dict[str, float]:
 
 def fio_version(doc: dict[str, Any]) -> str:
     return str(doc.get("fio version", ""))
+
+
+def end_fsync_seconds(
+    doc: dict[str, Any], numjobs: int, runtime_s: float, time_based: bool, io_log_last: dict[str, str] | None = None
+) -> float | None:
+    """Seconds each job spent, on average, in its final fsync (end_fsync / fsync_on_close) after its last I/O.
+
+    fio counts that fsync in a job's `job_runtime` (ms; with group_reporting, the sum over the group's jobs) and
+    reports nothing else about it. A time-based job's I/O ends at `runtime`, so the rest of its runtime is the
+    fsync. A size-based job's I/O ends at the last entry of its IOPS log (`io_log_last`: {log name: last line},
+    averaged over windows of IO_LOG_MSEC; half a window is taken off). None when the runtimes or logs are
+    missing.
+    """
+    entries = job_entries(doc)
+    runtimes = [float(e["job_runtime"]) for e in entries if isinstance(e.get("job_runtime"), (int, float))]
+    if not entries or len(runtimes) != len(entries) or numjobs < 1:
+        return None
+    jobs = numjobs if len(entries) == 1 else len(entries)  # one group entry, or one entry per job
+    total_ms = sum(runtimes)
+    if time_based:
+        io_ms = runtime_s * 1000.0 * jobs
+    else:
+        last = [line.split(",")[0].strip() for line in (io_log_last or {}).values()]
+        if len(last) != jobs or not all(_is_number(v) for v in last):
+            return None
+        io_ms = sum(float(v) + IO_LOG_MSEC / 2 for v in last)
+    return round(max(0.0, total_ms - io_ms) / jobs / 1000.0, 3)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -101,6 +101,7 @@ class GuestRun:
     stat_before: dict[str, tuple[int, ...]] = field(default_factory=dict)
     stat_after: dict[str, tuple[int, ...]] = field(default_factory=dict)
     fio_error: str = ""  # why fio's output could not be parsed, if it could not
+    io_log_last: dict[str, str] = field(default_factory=dict)  # {per-job I/O log (tbio_*.log): its last line}
     guest_start_s: float = 0.0  # the guest's uptime when the request started (its clock, for cross-checks)
 
     @classmethod
@@ -135,6 +136,11 @@ class GuestRun:
             stat_after=parse_stat(files.get("after.stat", "")),
             fio_error=err,
             guest_start_s=up("before.uptime"),
+            io_log_last={
+                name: text.strip().splitlines()[-1]
+                for name, text in files.items()
+                if name.startswith("tbio_") and text.strip()
+            },
         )
 
 

@@ -32,11 +32,6 @@ ONLY_FOR = {
     "recordsize": ("qcow2", "raw"),
     "volblocksize": ("zvol",),
 }
-#: qemu cache modes that drop the guest's flushes: nothing the guest calls durable is
-UNSAFE_CACHE = ("unsafe",)
-#: host drain after a guest job that ended durable (sync writes or end_fsync): above this, the guest's
-#: "synchronous" writes were reported done before they were durable on the host
-SYNC_DRAIN_S = 1.0
 
 
 class VmDiskKind(ZfsKind):
@@ -246,6 +241,7 @@ class VmDiskKind(ZfsKind):
             stderr_tail=(grun.stderr or grun.fio_error)[-4000:],
             wall_s=grun.host_wall_s,
             timed_out=grun.rc == 124 or bool(res.get("timed_out")),
+            io_log_last=grun.io_log_last,
         )
         res["checks"] = dict(
             res.get("checks", {}),
@@ -277,8 +273,11 @@ class VmDiskKind(ZfsKind):
                 "file": st.file,
             }
             c["guest.settings_match"] = st.cache_mode == disk_settings(test)["cache"]
-        c.update(sync_honouring(test, res, metrics))
         return m, c, s
+
+    @classmethod
+    def qemu_cache(cls, test: Test) -> str | None:
+        return str(disk_settings(test)["cache"])
 
 
 def disk_id(test: Test) -> str:
@@ -332,33 +331,3 @@ def image_create_argv(test: Test) -> list[str]:
 
 def image_create_argv_text(test: Test) -> str:
     return shlex.join(image_create_argv(test))
-
-
-def sync_honouring(test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, Any]:
-    """Seed 003: did the guest's durable writes reach the host's disks when the guest was told they had?
-
-    A job whose writes the guest calls durable (sync/fsync/fdatasync or end_fsync) should leave nothing for the
-    host to flush afterwards; a long host drain means the writes were acknowledged before they were durable.
-    A disk with cache=unsafe drops the guest's flushes: nothing it writes can be called durable.
-    """
-    p = test.params
-    durable = (
-        p.get("sync_mode", "async") != "async"
-        or str(test.fio_options.get("end_fsync", "0")) == "1"
-        or str(p.get("end_fsync", "0")) == "1"
-    )
-    cache = disk_settings(test)["cache"]
-    out: dict[str, Any] = {"sync.guest_expects_durable": durable, "sync.host_drain_s": res.get("drain_s")}
-    if "sync.lat_mean_ns" in metrics:
-        out["sync.end_fsync_s"] = metrics.get("sync.lat_mean_ns", 0.0) * metrics.get("sync.total_ios", 0.0) / 1e9
-    if cache in UNSAFE_CACHE:
-        out["sync.honoured"] = False
-        out["sync.note"] = "cache=unsafe: qemu drops the guest's flushes; nothing is durable when the guest says so"
-    elif durable:
-        drain = float(res.get("drain_s") or 0.0)
-        out["sync.honoured"] = drain <= SYNC_DRAIN_S
-        if drain > SYNC_DRAIN_S:
-            out["sync.note"] = (
-                f"the host still flushed for {drain:.1f} s after the guest's job ended with its writes called durable"
-            )
-    return out

@@ -10,6 +10,13 @@ from tankbench.targets.zfs import buffer_check, dataset_name, zfs_props
 from tankbench.units import parse_size
 
 ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
+#: pool-wide ZIL counters (OpenZFS >= 0.8); per dataset in each objset kstat from 2.2 on
+ZIL_KSTAT = "/proc/spl/kstat/zfs/zil"
+
+
+def objset_kstats(pool: str) -> str:
+    """The per-dataset kstats of a pool (the agent expands the pattern)."""
+    return f"/proc/spl/kstat/zfs/{pool}/objset-*"
 
 
 def txgs_path(pool: str) -> str:
@@ -21,7 +28,7 @@ def zfs_capture(test: Test, pool: str) -> dict[str, Any]:
     and `zpool sync` both before (no dirty data carried in) and after (drain until durable)."""
     ds = dataset_name(test)
     return {
-        "capture_files": [ARCSTATS, txgs_path(pool)],
+        "capture_files": [ARCSTATS, txgs_path(pool), ZIL_KSTAT, objset_kstats(pool)],
         "during_cmd": ["zpool", "iostat", "-HpvP", "-y", pool, "1"],
         "after_cmds": [
             ["zfs", "get", "-Hp", "-o", "name,property,value,source", "all", ds],
@@ -56,9 +63,15 @@ def _after(res: dict[str, Any], sub: str) -> str:
 
 
 def from_capture(
-    test: Test, res: dict[str, Any], version_text: str, params: dict[str, str], run_metrics: dict[str, float]
+    test: Test,
+    res: dict[str, Any],
+    version_text: str,
+    params: dict[str, str],
+    run_metrics: dict[str, float],
+    qemu_cache: str | None = None,
 ) -> tuple[dict[str, float], dict[str, Any], dict[str, list[float]]]:
-    """(metrics, checks, samples) from what the agent captured around one fio run on a ZFS target."""
+    """(metrics, checks, samples) from what the agent captured around one fio run on a ZFS target
+    (`qemu_cache`: the cache mode of the test guest's disk, for vm-disk targets)."""
     from tankbench.zfs import parse as zparse
 
     pool = test.target.pool.split("/")[0]
@@ -75,6 +88,10 @@ def from_capture(
     last_txg = zparse.last_committed_txg(rows_before)  # the txg open at the start belongs to this run
     metrics.update(zparse.txg_summary(last_txg, zparse.parse_txgs(after.get(txgs_path(pool), ""))))
     ds = dataset_name(test)
+    zil, zil_source = zparse.zil_run_delta(before, after, ds)
+    metrics.update(zil)
+    if zil_source:
+        checks["zil.source"] = zil_source  # "dataset": this test's own; "global": every dataset of the host
     props = zparse.parse_zfs_get(_after(res, "zfs get")).get(ds, {})
     checks["zfs.dataset"] = ds
     checks["zfs.props"] = {
@@ -116,7 +133,31 @@ def from_capture(
         metrics["zfs.physical_bytes_written"] = float(run_metrics["dev.write_bytes"])
     metrics["zfs.logical_bytes_written"] = float(run_metrics.get("write.io_bytes", 0.0))
     checks.update(_honesty(test, version_text, props, arc_after, params, _after(res, "zpool get")))
+    if not test.is_copy:
+        checks.update(_sync(test, props, {**run_metrics, **metrics}, res, qemu_cache))
     return metrics, checks, samples
+
+
+def _sync(
+    test: Test, props: dict[str, str], m: dict[str, float], res: dict[str, Any], qemu_cache: str | None
+) -> dict[str, Any]:
+    """The sync check's inputs from one run: what the job asked for, what ZFS and fio saw."""
+    from tankbench.fio.jobs import ends_with_fsync, size_based
+    from tankbench.zfs import checks as zchecks
+
+    per_write = str(test.params.get("sync_mode", "async")) != "async"
+    tail = m.get("sync.end_fsync_s")
+    io_s = float(test.runtime) if not size_based(test) else max(0.0, m.get("fio.runtime_s", 0.0) - (tail or 0.0))
+    return zchecks.sync_check(
+        flushes=per_write or ends_with_fsync(test),
+        per_write_sync=per_write,
+        zfs_sync=props.get("sync"),
+        zil_commits=m.get("zil.commit_count"),
+        end_fsync_s=tail,
+        io_s=io_s,
+        host_drain_s=res.get("drain_s"),
+        qemu_cache=qemu_cache,
+    )
 
 
 def _zfs_value(key: str, value: str) -> str:

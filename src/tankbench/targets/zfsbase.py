@@ -82,7 +82,14 @@ class ZfsKind(TargetKind):
 
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
         params = dict(self.ws.zfs_params, **res.get("tunables", {}))  # the run's own tunables win
-        return zfs_metrics.from_capture(test, dict(res), self.ws.zfs_version, params, dict(metrics))
+        return zfs_metrics.from_capture(
+            test, dict(res), self.ws.zfs_version, params, dict(metrics), self.qemu_cache(test)
+        )
+
+    @classmethod
+    def qemu_cache(cls, test: Test) -> str | None:
+        """The qemu cache mode between the job and ZFS (vm-disk targets); None when fio runs on the host."""
+        return None
 
     def fingerprint(self) -> dict[str, Any]:
         pool = self.ws.spec.pool

@@ -251,3 +251,59 @@ def run_validity(params: Mapping[str, Any], checks: Mapping[str, Any]) -> list[s
     if checks.get("zfs.scan_active"):
         reasons.append(f"a {checks['zfs.scan_active']} was running on the pool when the run ended")
     return reasons
+
+
+#: a final fsync longer than this share of the job's I/O time (and than EARLY_ACK_MIN_S) means the writes fio
+#: counted were acknowledged long before they were durable (seed 003's zvol run with ioengine=sync, direct=0)
+EARLY_ACK_SHARE = 0.05
+EARLY_ACK_MIN_S = 1.0
+
+
+def sync_check(
+    *,
+    flushes: bool,
+    per_write_sync: bool,
+    zfs_sync: str | None,
+    zil_commits: float | None,
+    end_fsync_s: float | None,
+    io_s: float,
+    host_drain_s: float | None,
+    qemu_cache: str | None = None,
+) -> dict[str, Any]:
+    """Did the job's "durable" writes become durable when it was told so? `sync.*` checks (seed 003).
+
+    `flushes`: the job asked for durability (O_SYNC/fsync/fdatasync writes, end_fsync, fsync_on_close).
+    Honoured means the flushes reached stable storage: qemu did not drop them (cache=unsafe), ZFS did not
+    ignore them (sync=disabled), and ZFS saw ZIL commits during the run (0 commits while the job flushed: they
+    never reached ZFS). A long final fsync (early acknowledgement) means the writes fio counted were buffered —
+    in the guest's page cache with direct=0, or the host's with a writeback qemu cache — and became durable
+    only at the end: ioengine=sync means synchronous system calls, not durable writes (openzfs/zfs#7297). The
+    host's drain afterwards is recorded, not judged: data already in the ZIL is durable while its txg is open.
+    """
+    out: dict[str, Any] = {
+        "sync.job_flushes": flushes,
+        "sync.per_write": per_write_sync,
+        "sync.host_drain_s": host_drain_s,
+    }
+    if end_fsync_s is not None:
+        long_tail = end_fsync_s > max(EARLY_ACK_MIN_S, EARLY_ACK_SHARE * io_s)
+        out["sync.early_ack"] = long_tail
+        if long_tail:
+            out["sync.early_ack_note"] = (
+                f"fio's final fsync took {end_fsync_s:.1f} s after {io_s:.0f} s of I/O: the writes it counted were "
+                "buffered, not durable, when fio counted them (its MiB/s measures the cache; see durable MiB/s). "
+                "For durable writes use direct=1 with sync_mode (O_SYNC/fsync/fdatasync)"
+            )
+    if not flushes:
+        return out
+    reasons = []
+    if qemu_cache == "unsafe":
+        reasons.append("qemu cache=unsafe drops the guest's flushes")
+    if zfs_sync == "disabled":
+        reasons.append("ZFS sync=disabled acknowledges flushes without writing the ZIL")
+    if zil_commits is not None and zil_commits == 0 and not reasons:
+        reasons.append("the job flushed, but ZFS saw no ZIL commit during the run: the flushes never reached ZFS")
+    out["sync.honoured"] = not reasons
+    if reasons:
+        out["sync.note"] = "; ".join(reasons) + ": nothing the job called durable was durable when it was told so"
+    return out

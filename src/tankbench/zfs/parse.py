@@ -66,6 +66,71 @@ def arc_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, float]
     return out
 
 
+# ------------------------------------------------------------------ ZIL (synchronous writes)
+#: ZIL counters (kstat names without the `zil_` prefix): commits (a flush or sync write asked ZFS to make
+#: something durable), log records, and log blocks written to the SLOG or to the main pool (`_write` and
+#: `_alloc` exist from OpenZFS 2.2 on; 2.1 has `_count` and `_bytes` only)
+ZIL_COUNTERS = (
+    "commit_count",
+    "commit_writer_count",
+    "commit_error_count",
+    "commit_stall_count",
+    "itx_count",
+    "itx_indirect_count",
+    "itx_indirect_bytes",
+    "itx_copied_count",
+    "itx_copied_bytes",
+    "itx_needcopy_count",
+    "itx_needcopy_bytes",
+    "itx_metaslab_normal_count",
+    "itx_metaslab_normal_bytes",
+    "itx_metaslab_normal_write",
+    "itx_metaslab_slog_count",
+    "itx_metaslab_slog_bytes",
+    "itx_metaslab_slog_write",
+)
+
+
+def kstat_dataset_name(text: str) -> str:
+    """The `dataset_name` of a per-dataset kstat (/proc/spl/kstat/zfs/<pool>/objset-0x…), or ""."""
+    for line in text.splitlines():
+        fields = line.split(None, 2)
+        if len(fields) == 3 and fields[0] == "dataset_name":
+            return fields[2].strip()
+    return ""
+
+
+def zil_run_delta(before: dict[str, str], after: dict[str, str], dataset: str) -> tuple[dict[str, float], str]:
+    """ZIL counter deltas of one run from the kstat files captured before and after it.
+
+    The dataset's own objset kstat (/proc/spl/kstat/zfs/<pool>/objset-0x…, with ZIL counters from OpenZFS 2.2
+    on) when it has one: only this test's synchronous writes. Else the pool-wide /proc/spl/kstat/zfs/zil (every
+    dataset of every pool). Returns (deltas, "dataset" | "global" | "" when neither was captured).
+    """
+    for path, text in after.items():
+        if "/objset-" in path and kstat_dataset_name(text) == dataset:
+            counters = parse_arcstats(text)
+            if "zil_commit_count" in counters:
+                # a dataset created after the first capture (or an objset id reused by another dataset) starts at 0
+                earlier = before.get(path, "")
+                same = kstat_dataset_name(earlier) == dataset
+                return zil_delta(parse_arcstats(earlier) if same else {}, counters), "dataset"
+    for path, text in after.items():
+        if path.endswith("/zfs/zil"):
+            return zil_delta(parse_arcstats(before.get(path, "")), parse_arcstats(text)), "global"
+    return {}, ""
+
+
+def zil_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
+    """`zil.<counter>` deltas over a run; a counter that went backwards (the module was reloaded) is left out."""
+    out: dict[str, float] = {}
+    for name in ZIL_COUNTERS:
+        key = f"zil_{name}"
+        if key in after and after[key] >= before.get(key, 0):
+            out[f"zil.{name}"] = float(after[key] - before.get(key, 0))
+    return out
+
+
 # ------------------------------------------------------------------ zpool iostat
 IOSTAT_FIELDS = ("alloc", "free", "read_ops", "write_ops", "read_bw", "write_bw")
 IOSTAT_SECTIONS = ("logs", "cache", "special", "dedup")
