@@ -150,6 +150,7 @@ class Fingerprint:
             "cpu_count",
             "mem_bytes",
             "accelerator",
+            "guest_accelerator",
             "zfs_version",
             "zfs_tunables",
             "device_models",

@@ -165,16 +165,21 @@ class CampaignRunner:
         self.tunables = (
             Tunables(host, spec.campaign_id, spec.path) if spec.tunables or "tunables" in spec.matrix else None
         )
-        fp = dict(pre.fingerprint)
-        fp["accelerator"] = host.accelerator
-        fp["host"] = host.name
-        for kind in self.kinds.values():
-            fp.update(kind.fingerprint())
-        fp.update(extra_fingerprint or {})
-        self.fingerprint = Fingerprint(fp)
+        self._extra_fingerprint = dict(extra_fingerprint or {})
+        self.fingerprint = self.make_fingerprint()
         self.outcome = Outcome()
         self._copy_source_ready = False
         self._devices: dict[str, list[str]] = {}  # target name -> physical devices sampled
+
+    def make_fingerprint(self) -> Fingerprint:
+        """The host's facts, each target kind's (after setup: e.g. how a test guest is emulated) and the extras."""
+        fp = dict(self.pre.fingerprint)
+        fp["accelerator"] = self.host.accelerator
+        fp["host"] = self.host.name
+        for kind in self.kinds.values():
+            fp.update(kind.fingerprint())
+        fp.update(self._extra_fingerprint)
+        return Fingerprint(fp)
 
     # -- one run -------------------------------------------------------------------------
     def prepare(self, test: Test) -> dict[str, Any]:
@@ -347,6 +352,10 @@ class CampaignRunner:
         try:
             for kind in sorted({t.target.kind for t in tests if not sched.states[t.id].final}):
                 self.kinds[kind].setup()
+            estimator.setup_done = True
+            # what setup learned (e.g. the accelerator a test guest booted with) belongs to every run's fingerprint
+            self.fingerprint = self.make_fingerprint()
+            self.journal.add_fingerprint(self.fingerprint)
             self.run_schedule(tests, sched, existing, estimator)
         finally:
             for k in self.kinds.values():
@@ -491,7 +500,6 @@ def run_campaign(
                 journal.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
                 journal.add_tests(spec.campaign_id, tests, {t.id: job_text(t) for t in tests})
                 runner = CampaignRunner(spec, host, journal, progress, pre, extra)
-                journal.add_fingerprint(runner.fingerprint)
                 runner.outcome.runs_crashed_found = len(crashed)
                 if crashed:
                     progress.note(

@@ -17,6 +17,7 @@ from typing import Any
 from tankbench.analysis.stats import summarise, t_quantile
 from tankbench.model import Run, Test, short_hash
 from tankbench.spec.parse import FIO_AXES, Cooldown, Schedule, Spec
+from tankbench.targets import kind_of
 
 #: statuses that finish a planned run (a crashed run is retried once, like before)
 FINISHED = ("done", "failed", "timeout")
@@ -523,11 +524,21 @@ class Priors:
     layout_bytes_per_s: float = 100 * 2**20  # laying out a test file (seed 000's HDD wrote ~140 MiB/s)
     cooldown_auto_s: float = 15.0  # a typical automatic cooldown before one was measured
     run_cv: float = 0.03  # run-to-run coefficient of variation assumed for the CI stopping rule
+    guest_boot_s: float = 10.0  # boot a test guest (vm-disk targets), once per `run`: ~9 s under TCG, less with KVM
+    guest_config_s: float = 5.0  # hot-plug a guest disk and check it in the guest (per vm-disk configuration)
 
 
 #: an emulated lab VM (qemu TCG), measured on tests/fixtures/journal-lab-zfs.sqlite: ~9 s per 3 s run beyond
-#: fio's wall time (agent, samplers, file checks, drain), ~20 s per new dataset/zvol, layout at ~5 MiB/s
-LAB_PRIORS = Priors(run_overhead_s=9.0, config_s=15.0, layout_bytes_per_s=5 * 2**20, cooldown_auto_s=20.0)
+#: fio's wall time (agent, samplers, file checks, drain), ~20 s per new dataset/zvol, layout at ~5 MiB/s; a test
+#: guest inside it (nested TCG) was ready after 71-263 s (docs/guest.md) and each guest request costs 2-6 s
+LAB_PRIORS = Priors(
+    run_overhead_s=9.0,
+    config_s=15.0,
+    layout_bytes_per_s=5 * 2**20,
+    cooldown_auto_s=20.0,
+    guest_boot_s=180.0,
+    guest_config_s=30.0,
+)
 
 
 def priors_for(emulated: bool) -> Priors:
@@ -579,6 +590,7 @@ class Estimator:
         self.walls: dict[str, list[float]] = {}  # fio wall time per measured run / (ramp + runtime)
         self.cooldowns: list[float] = []
         self.repeats_used: list[int] = []  # measured runs of tests the schedule has finished with
+        self.setup_done = False  # the runner has set up the target kinds (booted the test guest): no more to pay
 
     # what one run costs -------------------------------------------------------------------
     def run_time(self, test: Test) -> tuple[float, float, float]:
@@ -605,9 +617,18 @@ class Estimator:
 
     def config_cost(self, test: Test) -> tuple[float, float, float]:
         """(low, likely, high) seconds to provision and lay out one configuration of the test's kind."""
+        kind = kind_of(test.target)
         layout = test.target.size / self.priors.layout_bytes_per_s if not test.is_copy else 0.0
-        zfs = self.priors.config_s if test.target.kind in ("dataset", "zvol") else 0.0
-        return _triple(self.config_costs.get(cost_kind(test), []), layout + zfs)
+        zfs = self.priors.config_s if kind.needs_pool else 0.0
+        guest = self.priors.guest_config_s if kind.runs_in_guest else 0.0
+        return _triple(self.config_costs.get(cost_kind(test), []), layout + zfs + guest)
+
+    def setup_cost(self, tests: Iterable[Test]) -> tuple[float, float, float]:
+        """(low, likely, high) seconds before the first run of a `run`: booting a test guest when a test still
+        to run needs one (each `run` boots its own, resumed or not)."""
+        if not self.setup_done and any(kind_of(t.target).runs_in_guest for t in tests):
+            return _triple([], self.priors.guest_boot_s)
+        return 0.0, 0.0, 0.0
 
     # learning -----------------------------------------------------------------------------
     def observe(self, run: Run, test: Test, gap_s: float, new_config: bool) -> None:
@@ -650,7 +671,7 @@ class Estimator:
         s = self.spec.schedule
         spread = self._spread()
         cd = self.cooldown_bounds()
-        total = [0.0, 0.0, 0.0]
+        total = list(self.setup_cost(st.test for group in sched.groups for st in group if not st.final))
         for group in sched.groups:
             live = [st for st in group if not st.final]
             if not live:

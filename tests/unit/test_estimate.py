@@ -111,3 +111,20 @@ def test_progress_line_shows_runs_and_eta_as_ranges() -> None:
     p.estimate = lambda: Estimate(60.0, 61.0, 62.0)
     p.start(2, 4, 2, "file-a-write-4k", "run 1/4", 5.0)
     assert "(run 2/4, ETA 1m01s)" in out.getvalue().splitlines()[-1]
+
+
+def test_a_test_guest_boot_is_counted_once_per_run_until_it_has_booted() -> None:
+    spec = load_spec(resolve_campaign("zvol-vs-qcow2"), "quick")
+    tests = expand(spec)
+    est = Estimator(spec, priors_for(True))
+    assert est.setup_cost(tests) == (90.0, 180.0, 360.0)  # nested TCG: ready after 71-263 s (docs/guest.md)
+    assert est.setup_cost(t for t in tests if t.target.kind == "zvol") == (0.0, 0.0, 0.0)  # host runs only
+    sched = Scheduler(tests, spec.schedule, {})
+    before = est.estimate(sched)
+    est.setup_done = True  # the runner booted the guest: the progress line's ETA stops counting it
+    after = est.estimate(sched)
+    assert before.likely - after.likely == pytest.approx(180.0) and before.high - after.high == pytest.approx(360.0)
+    # each vm-disk configuration pays a hot-plug and checks in the guest, beside ZFS provisioning and layout
+    guest = next(t for t in tests if t.target.kind == "vm-disk")
+    host = next(t for t in tests if t.target.kind == "zvol")
+    assert est.config_cost(guest)[1] - est.config_cost(host)[1] == pytest.approx(30.0)

@@ -43,7 +43,7 @@ def test_html_tcg_banner_and_zvol_rows(tmp_path: Path) -> None:
 def test_markdown(tmp_path: Path) -> None:
     md = summary_markdown(analyse_journal(imported_journal(tmp_path)))
     assert md.startswith("# tankbench report")
-    assert "**Emulated machine (qemu TCG):**" in md
+    assert "**Emulated machine (host: qemu TCG (emulated)):**" in md
     assert "### readwrite random 16k" in md and "(zvol)" in md
     assert "Fix:" in md and "## How the numbers are obtained" in md
 
@@ -74,3 +74,15 @@ def test_json_traces_rows(tmp_path: Path) -> None:
             assert sorted(measured) == sorted(t["stats"][key]["values"])
         assert lb["reason"]
     assert d["explain"]["ci"].startswith("95 % confidence interval")
+
+
+def test_both_layers_of_emulation_are_named() -> None:
+    from tankbench.analysis.checks import emulation_layers
+
+    lab_guest = {"accelerator": "tcg", "guest_accelerator": "tcg", "guest_nested": True}
+    kvm_guest = {"accelerator": "", "guest_accelerator": "kvm", "guest_nested": False}
+    assert emulation_layers([lab_guest, kvm_guest, {"accelerator": "tcg"}]) == (
+        "host: qemu TCG (emulated); test guest: qemu TCG (emulated) inside it",
+        "host: not virtualised; test guest: KVM",
+        "host: qemu TCG (emulated)",
+    )

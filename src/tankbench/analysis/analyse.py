@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation, evaluate_goal, mix_advice, recommendations
 from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
-from tankbench.analysis.checks import Warning, validity_warnings
+from tankbench.analysis.checks import Warning, emulation_layers, validity_warnings
 from tankbench.analysis.figures import Figure, figures
 from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, axis_comparisons, case_metrics, leaderboards
 from tankbench.analysis.select import Where, select
@@ -37,6 +37,11 @@ class Analysis:
     @property
     def emulated(self) -> bool:
         return any(w.code == "emulated" for w in self.warnings)
+
+    @property
+    def virtualisation(self) -> tuple[str, ...]:
+        """Each layer's accelerator, per fingerprint (host, and the test guest where fio ran in one)."""
+        return emulation_layers(fp.data for fp in self.dataset.fingerprints.values())
 
 
 def check_rank_by(rank_by: str) -> str:

@@ -46,13 +46,35 @@ def _mk(
         yield Warning(code, sev, f"{msg} (tests {names})", fix, tuple(t.id for t in tests), tuple(rows))
 
 
+_ACCEL = {"tcg": "qemu TCG (emulated)", "kvm": "KVM", "": "not virtualised"}
+
+
+def emulation_layers(fingerprints: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """How the runs' machines were virtualised, one phrase per distinct fingerprint: the host (the lab VM or a
+    real machine) and, where fio ran in a test guest, the guest, e.g. "host: qemu TCG (emulated); test guest:
+    qemu TCG (emulated) inside it"."""
+    out: dict[str, None] = {}
+    for fp in fingerprints:
+        host = str(fp.get("accelerator", ""))
+        text = f"host: {_ACCEL.get(host, host)}"
+        if fp.get("guest_accelerator"):
+            guest = str(fp["guest_accelerator"])
+            text += f"; test guest: {_ACCEL.get(guest, guest)}" + (" inside it" if fp.get("guest_nested") else "")
+        out[text] = None
+    return tuple(out)
+
+
+def _emulated(fp: Mapping[str, Any]) -> bool:
+    return fp.get("accelerator") == "tcg" or fp.get("guest_accelerator") == "tcg"
+
+
 def check_emulated(ds: Dataset) -> Iterator[Warning]:
-    tcg = [fid for fid, fp in ds.fingerprints.items() if fp.data.get("accelerator") == "tcg"]
+    tcg = [fp.data for fp in ds.fingerprints.values() if _emulated(fp.data)]
     if tcg:
         yield Warning(
             "emulated",
             "error",
-            "These runs ran in an emulated machine (qemu TCG): the numbers measure "
+            f"These runs ran in an emulated machine ({' / '.join(emulation_layers(tcg))}): the numbers measure "
             "the emulator, not your disks. Use them to check that the tool works, not to choose a "
             "configuration.",
             "run the campaign on the real host, or in a VM with KVM",

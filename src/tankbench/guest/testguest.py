@@ -201,6 +201,7 @@ class TestGuest:
         self.boot_s = 0.0
         self.devices: dict[str, str] = {}
         self.accel_used = ""
+        self.fio_version = ""  # the guest's fio, from the image's manifest (unknown for uploaded artefacts)
         self._hotplugged: dict[str, dict[str, object]] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: list[bytes] = []
@@ -230,7 +231,9 @@ class TestGuest:
                 f"{self.host.name}: no test guest in {IN_IMAGE_DIR}",
                 "pass kernel= and initrd= (see upload_artefacts) or use the lab",
             )
-        return json.loads(res.stdout)["kernel"], f"{IN_IMAGE_DIR}/initramfs.img"
+        manifest = json.loads(res.stdout)
+        self.fio_version = str(manifest.get("fio", ""))
+        return manifest["kernel"], f"{IN_IMAGE_DIR}/initramfs.img"
 
     def argv(self, accel: str, tsc_khz: int | None) -> list[str]:
         """The qemu argv this guest boots with."""
@@ -317,6 +320,17 @@ class TestGuest:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+    def facts(self) -> dict[str, object]:
+        """What a fingerprint records of a running guest: how it is emulated and what runs fio in it."""
+        return {
+            "guest_accelerator": self.accel_used,
+            "guest_nested": self.host.accelerator == "tcg",  # a guest inside an emulated host
+            "guest_machine": self.machine,
+            "guest_cpus": self.cpus,
+            "guest_memory_mb": self.memory_mb,
+            "guest_fio": self.fio_version,
+        }
 
     # ------------------------------------------------------------------ the wire
     def _drain(self) -> None:

@@ -240,9 +240,9 @@ def head_html(a: Analysis) -> str:
     ds = a.dataset
     banner = (
         (
-            '<div class="banner" id="emulated">These runs ran in an emulated machine (qemu TCG): the numbers '
-            "measure an emulated machine. Use them to check that the tool works, not to choose a configuration."
-            "</div>"
+            '<div class="banner" id="emulated">These runs ran in an emulated machine '
+            f"({e(' / '.join(a.virtualisation))}): the numbers measure an emulated machine. Use them to check "
+            "that the tool works, not to choose a configuration.</div>"
         )
         if a.emulated
         else ""

@@ -78,6 +78,7 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
         "campaigns": list(ds.campaign_names),
         "rank_by": a.rank_by,
         "emulated": a.emulated,
+        "virtualisation": list(a.virtualisation),
         "selection": list(a.selection),
         "explain": EXPLAIN,
         "metrics": [

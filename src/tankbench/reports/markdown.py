@@ -79,8 +79,8 @@ def summary_markdown(a: Analysis) -> str:
     out = [f"# tankbench report: {', '.join(n for n in ds.campaign_names if n) or ds.path}", ""]
     if a.emulated:
         out += [
-            "> **Emulated machine (qemu TCG):** these numbers measure an emulated machine. They show that the "
-            "tool works, not which configuration to choose.",
+            f"> **Emulated machine ({' / '.join(a.virtualisation)}):** these numbers measure an emulated machine. "
+            "They show that the tool works, not which configuration to choose.",
             "",
         ]
     n_meas = sum(len(t.measured) for t in ds.tests)

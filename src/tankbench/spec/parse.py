@@ -1308,6 +1308,15 @@ def _check_new_axes(
             "emptying the ARC means exporting and importing the pool; tankbench never exports a pool "
             'it did not create: use [pool] name + vdevs, or drop "cold"',
         )
+    guests = [i for i, t in enumerate(targets) if t.kind == "vm-disk"]
+    if "cold" in matrix.get("cache", ()) and guests:
+        raise ctx.err(
+            "matrix.cache",
+            list(matrix["cache"]),
+            f"cold cannot be applied to a vm-disk target (target[{guests[0]}])",
+            "emptying the ARC exports and imports the pool, and a running test guest holds its disk open: "
+            'drop "cold", or move the vm-disk target to a campaign of its own',
+        )
     if True in matrix.get("slog", ()) and pool is not None and any(d in VDEV_GROUPS for d in pool.log):
         raise ctx.err(
             "pool.log",

@@ -117,6 +117,14 @@ class VmDiskKind(ZfsKind):
             self.guest.close()
             self.guest = None
 
+    def fingerprint(self) -> dict[str, Any]:
+        """The pool's facts, and once the guest is up how it runs: its accelerator (the second layer of
+        emulation when the host is itself emulated), machine, vCPUs, memory and fio."""
+        fp = super().fingerprint()
+        if self.guest is not None:
+            fp.update(self.guest.facts())
+        return fp
+
     def provision(self, test: Test) -> None:
         """Backing (zvol, or image on a dataset) + the disk hot-plugged with the test's qemu settings."""
         key = config_key(test)
