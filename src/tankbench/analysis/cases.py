@@ -31,8 +31,12 @@ CHECK_KEYS = (
     "schedule.decision",
     "schedule.reason",
     "cooldown.ended_by",
+    "sync.honoured",
+    "sync.early_ack",
+    "sync.note",
+    "sync.early_ack_note",
 )
-ZFS_KINDS = ("dataset", "zvol")
+ZFS_KINDS = ("dataset", "zvol", "vm-disk")  # vm-disk: a guest's disk backed by a zvol or an image on a dataset
 WORKLOAD = (
     "rw",
     "bs",

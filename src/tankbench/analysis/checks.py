@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.analysis.cases import Dataset, TestSummary
+from tankbench.analysis.cases import ZFS_KINDS, Dataset, TestSummary
 from tankbench.analysis.stats import monotonic_increase
 
 CV_LIMIT = 0.10
@@ -339,7 +339,7 @@ def _direct_unaligned(t: TestSummary) -> bool:
 
 def check_zfs(ds: Dataset) -> Iterator[Warning]:
     """ARC, txg, direct-ignored and ashift checks need ZFS metrics; say so when the journal has none."""
-    zfs = [t for t in ds.tests if t.target_kind in ("dataset", "zvol")]
+    zfs = [t for t in ds.tests if t.target_kind in ZFS_KINDS]
     if not zfs:
         return
     have = _zfs_checks(ds)

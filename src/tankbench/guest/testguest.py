@@ -144,6 +144,37 @@ class GuestRun:
         )
 
 
+def guest_metrics(run: GuestRun, device: str) -> dict[str, float]:
+    """`guest.*` metrics of one request from the guest's /proc snapshots before and after it (pure): CPU shares
+    (user, system incl. irq/softirq, iowait, steal), context switches, and the I/O the guest's kernel sent to
+    its disk `device` ("/dev/sda"): operations, bytes and the average request size it issued to qemu."""
+    out: dict[str, float] = {}
+    a, b = run.stat_before.get("cpu"), run.stat_after.get("cpu")
+    if a and b and len(a) >= 8 and len(b) >= 8:
+        d = [y - x for x, y in zip(a, b)]
+        total = sum(d[:8]) or 1
+        out["guest.cpu_user_pct"] = round(100.0 * (d[0] + d[1]) / total, 2)
+        out["guest.cpu_sys_pct"] = round(100.0 * (d[2] + d[5] + d[6]) / total, 2)
+        out["guest.cpu_iowait_pct"] = round(100.0 * d[4] / total, 2)
+        out["guest.cpu_steal_pct"] = round(100.0 * d[7] / total, 2)
+    if "ctxt" in run.stat_before and "ctxt" in run.stat_after:
+        out["guest.ctxt"] = float(run.stat_after["ctxt"][0] - run.stat_before["ctxt"][0])
+    name = device.removeprefix("/dev/")
+    da, db = run.diskstats_before.get(name), run.diskstats_after.get(name)
+    if da and db:
+        reads, read_sectors = db[0] - da[0], db[2] - da[2]
+        writes, write_sectors = db[4] - da[4], db[6] - da[6]
+        out["guest.disk_reads"] = float(reads)
+        out["guest.disk_writes"] = float(writes)
+        out["guest.disk_read_bytes"] = float(read_sectors * 512)
+        out["guest.disk_write_bytes"] = float(write_sectors * 512)
+        if reads + writes:
+            out["guest.disk_avg_io_bytes"] = round((read_sectors + write_sectors) * 512 / (reads + writes), 1)
+        if len(db) >= 17 and len(da) >= 17:  # kernels >= 5.5: flush requests completed (field 16 after the name)
+            out["guest.disk_flushes"] = float(db[15] - da[15])
+    return out
+
+
 @dataclass(frozen=True)
 class BlockSettings:
     """A disk's settings as qemu reports them (QMP query-block + qom-get), not as tankbench asked."""

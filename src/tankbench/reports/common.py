@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
+from tankbench.analysis.guest import GuestRow
 from tankbench.analysis.leaderboard import Leaderboard
 from tankbench.analysis.stats import Summary
 from tankbench.metrics import METRICS
@@ -82,3 +83,42 @@ def beside(lb: Leaderboard) -> tuple[str, ...]:
     have = {k for r in lb.rows for k, s in r.test.stats.items() if s is not None}
     out = [k for k in ("mibs", "durable_mibs", "copy_mibs") if k != lb.metric and k in have]
     return tuple(out + [k for k in ZFS_BESIDE if k in have])
+
+
+def guest_header(metric: str) -> list[str]:
+    """Column headings of a guest-vs-host table (analysis/guest.py), shared by the HTML and Markdown reports."""
+    return [
+        "#",
+        "test",
+        "side",
+        "storage setup",
+        f"{metric_label(metric)} (mean ± 95 % CI)",
+        "guest / host",
+        metric_label("end_fsync_s"),
+        "host drain (s)",
+        metric_label("zil_commits"),
+        metric_label("slog_write_mib"),
+        "sync honoured",
+        "acknowledged before durable",
+        metric_label("mib_per_host_cpu_s"),
+    ]
+
+
+def guest_cells(r: GuestRow, metric: str) -> list[str]:
+    """One row of a guest-vs-host table as text cells (the order of guest_header)."""
+    t = r.test
+    return [
+        str(t.number),
+        t.name,
+        r.side,
+        r.setup,
+        fmt_summary(t.stats.get(metric)),
+        f"{r.vs_host.factor:.2f}×" if r.vs_host else "—",
+        fmt(t.mean("end_fsync_s")),
+        fmt(r.drain_s),
+        fmt(t.mean("zil_commits")),
+        fmt(t.mean("slog_write_mib")),
+        r.honoured.text,
+        r.early_ack.text,
+        fmt(t.mean("mib_per_host_cpu_s")) if r.side == "guest" else "—",
+    ]

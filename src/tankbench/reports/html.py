@@ -14,7 +14,16 @@ from tankbench.fio.parse import FioOutputError, job_entries, load_fio_json
 from tankbench.journal.db import Journal
 from tankbench.metrics import METRICS
 from tankbench.reports.charts import figure_html
-from tankbench.reports.common import EXPLAIN, beside, fingerprint_rows, fmt, fmt_summary, metric_label
+from tankbench.reports.common import (
+    EXPLAIN,
+    beside,
+    fingerprint_rows,
+    fmt,
+    fmt_summary,
+    guest_cells,
+    guest_header,
+    metric_label,
+)
 
 TOP_ROWS = 40  # leaderboard rows shown per test case (all rows are in results.csv / results.xlsx)
 TOP_BARS = 20  # bars per leaderboard chart
@@ -406,6 +415,40 @@ def figures_html(a: Analysis, pct: Mapping[str, Mapping[str, list[float]]] | Non
     )
 
 
+def guests_html(a: Analysis) -> str:
+    """Guest disks beside the host, per workload (seeds 001/003); nothing for campaigns without vm-disk tests."""
+    if not a.guests:
+        return ""
+    why = {
+        "guest / host": "mean of this guest test / mean of the best host test (zvol or dataset) of the same workload",
+        "host drain (s)": EXPLAIN["drain"] + "; recorded, not judged: what the ZIL holds is already durable",
+        "sync honoured": "the job's flushes reached stable storage: qemu did not drop them (cache=unsafe), ZFS did "
+        "not ignore them (sync=disabled), and ZFS saw ZIL commits during the run",
+        "acknowledged before durable": "runs whose final fsync took over 5 % of the I/O time (at least 1 s): the "
+        "writes fio counted were buffered, not durable (seed 003's zvol run)",
+    }
+    parts = []
+    for g in a.guests:
+        heads = guest_header(g.metric)
+        head = "<tr>" + "".join(f"<th>{ex(h, why.get(h, EXPLAIN.get(g.metric, '')))}</th>" for h in heads) + "</tr>"
+        body = "".join(
+            f'<tr class="{r.side}">' + "".join(f"<td>{e(c)}</td>" for c in guest_cells(r, g.metric)) + "</tr>"
+            for r in g.rows
+        )
+        notes = sorted({n for r in g.rows for n in r.notes})
+        parts.append(
+            f'<section class="guests" data-case="{e(g.case)}"><h3>{e(g.case)}'
+            + (f" ({e(g.workload)})" if g.workload else "")
+            + f'</h3><div class="wide"><table>{head}{body}</table></div>{_list([e(n) for n in notes]) if notes else ""}'
+            "</section>"
+        )
+    return (
+        '<h2 id="guests">Guest disks beside the host</h2><p class="small">Each test guest configuration (backing, '
+        "qemu settings) next to the same workload on the host; the guest/host ratio is against the best host test. "
+        "Sync columns: what fio, qemu and ZFS showed about durability (seed 003).</p>" + "".join(parts)
+    )
+
+
 def render_html(
     a: Analysis,
     series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None,
@@ -429,6 +472,7 @@ def render_html(
             head_html(a),
             *sections_html(a),
             f'<h2 id="leaderboards">Leaderboards</h2>{legend}{boards}',
+            guests_html(a),
             figures_html(a, pct),
             f'<h2 id="comparisons">Within-case comparisons</h2>{comps}',
             timing_html(a),

@@ -109,6 +109,35 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
             }
             for f in a.figures
         ],
+        "guest_tables": [
+            {
+                "case": g.case,
+                "workload": g.workload,
+                "metric": g.metric,
+                "best_host_test_id": g.best_host.id if g.best_host else None,
+                "rows": [
+                    {
+                        "test_id": r.test.id,
+                        "test_number": r.test.number,
+                        "name": r.test.name,
+                        "side": r.side,
+                        "setup": r.setup,
+                        "value": r.test.mean(g.metric),
+                        "vs_host": _ratio(r.vs_host),
+                        "end_fsync_s": r.test.mean("end_fsync_s"),
+                        "host_drain_s": r.drain_s,
+                        "zil_commits": r.test.mean("zil_commits"),
+                        "slog_write_mib": r.test.mean("slog_write_mib"),
+                        "mib_per_host_cpu_s": r.test.mean("mib_per_host_cpu_s"),
+                        "sync_honoured": {"passed": r.honoured.passed, "runs": r.honoured.n},
+                        "early_ack": {"runs": r.early_ack.passed, "of": r.early_ack.n},
+                        "notes": list(r.notes),
+                    }
+                    for r in g.rows
+                ],
+            }
+            for g in a.guests
+        ],
         "leaderboards": [
             {
                 "case": lb.case,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.figures import Figure
+from tankbench.analysis.guest import GuestTable
 from tankbench.analysis.leaderboard import Leaderboard
-from tankbench.reports.common import EXPLAIN, beside, fmt, fmt_summary, metric_label
+from tankbench.reports.common import EXPLAIN, beside, fmt, fmt_summary, guest_cells, guest_header, metric_label
 
 TOP = 10
 MD_BESIDE = ("mibs", "durable_mibs", "copy_mibs", "physical_per_logical", "compressratio", "arc_hit_ratio")
@@ -73,6 +74,16 @@ def figure_md(f: Figure) -> list[str]:
     return lines + [""]
 
 
+def guests_md(g: GuestTable) -> list[str]:
+    """A guest-vs-host table: each guest configuration beside the host's tests of the same workload."""
+    head = guest_header(g.metric)
+    lines = [f"### Guest vs host: {g.case}" + (f" ({g.workload})" if g.workload else ""), ""]
+    lines += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in guest_cells(r, g.metric)) + " |" for r in g.rows]
+    notes = sorted({n for r in g.rows for n in r.notes})
+    return lines + [""] + [f"> {_cell(n)}" for n in notes] + ([""] if notes else [])
+
+
 def summary_markdown(a: Analysis) -> str:
     """The whole summary.md text."""
     ds = a.dataset
@@ -116,6 +127,8 @@ def summary_markdown(a: Analysis) -> str:
     out += ["", "## Leaderboards", ""]
     for lb in a.leaderboards:
         out += leaderboard_md(lb)
+    for table in a.guests:
+        out += guests_md(table)
     for f in a.figures:
         out += figure_md(f)
     out += ["## How the numbers are obtained", ""] + [f"- **{k}**: {v}" for k, v in EXPLAIN.items()] + [""]

@@ -211,6 +211,8 @@ class VmDiskKind(ZfsKind):
         self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None], timeout: float
     ) -> dict[str, Any]:
         """fio in the guest; the host's agent observes the same window (samplers, ZFS capture, drain)."""
+        from tankbench.guest.testguest import guest_metrics
+
         assert self.attached is not None
         dev = self.guest.device(self.attached[1])
         job = re.sub(r"^filename=.*$", f"filename={dev}", str(request["job_text"]), count=1, flags=re.M)
@@ -261,7 +263,7 @@ class VmDiskKind(ZfsKind):
                 "guest.boot_s": self.guest.boot_s,
             },
         )
-        res["metrics"] = dict(res.get("metrics", {}), **{"guest.qemu_cpu_s": round(cpu, 3)})
+        res["metrics"] = dict(res.get("metrics", {}), **guest_metrics(grun, dev), **{"guest.qemu_cpu_s": round(cpu, 3)})
         return res
 
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:

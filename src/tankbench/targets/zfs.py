@@ -165,9 +165,11 @@ class ZfsProvisioner:
             self.zfs(
                 "zfs", "create", "-o", f"mountpoint={root_mountpoint(self.root)}", "-o", f"{TAG}={self.cid}", self.root
             )
-        if any(
-            t.kind in ("dataset", "zvol") and t.props.get("encryption", "off") != "off" for t in self.spec.targets
-        ) or any(v != "off" for v in self.spec.matrix.get("encryption", ())):
+        from tankbench.targets import kind_of
+
+        if any(kind_of(t).needs_pool and t.props.get("encryption", "off") != "off" for t in self.spec.targets) or any(
+            v != "off" for v in self.spec.matrix.get("encryption", ())
+        ):
             self.key = ensure_key(self.host, self.root)
 
     def setup_created_pool(self) -> None:

@@ -157,6 +157,7 @@ def _sync(
         io_s=io_s,
         host_drain_s=res.get("drain_s"),
         qemu_cache=qemu_cache,
+        guest_flushes=m.get("guest.disk_flushes"),
     )
 
 

@@ -269,6 +269,7 @@ def sync_check(
     io_s: float,
     host_drain_s: float | None,
     qemu_cache: str | None = None,
+    guest_flushes: float | None = None,
 ) -> dict[str, Any]:
     """Did the job's "durable" writes become durable when it was told so? `sync.*` checks (seed 003).
 
@@ -285,6 +286,8 @@ def sync_check(
         "sync.per_write": per_write_sync,
         "sync.host_drain_s": host_drain_s,
     }
+    if guest_flushes is not None:  # flush requests the test guest's kernel sent to its disk (its diskstats)
+        out["sync.guest_flushes"] = guest_flushes
     if end_fsync_s is not None:
         long_tail = end_fsync_s > max(EARLY_ACK_MIN_S, EARLY_ACK_SHARE * io_s)
         out["sync.early_ack"] = long_tail
@@ -302,7 +305,10 @@ def sync_check(
     if zfs_sync == "disabled":
         reasons.append("ZFS sync=disabled acknowledges flushes without writing the ZIL")
     if zil_commits is not None and zil_commits == 0 and not reasons:
-        reasons.append("the job flushed, but ZFS saw no ZIL commit during the run: the flushes never reached ZFS")
+        sent = f" (the guest's kernel sent {guest_flushes:.0f} flushes)" if guest_flushes else ""
+        reasons.append(
+            f"the job flushed{sent}, but ZFS saw no ZIL commit during the run: the flushes never reached ZFS"
+        )
     out["sync.honoured"] = not reasons
     if reasons:
         out["sync.note"] = "; ".join(reasons) + ": nothing the job called durable was durable when it was told so"
