@@ -1,15 +1,34 @@
 """vm-disk targets in the lab: the zvol-vs-qcow2 preset's quick form run through tankbench in a test guest
-booted inside the lab (nested TCG), with the backing, qemu's settings and the sync check recorded per run."""
+booted inside the lab (nested TCG), killed with kill -9 in the middle (no guest may outlive it) and resumed (a
+fresh guest boots); the backing, qemu's settings and the sync check are recorded per run, and the report puts
+the backings side by side with the host."""
 
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from tankbench.hosts.lab import LabHost
+from tankbench.spec import load_spec
 from tests.conftest import ROOT, tankbench
 from tests.lab.conftest import LAB
+
+GUEST_TESTS = {
+    "zfs-vm-zvol-randwrite-4k-sync",
+    "zfs-vm-zvol-randwrite-4k-libaio",
+    "zfs-vm-qcow2-64k-randwrite-4k-sync",
+    "zfs-vm-qcow2-64k-randwrite-4k-libaio",
+    "zfs-vm-qcow2-8k-randwrite-4k-sync",
+    "zfs-vm-qcow2-8k-randwrite-4k-libaio",
+    "zfs-vm-raw-randwrite-4k-sync",
+    "zfs-vm-raw-randwrite-4k-libaio",
+}
 
 
 def _campaign(tmp_path: Path) -> Path:
@@ -20,41 +39,129 @@ def _campaign(tmp_path: Path) -> Path:
     return path
 
 
-def test_zvol_vs_qcow2_quick_runs_in_a_guest_and_records_both_sides(lab: LabHost, tmp_path: Path) -> None:
+def journal_rows(journal: Path) -> list[dict[str, Any]]:
+    """Every run of the journal with its test's name and params (read-only: a run may be writing it)."""
+    conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
+    try:
+        out = []
+        for name, canonical, status, checks, metrics, warmup in conn.execute(
+            "SELECT t.name, t.canonical, r.status, r.checks, r.metrics, r.warmup FROM runs r "
+            "JOIN tests t ON t.id = r.test_id ORDER BY r.id"
+        ):
+            out.append(
+                {
+                    "name": name,
+                    "params": json.loads(canonical)["params"],
+                    "status": status,
+                    "checks": json.loads(checks or "{}"),
+                    "metrics": json.loads(metrics or "{}"),
+                    "warmup": bool(warmup),
+                }
+            )
+        return out
+    finally:
+        conn.close()
+
+
+def _guest_processes(lab: LabHost, name: str) -> str:
+    """The lab's processes of this campaign's test guest: its qemu (and nothing else matches its name)."""
+    return lab.run(["sh", "-c", f"ps -eo pid,args | grep '[t]ankbench-guest-{name} ' || true"], timeout=60).stdout
+
+
+def _kill_once_the_guest_served(campaign: Path, journal: Path, log: Path, guest: str, lab: LabHost) -> None:
+    """Start `run`, wait until the guest has run two tests and a third is running, then kill -9 tankbench."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tankbench", "run", str(campaign), "--scale", "quick", "--journal", str(journal)],
+            cwd=campaign.parent,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 2400
+        while True:
+            assert proc.poll() is None, f"run ended before it could be killed:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"the guest never ran two tests:\n{log.read_text()[-3000:]}"
+            rows = journal_rows(journal) if journal.exists() else []
+            guest_rows = [r for r in rows if r["name"] in GUEST_TESTS]
+            if sum(r["status"] == "done" for r in guest_rows) >= 2 and any(r["status"] == "running" for r in rows):
+                break
+            time.sleep(2)
+        assert _guest_processes(lab, guest), "the guest's qemu is not running while a guest test runs"
+        proc.send_signal(signal.SIGKILL)  # tankbench gets no chance to clean up
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def assert_guest_runs(rows: list[dict[str, Any]]) -> None:
+    """What every measured guest run of the quick form must have recorded (qemu read back, sync, both sides)."""
+    guest = {r["name"]: r for r in rows if r["name"] in GUEST_TESTS and r["status"] == "done" and not r["warmup"]}
+    assert set(guest) == GUEST_TESTS, sorted(guest)
+    for name, r in guest.items():
+        params, checks, metrics = r["params"], r["checks"], r["metrics"]
+        qemu = checks["guest.qemu"]
+        # qemu's own view of the disk, read back over QMP: the backing and settings the test asked for
+        assert qemu["cache_mode"] == "none" and checks["guest.settings_match"], (name, qemu)
+        assert qemu["driver"] == ("qcow2" if params["backing"] == "qcow2" else "raw"), (name, qemu)
+        if params["backing"] == "qcow2":
+            assert qemu["cluster_size"] == (8192 if params["qcow2_cluster"] == "8k" else 65536), (name, qemu)
+        assert checks["layout.verified"], (name, checks)
+        assert metrics["write.iops"] > 0 and metrics["guest.qemu_cpu_s"] > 0
+        assert metrics["guest.disk_write_bytes"] >= metrics["write.io_bytes"] * 0.5  # fio's writes left the guest
+        # the sync check: end_fsync=1 asks for durability; the guest flushed, and ZFS logged commits for it
+        assert checks["sync.job_flushes"] is True and checks["sync.honoured"] is True, (name, checks)
+        assert metrics["guest.disk_flushes"] >= 1 and metrics["zil.commit_count"] >= 1, (name, metrics)
+        assert checks["zil.source"] == "dataset"  # this test's own zvol/dataset counters (OpenZFS 2.3)
+        assert metrics["sync.end_fsync_s"] >= 0 and "sync.early_ack" in checks
+        assert checks["zfs.dataset"].startswith("tbvm/")  # the host side was captured in the same run
+        assert checks["guest.accelerator"] == "tcg"
+    assert guest["zfs-vm-zvol-randwrite-4k-sync"]["checks"]["guest.backing"].startswith("/dev/zvol/tbvm/")
+
+
+def test_zvol_vs_qcow2_quick_survives_kill_9_and_records_both_sides(lab: LabHost, tmp_path: Path) -> None:
     campaign = _campaign(tmp_path)
     journal = tmp_path / "j.sqlite"
-    res = tankbench("run", str(campaign), "--scale", "quick", "--journal", str(journal), cwd=tmp_path, timeout=3000)
-    (tmp_path / "run.log").write_text(res.stdout + res.stderr)
+    guest = f"tb-{load_spec(str(campaign), 'quick').campaign_id[:8]}"
+    _kill_once_the_guest_served(campaign, journal, tmp_path / "killed.log", guest, lab)
     try:
+        # the controller reads EOF from the dead tankbench's ssh session and ends qemu (issue 8 item 8)
+        deadline = time.monotonic() + 90
+        while left := _guest_processes(lab, guest):
+            assert time.monotonic() < deadline, f"the test guest outlived the killed tankbench by 90 s:\n{left}"
+            time.sleep(2)
+        res = tankbench("run", str(campaign), "--scale", "quick", "--journal", str(journal), cwd=tmp_path, timeout=3000)
+        (tmp_path / "resumed.log").write_text(res.stdout + res.stderr)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-        conn = sqlite3.connect(journal)
-        rows = conn.execute(
-            "SELECT t.name, t.canonical, r.status, r.checks, r.metrics FROM runs r "
-            "JOIN tests t ON t.id = r.test_id WHERE NOT r.warmup"
-        ).fetchall()
-        conn.close()
-        assert len(rows) == 5 and all(r[2] == "done" for r in rows), [(r[0], r[2]) for r in rows]
-        guest = {r[0]: (json.loads(r[1])["params"], json.loads(r[3]), json.loads(r[4])) for r in rows if "-vm-" in r[0]}
-        assert set(guest) == {
-            "zfs-vm-zvol-randwrite-4k",
-            "zfs-vm-qcow2-64k-randwrite-4k",
-            "zfs-vm-qcow2-8k-randwrite-4k",
-            "zfs-vm-raw-randwrite-4k",
-        }
-        for name, (params, checks, metrics) in guest.items():
-            qemu = checks["guest.qemu"]
-            # qemu's own view of the disk, read back over QMP: the backing and settings the test asked for
-            assert qemu["cache_mode"] == "none" and checks["guest.settings_match"], (name, qemu)
-            assert qemu["driver"] == ("qcow2" if params["backing"] == "qcow2" else "raw"), (name, qemu)
-            if params["backing"] == "qcow2":
-                assert qemu["cluster_size"] == (8192 if params["qcow2_cluster"] == "8k" else 65536), (name, qemu)
-            assert checks["layout.verified"], (name, checks)
-            assert "sync.honoured" in checks and checks["sync.guest_expects_durable"] is True
-            assert metrics["write.iops"] > 0 and metrics["guest.qemu_cpu_s"] > 0
-            assert checks["zfs.dataset"].startswith("tbvm/")  # the host side was captured in the same run
-        assert guest["zfs-vm-zvol-randwrite-4k"][1]["guest.backing"].startswith("/dev/zvol/tbvm/")
-        html = (tmp_path / "report" / "index.html").read_text()
+        out = res.stdout + res.stderr
+        assert "resuming: 1 run(s) were in progress" in out
+        assert f"guest {guest}: booting" in out, "resuming boots a fresh guest"
+        rows = journal_rows(journal)
+        assert [r["status"] for r in rows].count("interrupted") == 1  # killed, the lab stayed up: not a crash
+        assert_guest_runs(rows)
+        host = [r for r in rows if r["name"].startswith("zfs-zvol-") and r["status"] == "done"]
+        assert len(host) == 2
+        assert not _guest_processes(lab, guest), "the guest is powered off at the end of the run"
+        report = tmp_path / "report"
+        html = (report / "index.html").read_text()
         assert "write random 4k, guest vs host: best is" in html  # the guest/host ratio per test case (seed 001)
+        assert 'id="guests"' in html and "test guest: qemu TCG (emulated) inside it" in html
+        doc = json.loads((report / "results.json").read_text())
+        tables = doc["guest_tables"]
+        assert {t["workload"] for t in tables} == {"ioengine libaio, iodepth 4, io buffered, numjobs 2"} | {
+            "ioengine sync, iodepth 4, io buffered, numjobs 2"
+        } or len(tables) == 2, [t["workload"] for t in tables]
+        for t in tables:
+            sides = [r["side"] for r in t["rows"]]
+            assert sides.count("guest") == 4 and sides.count("host") == 1, sides
+            for r in t["rows"]:
+                assert r["sync_honoured"] == {"passed": 1, "runs": 1}, r
+                if r["side"] == "guest":
+                    assert r["vs_host"] is not None and r["vs_host"]["factor"] > 0
+        fp = list(doc["fingerprints"].values())
+        assert len(fp) == 1 and fp[0]["guest_accelerator"] == "tcg" and fp[0]["guest_nested"] is True
     finally:
         tankbench("clean", str(campaign), "--scale", "quick", cwd=tmp_path, timeout=600)
     assert lab.run(["zpool", "list", "tbvm"]).returncode != 0, "clean destroyed the pool the campaign created"
