@@ -94,7 +94,6 @@ class VmDiskKind(ZfsKind):
         self.guest: Any = None
         self.attached: tuple[str, str] | None = None  # (disk config key, qemu disk id)
         self.layout_checks: dict[str, Any] = {}
-        self._qemu_cpu_s = 0.0
 
     def setup(self) -> None:
         super().setup()
@@ -227,6 +226,7 @@ class VmDiskKind(ZfsKind):
                     break
                 if ev.get("event") == "error":
                     raise HostError(f"{self.host.name}: agent fio_run: {ev.get('message')}")
+            cpu_before = self.guest.qemu_cpu_seconds()  # the boot, hot-plug and layout are not this run's cost
             grun = self.guest.run_fio(job, timeout=float(request["deadline_s"]))
             session.send({"stop": True})
             result: dict[str, Any] | None = None
@@ -242,8 +242,7 @@ class VmDiskKind(ZfsKind):
             raise HostError(
                 f"{self.host.name}: the observing agent ended without a result: {session.stderr_text()[-800:]}"
             )
-        cpu = grun.qemu_cpu_s - self._qemu_cpu_s
-        self._qemu_cpu_s = grun.qemu_cpu_s
+        cpu = grun.qemu_cpu_s - cpu_before
         res = dict(result)
         res.update(
             fio_json=json.dumps(grun.fio) if grun.fio else "",
