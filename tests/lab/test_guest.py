@@ -34,9 +34,17 @@ def backing(lab: SshHost) -> Iterator[dict[str, str]]:
         f"zfs create -V 256M -o volblocksize=16k {POOL}/vol && zfs create {POOL}/img && "
         f"qemu-img create -q -f qcow2 -o cluster_size=8k /{POOL}/img/c8k.qcow2 256M && "
         f"qemu-img create -q -f qcow2 -o cluster_size=64k /{POOL}/img/c64k.qcow2 256M && "
+        f"qemu-img create -q -f qcow2 -o cluster_size=8k /{POOL}/img/h8k.qcow2 64M && "
+        f"qemu-img create -q -f qcow2 -o cluster_size=64k /{POOL}/img/h64k.qcow2 64M && "
         f"udevadm settle -t 30 && test -b /dev/zvol/{POOL}/vol",
     )
-    yield {"zvol": f"/dev/zvol/{POOL}/vol", "c8k": f"/{POOL}/img/c8k.qcow2", "c64k": f"/{POOL}/img/c64k.qcow2"}
+    yield {
+        "zvol": f"/dev/zvol/{POOL}/vol",
+        "c8k": f"/{POOL}/img/c8k.qcow2",
+        "c64k": f"/{POOL}/img/c64k.qcow2",
+        "h8k": f"/{POOL}/img/h8k.qcow2",
+        "h64k": f"/{POOL}/img/h64k.qcow2",
+    }
     sh(lab, f"zpool destroy {POOL} && rm -f /var/tmp/{POOL}.img")
 
 
@@ -105,6 +113,7 @@ def test_guest_runs_fio_on_zvol_and_qcow2_and_writes_reach_the_backing(lab: SshH
             ).stdout
             for d in ("tbzvol", "tbq8k", "tbq64k")
         }
+        _hot_plug_and_read_settings_back(guest, backing)  # the same boot: each nested boot costs minutes
         pid = guest.pid
     # the guest powered off; its qemu is gone and the markers are in the backings on the lab side
     assert lab.run(["test", "-d", f"/proc/{pid}"], timeout=30).returncode != 0, f"guest qemu {pid} still running"
@@ -124,20 +133,20 @@ def test_guest_runs_fio_on_zvol_and_qcow2_and_writes_reach_the_backing(lab: SshH
         assert sh(lab, f"grep -c -a {shlex.quote(markers[disk])} {image} || true").strip() == "1"
 
 
-def test_hot_plug_qcow2_disks_and_read_their_settings_back(lab: SshHost, backing: dict[str, str]) -> None:
-    with TestGuest(lab, [], name="tbhotplug", progress=print) as guest:
-        assert guest.devices == {}
-        dev = guest.attach(GuestDisk("tbhot", backing["c64k"], format="qcow2", bus="virtio-scsi", cache="unsafe"))
-        assert dev.startswith("/dev/sd")
-        s = guest.block_settings()["tbhot"]
-        assert (s.driver, s.cache_mode, s.cluster_size, s.write_cache) == ("qcow2", "unsafe", 65536, "on")
-        run = guest.run_fio("[j]\nrw=write\nbs=64k\nsize=4M\ndirect=1\n", disk="tbhot")
-        assert run.rc == 0 and run.fio is not None and run.fio["jobs"][0]["write"]["io_bytes"] == 4 << 20
-        second = guest.attach(GuestDisk("tbhot2", backing["c8k"], format="qcow2", bus="virtio-scsi"))
-        assert second.startswith("/dev/sd") and guest.block_settings()["tbhot2"].cluster_size == 8192
-        guest.detach("tbhot")
-        guest.detach("tbhot2")
-        assert guest.refresh_devices() == {} and guest.block_settings() == {}
+def _hot_plug_and_read_settings_back(guest: TestGuest, backing: dict[str, str]) -> None:
+    """Hot-plug two qcow2 disks beside the boot disks, read qemu's settings back, run fio, unplug them."""
+    boot_disks = set(guest.devices)
+    dev = guest.attach(GuestDisk("tbhot", backing["h64k"], format="qcow2", bus="virtio-scsi", cache="unsafe"))
+    assert dev.startswith("/dev/sd")
+    s = guest.block_settings()["tbhot"]
+    assert (s.driver, s.cache_mode, s.cluster_size, s.write_cache) == ("qcow2", "unsafe", 65536, "on")
+    run = guest.run_fio("[j]\nrw=write\nbs=64k\nsize=4M\ndirect=1\n", disk="tbhot")
+    assert run.rc == 0 and run.fio is not None and run.fio["jobs"][0]["write"]["io_bytes"] == 4 << 20
+    second = guest.attach(GuestDisk("tbhot2", backing["h8k"], format="qcow2", bus="virtio-scsi"))
+    assert second.startswith("/dev/sd") and guest.block_settings()["tbhot2"].cluster_size == 8192
+    guest.detach("tbhot")
+    guest.detach("tbhot2")
+    assert set(guest.refresh_devices()) == boot_disks and set(guest.block_settings()) == boot_disks
 
 
 def test_killed_tankbench_leaves_no_guest_running(lab: SshHost) -> None:
