@@ -36,3 +36,15 @@ def lab_zfs_journal(tmp: Path) -> str:
     dst = tmp / "labzfs.sqlite"
     shutil.copy(LAB_ZFS_JOURNAL, dst)
     return str(dst)
+
+
+LAB_VMDISK_JOURNAL = FIXTURES / "journal-lab-vmdisk.sqlite"
+
+
+def lab_vmdisk_journal(tmp: Path) -> str:
+    """A private copy of the journal of a real `tankbench run` of the zvol-vs-qcow2 quick form in the lab: fio in
+    a test guest (nested TCG) on a zvol, qcow2 (64k, 8k) and raw images, ioengine sync and libaio, beside the
+    same workload on a host zvol, with the ZIL counters, the final fsync and the sync check."""
+    dst = tmp / "labvm.sqlite"
+    shutil.copy(LAB_VMDISK_JOURNAL, dst)
+    return str(dst)

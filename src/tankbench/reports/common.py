@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
 from tankbench.analysis.guest import GuestRow
@@ -104,21 +106,31 @@ def guest_header(metric: str) -> list[str]:
     ]
 
 
-def guest_cells(r: GuestRow, metric: str) -> list[str]:
-    """One row of a guest-vs-host table as text cells (the order of guest_header)."""
+def guest_values(r: GuestRow, metric: str) -> list[Any]:
+    """One row of a guest-vs-host table as values (numbers stay numbers: a spreadsheet computes with them)."""
     t = r.test
     return [
-        str(t.number),
+        t.number,
         t.name,
         r.side,
         r.setup,
-        fmt_summary(t.stats.get(metric)),
-        f"{r.vs_host.factor:.2f}×" if r.vs_host else "—",
-        fmt(t.mean("end_fsync_s")),
-        fmt(r.drain_s),
-        fmt(t.mean("zil_commits")),
-        fmt(t.mean("slog_write_mib")),
+        t.mean(metric),
+        r.vs_host.factor if r.vs_host else None,
+        t.mean("end_fsync_s"),
+        r.drain_s,
+        t.mean("zil_commits"),
+        t.mean("slog_write_mib"),
         r.honoured.text,
         r.early_ack.text,
-        fmt(t.mean("mib_per_host_cpu_s")) if r.side == "guest" else "—",
+        t.mean("mib_per_host_cpu_s") if r.side == "guest" else None,
     ]
+
+
+def guest_cells(r: GuestRow, metric: str) -> list[str]:
+    """One row of a guest-vs-host table as text cells (the order of guest_header)."""
+    v = guest_values(r, metric)
+    text = [str(x) if isinstance(x, str | int) else fmt(x) for x in v]
+    text[4] = fmt_summary(r.test.stats.get(metric))
+    text[5] = f"{v[5]:.2f}×" if v[5] is not None else "—"
+    text[12] = fmt(v[12]) if r.side == "guest" else "—"
+    return text

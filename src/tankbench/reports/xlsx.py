@@ -19,7 +19,7 @@ from openpyxl.utils import get_column_letter
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.leaderboard import Leaderboard
 from tankbench.metrics import METRICS
-from tankbench.reports.common import EXPLAIN
+from tankbench.reports.common import EXPLAIN, guest_header, guest_values
 from tankbench.reports.csv import axis_columns, rows
 from tankbench.reports.csv import header as csv_header
 
@@ -154,6 +154,18 @@ def figures_sheet(ws: Any, a: Analysis) -> None:
         ws.append([])
 
 
+def guests_sheet(ws: Any, a: Analysis) -> None:
+    """Each guest-vs-host table (analysis/guest.py) as a block: the case and workload, then its rows."""
+    for g in a.guests:
+        title = WriteOnlyCell(ws, f"{g.case}" + (f" ({g.workload})" if g.workload else ""))
+        title.font = Font(bold=True)
+        ws.append([title])
+        ws.append(guest_header(g.metric))
+        for r in g.rows:
+            ws.append(guest_values(r, g.metric))
+        ws.append([])
+
+
 def build_workbook(a: Analysis) -> Workbook:
     """Write-only workbook (fast for 100,000s of runs): raw (one row per run), one sheet per test case, warnings."""
     wb = Workbook(write_only=True)
@@ -170,6 +182,8 @@ def build_workbook(a: Analysis) -> Workbook:
     used = {"raw", "warnings"}
     for lb in a.leaderboards:
         case_sheet(wb.create_sheet(sheet_title(lb.case, used)), lb, a)
+    if a.guests:
+        guests_sheet(wb.create_sheet(sheet_title("guest vs host", used)), a)
     if a.figures:
         figures_sheet(wb.create_sheet(sheet_title("figures", used)), a)
     ws = wb.create_sheet("warnings")

@@ -1,0 +1,71 @@
+"""The guest-vs-host tables (seeds 001 and 003) from a real lab journal: backings side by side with the host,
+the sync findings, and the same tables in every output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import openpyxl
+
+from tankbench.analysis.analyse import analyse_journal
+from tankbench.analysis.guest import CheckCount, setup_text
+from tankbench.reports.json import analysis_dict
+from tankbench.reports.markdown import summary_markdown
+from tankbench.reports.xlsx import write_xlsx
+from tests.reportdata import lab_vmdisk_journal, lab_zfs_journal
+
+
+def test_one_table_per_workload_with_every_backing_and_the_host(tmp_path: Path) -> None:
+    a = analyse_journal(lab_vmdisk_journal(tmp_path))
+    assert len(a.guests) == 2  # ioengine sync and libaio: two workloads of one test case
+    for g in a.guests:
+        assert g.case == "write random 4k" and "ioengine" in g.workload
+        sides = [r.side for r in g.rows]
+        assert sides == ["guest"] * 4 + ["host"], sides  # guests ranked first, then the host's zvol
+        backings = sorted(r.setup.split(",")[0] for r in g.rows if r.side == "guest")
+        assert backings == ["qcow2 cluster 64k", "qcow2 cluster 8k", "raw", "zvol"]
+        assert g.best_host is not None and g.best_host.target_kind == "zvol"
+        values = [r.test.mean(g.metric) for r in g.rows if r.side == "guest"]
+        assert values == sorted(values, reverse=True)  # ranked by the case's figure
+        for r in g.rows:
+            assert r.honoured.n == 1  # every measured run recorded the sync check
+            if r.side == "guest":
+                assert r.vs_host is not None
+                assert abs(r.vs_host.factor - r.test.mean(g.metric) / g.best_host.mean(g.metric)) < 1e-9
+            else:
+                assert r.vs_host is None
+
+
+def test_no_guest_tables_without_vm_disk_tests(tmp_path: Path) -> None:
+    assert analyse_journal(lab_zfs_journal(tmp_path)).guests == ()
+
+
+def test_the_tables_in_markdown_json_and_xlsx(tmp_path: Path) -> None:
+    a = analyse_journal(lab_vmdisk_journal(tmp_path))
+    md = summary_markdown(a)
+    assert md.count("### Guest vs host: write random 4k") == 2
+    assert "| sync honoured | acknowledged before durable |" in md
+    assert "test guest: qemu TCG (emulated) inside it" in md  # both layers in the banner
+    doc = json.loads(json.dumps(analysis_dict(a), default=str))
+    rows = [r for t in doc["guest_tables"] for r in t["rows"]]
+    assert len(rows) == 10 and all(r["sync_honoured"]["runs"] == 1 for r in rows)
+    assert all(r["zil_commits"] is not None and r["zil_commits"] >= 1 for r in rows)
+    write_xlsx(a, str(tmp_path / "r.xlsx"))
+    ws = openpyxl.load_workbook(tmp_path / "r.xlsx")["guest vs host"]
+    cells = list(ws.iter_rows(values_only=True))
+    assert str(cells[0][0]).startswith("write random 4k (") and cells[1][10] == "sync honoured"
+    assert isinstance(cells[2][4], float) and cells[2][2] == "guest"  # numbers stay numbers in the spreadsheet
+
+
+def test_check_counts_and_setup_text() -> None:
+    assert CheckCount(0, 0).text == "not recorded"
+    assert CheckCount(1, 1).text == "yes" and CheckCount(3, 3).text == "yes (3/3)"
+    assert CheckCount(0, 2).text == "no" and CheckCount(1, 3).text == "1/3 runs"
+
+
+def test_setup_text_names_the_backing_then_the_settings(tmp_path: Path) -> None:
+    a = analyse_journal(lab_vmdisk_journal(tmp_path))
+    texts = {t.name: setup_text(t) for t in a.dataset.tests}
+    assert texts["zfs-vm-qcow2-8k-randwrite-4k-sync"].startswith("qcow2 cluster 8k, bus virtio-scsi")
+    assert texts["zfs-zvol-randwrite-4k-sync"].startswith("zvol, volblocksize 8k")
