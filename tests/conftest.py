@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,3 +58,14 @@ def loopdev(tmp_path: Path) -> Iterator[str]:
     finally:
         subprocess.run(["umount", str(tmp_path / "mnt")], capture_output=True)
         subprocess.run(["losetup", "-d", dev], check=True)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A private directory with a short path (ssh control sockets must fit in ~100 bytes; pytest-xdist's tmp_path
+    is long enough that code under test would fall back to its own short directory instead)."""
+    d = Path(tempfile.mkdtemp(prefix="tb", dir="/tmp"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

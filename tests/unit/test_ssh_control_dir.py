@@ -12,29 +12,29 @@ from tankbench.errors import HostError
 from tankbench.hosts.ssh import control_path
 
 
-def test_a_new_control_dir_is_0700(tmp_path: Path) -> None:
-    path = control_path("root@h", 22, tmp_path / "cm")
-    assert stat.S_IMODE(os.stat(tmp_path / "cm").st_mode) == 0o700 and path.startswith(str(tmp_path / "cm"))
+def test_a_new_control_dir_is_0700(short_tmp: Path) -> None:
+    path = control_path("root@h", 22, short_tmp / "cm")
+    assert stat.S_IMODE(os.stat(short_tmp / "cm").st_mode) == 0o700 and path.startswith(str(short_tmp / "cm"))
 
 
-def test_our_own_open_control_dir_is_tightened(tmp_path: Path) -> None:
-    d = tmp_path / "cm"
+def test_our_own_open_control_dir_is_tightened(short_tmp: Path) -> None:
+    d = short_tmp / "cm"
     d.mkdir()
     os.chmod(d, 0o777)
     control_path("root@h", 22, d)
     assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
 
 
-def test_a_control_dir_of_another_user_is_refused(tmp_path: Path) -> None:
-    d = tmp_path / "cm"
+def test_a_control_dir_of_another_user_is_refused(short_tmp: Path) -> None:
+    d = short_tmp / "cm"
     d.mkdir(mode=0o777)
     os.chown(d, 65534, 65534)  # what another local user's `mkdir /tmp/tankbench-ssh-0` leaves
     with pytest.raises(HostError, match="not a directory of uid"):
         control_path("root@h", 22, d)
 
 
-def test_a_symlinked_control_dir_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "real").mkdir(mode=0o700)
-    (tmp_path / "cm").symlink_to(tmp_path / "real")
+def test_a_symlinked_control_dir_is_refused(short_tmp: Path) -> None:
+    (short_tmp / "real").mkdir(mode=0o700)
+    (short_tmp / "cm").symlink_to(short_tmp / "real")
     with pytest.raises(HostError, match="not a directory of uid"):
-        control_path("root@h", 22, tmp_path / "cm")
+        control_path("root@h", 22, short_tmp / "cm")

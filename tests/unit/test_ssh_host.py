@@ -8,8 +8,8 @@ from pathlib import Path
 from tankbench.hosts.ssh import SshHost, control_path
 
 
-def test_command_quotes_argv_for_the_remote_shell(tmp_path: Path) -> None:
-    host = SshHost("10.0.0.5", user="root", port=2222, identity="/k/id", control_dir=tmp_path)
+def test_command_quotes_argv_for_the_remote_shell(short_tmp: Path) -> None:
+    host = SshHost("10.0.0.5", user="root", port=2222, identity="/k/id", control_dir=short_tmp)
     argv = ["sh", "-c", "echo $HOME; rm -rf /", "a b", "it's", ""]
     cmd = host.command(argv)
     assert cmd[0] == "ssh"
@@ -18,14 +18,14 @@ def test_command_quotes_argv_for_the_remote_shell(tmp_path: Path) -> None:
     assert shlex.split(cmd[-1]) == argv
 
 
-def test_options_batchmode_controlmaster_port_identity(tmp_path: Path) -> None:
+def test_options_batchmode_controlmaster_port_identity(short_tmp: Path) -> None:
     host = SshHost(
         "example.org",
         user="bench",
         port=2200,
         identity="/k/id",
         known_hosts="/k/known",
-        control_dir=tmp_path,
+        control_dir=short_tmp,
         connect_timeout=7,
     )
     opts = host.ssh_options()
@@ -35,7 +35,7 @@ def test_options_batchmode_controlmaster_port_identity(tmp_path: Path) -> None:
         "ConnectTimeout=7",
         "ControlMaster=auto",
         "ControlPersist=",
-        f"ControlPath={tmp_path}/cm-",
+        f"ControlPath={short_tmp}/cm-",
         "-p 2200",
         "-i /k/id",
         "UserKnownHostsFile=/k/known",
@@ -46,23 +46,23 @@ def test_options_batchmode_controlmaster_port_identity(tmp_path: Path) -> None:
     assert host.name == "ssh:bench@example.org:2200"
 
 
-def test_strict_host_keys_can_be_turned_off_explicitly(tmp_path: Path) -> None:
-    host = SshHost("h", strict_host_keys=False, control_dir=tmp_path)
+def test_strict_host_keys_can_be_turned_off_explicitly(short_tmp: Path) -> None:
+    host = SshHost("h", strict_host_keys=False, control_dir=short_tmp)
     assert "StrictHostKeyChecking=no" in host.ssh_options()
     assert "-p" not in host.ssh_options()  # port 22 is ssh's default
 
 
-def test_control_path_is_short_and_per_target(tmp_path: Path) -> None:
-    a = control_path("root@h", 22, tmp_path)
-    b = control_path("root@h", 23, tmp_path)
-    assert a != b and a.startswith(str(tmp_path))
-    deep = tmp_path / ("x" * 120)
+def test_control_path_is_short_and_per_target(short_tmp: Path) -> None:
+    a = control_path("root@h", 22, short_tmp)
+    b = control_path("root@h", 23, short_tmp)
+    assert a != b and a.startswith(str(short_tmp))
+    deep = short_tmp / ("x" * 120)
     c = control_path("root@h", 22, deep)
     assert len(c) <= 90 and not c.startswith(str(deep))
 
 
-def test_shell_command_and_interactive(tmp_path: Path) -> None:
-    host = SshHost("h", control_dir=tmp_path)
+def test_shell_command_and_interactive(short_tmp: Path) -> None:
+    host = SshHost("h", control_dir=short_tmp)
     assert shlex.split(host.shell_command("zpool list | head")[-1]) == ["sh", "-c", "zpool list | head"]
     assert host.interactive_command()[:2] == ["ssh", "-t"]
     assert host.interactive_command()[-1] == "root@h"
