@@ -61,7 +61,7 @@ ROOT_LABEL = "tankbench-root"
 #: bump when the build recipe changes in a way the package versions do not show (guest chroot / image step)
 RECIPE = "2"
 IMAGE_RECIPE = "3"
-TOOLS_RECIPE = "1"
+TOOLS_RECIPE = "2"
 
 Progress = Callable[[str], None]
 
@@ -140,6 +140,7 @@ def image_key(versions: Versions, files_hash: str, packages: Sequence[str] = GUE
             "files": files_hash,
             "recipe": RECIPE,
             "image_recipe": IMAGE_RECIPE,
+            "tools_recipe": TOOLS_RECIPE,  # the image holds the tools step's fio: a new fio build is a new image
         },
         sort_keys=True,
     )
@@ -570,7 +571,11 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
                     "tools-fio",
                     _chroot_argv(
                         root,
-                        ["sh", "-c", "cd /build/fio && ./configure --build-static && make -j$(nproc) && strip fio"],
+                        [
+                            "sh",
+                            "-c",
+                            "cd /build/fio && ./configure --build-static --disable-native && make -j$(nproc) && strip fio",
+                        ],
                     ),
                     log,
                 )
