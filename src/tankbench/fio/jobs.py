@@ -7,6 +7,7 @@ import shlex
 from typing import Any
 
 from tankbench.copytest import copy_script_lines
+from tankbench.guest.fill import fill_job
 from tankbench.model import Test
 from tankbench.targets import kind_of
 from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
@@ -94,8 +95,9 @@ def job_bytes(test: Test) -> int:
 
 
 def size_based(test: Test) -> bool:
-    """A size-based run (campaign.mode = "size"): fio ends when each job has moved its size."""
-    return test.params.get("mode") == "size"
+    """A size-based run (campaign.mode = "size"): fio ends when each job has moved its size. A fill test
+    (the guest writes its disk until the pool is full) is one too."""
+    return test.params.get("mode") == "size" or test.is_fill
 
 
 def deadline_s(test: Test, grace_s: float, min_throughput: int) -> float:
@@ -111,6 +113,9 @@ def deadline_s(test: Test, grace_s: float, min_throughput: int) -> float:
 def job_text(test: Test, filename: str | None = None) -> str:
     """An fio job file that runs exactly this test (for a copy test: a comment naming the command)."""
     p = test.params
+    if test.is_fill:
+        head = f"; tankbench test {test.number:04d} {test.name} (id {test.id})\n"
+        return head + fill_job(filename or test_file_path(test), test.target.size)
     if test.is_copy:
         return (
             f"; tankbench test {test.number:04d} {test.name} (id {test.id})\n"
