@@ -36,3 +36,14 @@ def lab_zfs_journal(tmp: Path) -> str:
     dst = tmp / "labzfs.sqlite"
     shutil.copy(LAB_ZFS_JOURNAL, dst)
     return str(dst)
+
+
+LAB_FILL_JOURNAL = FIXTURES / "journal-lab-fill.sqlite"
+
+
+def lab_fill_journal(tmp: Path) -> str:
+    """A private copy of the journal of a real `tankbench run journal-lab-fill.toml` in the lab VM: the pool-full
+    experiment (workload = "fill") on a zvol, a qcow2 and a raw image, each paused once by qemu and resumed."""
+    dst = tmp / "labfill.sqlite"
+    shutil.copy(LAB_FILL_JOURNAL, dst)
+    return str(dst)

@@ -9,6 +9,7 @@ from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation, eva
 from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
 from tankbench.analysis.checks import Warning, validity_warnings
 from tankbench.analysis.figures import Figure, figures
+from tankbench.analysis.fill import FillRow, fill_rows
 from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, axis_comparisons, case_metrics, leaderboards
 from tankbench.analysis.select import Where, select
 from tankbench.analysis.settings import Settings, parse_settings
@@ -33,6 +34,7 @@ class Analysis:
     goals: tuple[GoalResult, ...]
     figures: tuple[Figure, ...] = ()
     selection: tuple[str, ...] = ()  # --group-by / --where as given, shown on every output
+    fill: tuple[FillRow, ...] = ()  # the pool-full experiment's runs (workload = "fill"), never ranked
 
     @property
     def emulated(self) -> bool:
@@ -82,6 +84,7 @@ def analyse_dataset(
         tuple(evaluate_goal(ds, g) for g in ds.settings.goals),
         figures(ds, per_case),
         selection,
+        fill_rows(ds),
     )
 
 
