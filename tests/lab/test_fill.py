@@ -22,7 +22,7 @@ POOL = "tbfill"
 CAMPAIGN = f"""
 [campaign]
 name = "pool-full"
-fill_room = "48M"
+fill_room = "40M"
 
 [host]
 kind = "lab"
@@ -38,7 +38,7 @@ confirm = ["/dev/disk/by-id/virtio-tbdata0"]
 [[target]]
 name = "guest"
 kind = "vm-disk"
-size = "128M"
+size = "96M"
 
 [matrix]
 workload = ["fill"]
@@ -105,7 +105,7 @@ def test_fill_each_backing_until_the_pool_is_full(lab: LabHost, tmp_path: Path) 
         res = tankbench("run", str(campaign), "--journal", str(journal), cwd=tmp_path, timeout=2400)
         (tmp_path / "run.log").write_text(res.stdout + res.stderr)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-        seen = assert_fill_runs(journal_rows(journal), 128 * MIB, 48 * MIB)
+        seen = assert_fill_runs(journal_rows(journal), 96 * MIB, 40 * MIB)
         print(f"\nwhat each guest saw when the pool filled: {seen}")
         assert set(seen) == {"zvol", "qcow2", "raw"}
         listed = lab.run(["zfs", "list", "-H", "-o", "name", "-r", POOL]).stdout.split()
