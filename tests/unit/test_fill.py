@@ -16,6 +16,7 @@ from tankbench.guest.fill import (
     fill_checks,
     fill_job,
     fill_metrics,
+    fill_size,
     fill_status,
     fio_pass,
     first_bad_offset,
@@ -66,6 +67,11 @@ def test_ballast_leaves_the_room_in_whole_mebibytes() -> None:
     # rounded down: the room is never smaller than asked
     assert ballast_bytes(1000 * MIB + 12345, 64 * MIB) == 936 * MIB
     assert ballast_bytes(64 * MIB, 64 * MIB) == 0 and ballast_bytes(10 * MIB, 64 * MIB) == 0
+
+
+def test_the_fill_writes_twice_the_room_at_most_the_disk() -> None:
+    assert fill_size(20 << 30, 64 * MIB) == 128 * MIB  # a big guest disk: only a little past the room
+    assert fill_size(96 * MIB, 64 * MIB) == 96 * MIB
 
 
 def test_fill_job_writes_checksummed_blocks_one_at_a_time_and_the_verify_job_reads_them_back() -> None:

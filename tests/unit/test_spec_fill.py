@@ -44,9 +44,10 @@ def test_one_fill_test_per_backing_without_fio_axes() -> None:
         assert t.is_fill and not t.is_copy and t.test_case == "pool full"
         assert dict(t.params) == {"backing": t.params["backing"], "workload": "fill", "fill_room": "48M"}
         assert size_based(t)  # ends when the disk is written or the pool is full, not after a runtime
-        assert deadline_s(t, 60.0, 1 << 20) == 128 + 60.0  # 128 MiB at the 1 MiB/s floor, plus the grace
+        # it writes twice the room (96 MiB of the 128 MiB disk): at the 1 MiB/s floor, plus the grace
+        assert deadline_s(t, 60.0, 1 << 20) == 96 + 60.0
         job = job_text(t)
-        assert f"size={128 << 20}" in job and "verify=crc32c" in job and "[fill]" in job
+        assert f"size={96 << 20}" in job and "verify=crc32c" in job and "[fill]" in job
         assert f"filename={VmDiskKind.fio_filename(t)}" in job.splitlines()  # the run rewrites it to the guest's
 
 

@@ -20,6 +20,9 @@ from tankbench.guest.pauses import IoErrors, Pause, effective_werror, pause_reco
 
 #: fio block size of the fill: large blocks, so the guest reaches a full pool quickly
 FILL_BS = 1 << 20
+#: the fill writes this many times the room (and the disk must be at least that large): enough to run into
+#: the full pool whatever ZFS's accounting lets through, and little to write after a resume on a big disk
+WRITE_PER_ROOM = 2
 #: what the guest saw when the pool filled
 SAW = ("io-error", "paused", "none")
 #: the checks of a fill run the report reads (analysis/cases.py extracts only named keys from the journal)
@@ -42,6 +45,11 @@ def ballast_bytes(available: int, room: int, align: int = FILL_BS) -> int:
     if available <= room:
         return 0
     return (available - room) // align * align
+
+
+def fill_size(disk: int, room: int) -> int:
+    """Bytes the fill writes: WRITE_PER_ROOM x the room, at most the whole disk."""
+    return min(disk, WRITE_PER_ROOM * room)
 
 
 def fill_job(filename: str, size: int, name: str = "fill") -> str:

@@ -11,13 +11,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tankbench.errors import SpecError
+from tankbench.guest.fill import WRITE_PER_ROOM
 from tankbench.model import FILL, Target
 from tankbench.units import fmt_size
 
 #: the pool's free space a fill test leaves the guest (campaign.fill_room): small, so the guest writes little
 DEFAULT_ROOM = 64 << 20
-#: the guest disk must be at least this many times the room, or its writes may never fill the pool
-DISK_PER_ROOM = 2
 #: preallocations that allocate the whole image up front: not a thin backing
 THICK = ("falloc", "full")
 
@@ -56,11 +55,11 @@ def check_fill(
                 if by_matrix
                 else "name a vm-disk target in that [[include]] (target = …)",
             )
-        if (by_matrix or by_include) and t.size < DISK_PER_ROOM * room:
+        if (by_matrix or by_include) and t.size < WRITE_PER_ROOM * room:
             raise err(
                 key,
                 FILL,
-                f"target {t.name!r} ({fmt_size(t.size)}) must be at least {DISK_PER_ROOM}x campaign.fill_room "
+                f"target {t.name!r} ({fmt_size(t.size)}) must be at least {WRITE_PER_ROOM}x campaign.fill_room "
                 f"({fmt_size(room)}), or the guest's writes may never fill the pool",
                 "make the target larger or campaign.fill_room smaller",
             )

@@ -21,6 +21,7 @@ from tankbench.guest.fill import (
     fill_checks,
     fill_job,
     fill_metrics,
+    fill_size,
     fio_pass,
     verifiable_bytes,
     verify_job,
@@ -63,6 +64,7 @@ class FillRun:
         """A fresh, thin backing for the test, attached: a sparse zvol (no refreservation) or a new sparse image."""
         if self.release_ballast():  # a run killed mid-fill left it: the pool must not stay full
             self.ws.note(f"destroyed {self.ballast}, left by an interrupted fill test")
+        self.room_or_refuse(parse_size(str(test.params["fill_room"])))  # before the run's journal row exists
         self.vm.release_disk()
         if zfs.is_volume(test):
             self.destroy_backing(test)  # the fill starts from nothing written, not from a laid-out zvol
@@ -105,8 +107,8 @@ class FillRun:
         self.host.run(["zpool", "sync", pool.pool_name], check=True, timeout=600)
         return self.zfs_value(self.ws.zfs.root, "available")
 
-    def make_ballast(self, room: int) -> tuple[int, int]:
-        """The ballast dataset whose refreservation leaves `room` bytes: (its bytes, the room ZFS reports)."""
+    def room_or_refuse(self, room: int) -> int:
+        """The ballast's size for `room`; UserError when the pool has no more than the room available."""
         before = self.available()
         size = ballast_bytes(before, room)
         if size == 0:
@@ -115,6 +117,11 @@ class FillRun:
                 f"campaign.fill_room = {fmt_size(room)}",
                 "lower campaign.fill_room, or use larger pool disks",
             )
+        return size
+
+    def make_ballast(self, room: int) -> tuple[int, int]:
+        """The ballast dataset whose refreservation leaves `room` bytes: (its bytes, the room ZFS reports)."""
+        size = self.room_or_refuse(room)
         self.host.run(
             [
                 "zfs",
@@ -141,16 +148,21 @@ class FillRun:
         dev = guest.device(node)
         deadline = float(request["deadline_s"])
         room = parse_size(str(test.params["fill_room"]))
-        m: dict[str, float] = {"fill.disk_bytes": float(test.target.size), "fill.room_asked": float(room)}
+        size = fill_size(test.target.size, room)
+        m: dict[str, float] = {
+            "fill.disk_bytes": float(test.target.size),
+            "fill.room_asked": float(room),
+            "fill.write_bytes": float(size),
+        }
         c: dict[str, Any] = {"guest.device": dev, "fill.ballast": self.ballast, "guest.accelerator": guest.accel_used}
         fill: GuestRun | None = None
         verify: GuestRun | None = None
         try:
             m["fill.pool_available_before"] = float(self.available())
-            size, room_seen = self.make_ballast(room)
-            m.update({"fill.ballast_bytes": float(size), "fill.room_bytes": float(room_seen)})
+            ballast, room_seen = self.make_ballast(room)
+            m.update({"fill.ballast_bytes": float(ballast), "fill.room_bytes": float(room_seen)})
             free = OnPause(argv=("zfs", "set", "refreservation=none", self.ballast), max_pauses=3)
-            fill = guest.run_fio(fill_job(dev, test.target.size), timeout=deadline, on_pause=free)
+            fill = guest.run_fio(fill_job(dev, size), timeout=deadline, on_pause=free)
             m["fill.pool_available_end"] = float(self.available())
             nbytes = verifiable_bytes(fio_pass(fill.rc, fill.fio, fill.stderr).write_bytes)
             if nbytes:
