@@ -4,6 +4,7 @@ runs are an experiment, never a leaderboard entry."""
 from __future__ import annotations
 
 import csv
+import sqlite3
 from pathlib import Path
 
 from tankbench.analysis.analyse import analyse_journal
@@ -71,3 +72,19 @@ def test_every_export_writes_for_a_fill_journal(tmp_path: Path) -> None:
 def test_a_journal_without_fill_runs_has_no_table(tmp_path: Path) -> None:
     a = analyse_journal(local_journal(tmp_path))
     assert a.fill == () and "Pool full" not in summary_markdown(a) and analysis_dict(a)["pool_full"] == []
+
+
+def test_a_fill_is_never_late_against_the_campaigns_runtime(tmp_path: Path) -> None:
+    """A fill is size-based: a run longer than campaign.runtime is no timing issue (the real runs took 25-41 s
+    of a 60 s runtime; here one is made to take 300 s)."""
+    journal = lab_fill_journal(tmp_path)
+    conn = sqlite3.connect(journal)
+    conn.execute("UPDATE runs SET wall_s = 300 WHERE id = 1")
+    conn.commit()
+    conn.close()
+    a = analyse_journal(journal)
+    assert not any(r.late for t in a.dataset.tests for r in t.runs)
+    assert not any(w.code == "timing-issue" for w in a.warnings)
+    with Journal(journal, create=False) as j:
+        page = render_html(a, load_series(j, select_series_tests(a)))
+    assert "late by" not in page

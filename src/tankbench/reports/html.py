@@ -332,7 +332,13 @@ def fill_html(a: Analysis) -> str:
 def timing_html(a: Analysis, limit: int = TOP_ROWS) -> str:
     """The latest-finishing runs: expected vs wall, fio's MiB/s vs durable (seed 000's timing KPI)."""
     late = sorted(
-        ((t, r) for t in a.dataset.tests for r in t.runs if r.excess_s is not None and r.status == "done"),
+        (
+            (t, r)
+            for t in a.dataset.tests
+            if not t.is_fill  # size-based experiment: no runtime to be late against
+            for r in t.runs
+            if r.excess_s is not None and r.status == "done"
+        ),
         key=lambda tr: -(tr[1].excess_s or 0.0),
     )[:limit]
     if not late:
