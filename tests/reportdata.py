@@ -48,3 +48,14 @@ def lab_vmdisk_journal(tmp: Path) -> str:
     dst = tmp / "labvm.sqlite"
     shutil.copy(LAB_VMDISK_JOURNAL, dst)
     return str(dst)
+
+
+LAB_FILL_JOURNAL = FIXTURES / "journal-lab-fill.sqlite"
+
+
+def lab_fill_journal(tmp: Path) -> str:
+    """A private copy of the journal of a real `tankbench run journal-lab-fill.toml` in the lab VM: the pool-full
+    experiment (workload = "fill") on a zvol, a qcow2 and a raw image, each paused once by qemu and resumed."""
+    dst = tmp / "labfill.sqlite"
+    shutil.copy(LAB_FILL_JOURNAL, dst)
+    return str(dst)

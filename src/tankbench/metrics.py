@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 MIB = 1024.0 * 1024.0
 
-FIO, COPY = "fio", "copy"
+FIO, COPY, FILL = "fio", "copy", "fill"
 
 
 class Times(NamedTuple):
@@ -42,7 +42,7 @@ class Metric:
     source: str
     needs: tuple[str, ...]  # journal metric keys it reads
     compute: Compute
-    kinds: tuple[str, ...] = (FIO,)  # fio runs, copy runs (cp/rsync/dd), or both
+    kinds: tuple[str, ...] = (FIO,)  # fio runs, copy runs (cp/rsync/dd), fill runs (pool full), or several
     group: str = "throughput"
 
     @property
@@ -391,7 +391,89 @@ REGISTRY: tuple[Metric, ...] = (
     ),
 )
 
+FILL_SOURCE = "the fill pass in the guest (fio JSON), qemu over QMP (pauses), `zfs get available` (ZFS)"
 
+
+def _fill(key: str, raw: str, name: str, unit: str, formula: str, scale: float = 1.0) -> Metric:
+    """A number of the pool-full experiment: neither better nor worse, never ranked (not a performance figure)."""
+    return Metric(key, name, unit, None, formula, FILL_SOURCE, (raw,), _key(raw, scale), (FILL,), "fill")
+
+
+#: the pool-full experiment (workload = "fill", guest/fill.py): sizes of a write until the pool is full, not
+#: throughput; they never enter leaderboards
+FILL_METRICS = (
+    _fill(
+        "fill_before_stop_mib",
+        "fill.bytes_before_stop",
+        "written before the stop",
+        "MiB",
+        "fill.bytes_before_stop / 2^20: bytes written before qemu first paused the VM (qemu's wr_bytes of the "
+        "disk) or the guest first got an error (fio's io_bytes); all of them when neither happened",
+        1 / MIB,
+    ),
+    _fill(
+        "fill_written_mib",
+        "fill.bytes_written",
+        "written",
+        "MiB",
+        "fill.bytes_written / 2^20: fio's io_bytes of the fill pass",
+        1 / MIB,
+    ),
+    _fill(
+        "fill_verified_mib",
+        "fill.verified_bytes",
+        "verified",
+        "MiB",
+        "fill.verified_bytes / 2^20: bytes the verify pass read back and checked (fio verify_only, crc32c)",
+        1 / MIB,
+    ),
+    _fill(
+        "fill_pauses",
+        "fill.pauses",
+        "pauses",
+        "",
+        "fill.pauses: times qemu stopped the VM on an I/O error (werror policy)",
+    ),
+    _fill(
+        "fill_paused_s",
+        "fill.paused_s",
+        "paused",
+        "s",
+        "fill.paused_s: seconds the VM stood paused, summed over the pauses",
+    ),
+    _fill(
+        "fill_host_errors",
+        "fill.host_io_errors",
+        "host I/O errors",
+        "",
+        "fill.host_io_errors: write errors qemu got from the host for the disk (QMP BLOCK_IO_ERROR events)",
+    ),
+    _fill(
+        "fill_room_mib",
+        "fill.room_bytes",
+        "room",
+        "MiB",
+        "fill.room_bytes / 2^20: `available` of the campaign's root dataset once the ballast was in place",
+        1 / MIB,
+    ),
+    _fill(
+        "fill_available_before_mib",
+        "fill.pool_available_before",
+        "available before",
+        "MiB",
+        "fill.pool_available_before / 2^20: `available` before the experiment (after a zpool sync)",
+        1 / MIB,
+    ),
+    _fill(
+        "fill_available_after_mib",
+        "fill.pool_available_after",
+        "available after",
+        "MiB",
+        "fill.pool_available_after / 2^20: `available` after the ballast and the filled disk were destroyed",
+        1 / MIB,
+    ),
+)
+REGISTRY = REGISTRY + FILL_METRICS
 METRICS: dict[str, Metric] = {m.key: m for m in REGISTRY}
 RANKABLE = tuple(m.key for m in REGISTRY if m.rankable and m.group in ("throughput", "latency"))
 ALIASES = {"corrected": "durable_mibs", "durable": "durable_mibs", "p99": "p99_ms"}
@@ -424,12 +506,17 @@ def is_copy_run(raw: Mapping[str, float]) -> bool:
     return "copy.bytes" in raw
 
 
+def run_kind(raw: Mapping[str, float]) -> str:
+    """Which kind of run journalled these metrics: copy (copy.bytes), fill (fill.bytes_written) or fio."""
+    return COPY if "copy.bytes" in raw else FILL if "fill.bytes_written" in raw else FIO
+
+
 def run_values(raw: Mapping[str, float], times: Times, keys: tuple[str, ...] | None = None) -> dict[str, float | None]:
     """Every (or the given) registry metric of one run; None where it does not apply or was not measured."""
-    copy = "copy.bytes" in raw
+    kind = run_kind(raw)
     out: dict[str, float | None] = {}
-    for k, f, fio, c, rk, sc in _plan(keys):
-        if not (c if copy else fio):
+    for k, f, kinds, rk, sc in _plan(keys):
+        if kind not in kinds:
             out[k] = None
         elif rk is None:
             out[k] = f(raw, times)
@@ -440,14 +527,13 @@ def run_values(raw: Mapping[str, float], times: Times, keys: tuple[str, ...] | N
 
 
 @lru_cache(maxsize=32)
-def _plan(keys: tuple[str, ...] | None) -> tuple[tuple[str, Compute, bool, bool, str | None, float], ...]:
-    """(key, compute, applies to fio runs, to copy runs, plain raw key, its scale) of the metrics to compute."""
+def _plan(keys: tuple[str, ...] | None) -> tuple[tuple[str, Compute, tuple[str, ...], str | None, float], ...]:
+    """(key, compute, the kinds of run it applies to, plain raw key, its scale) of the metrics to compute."""
     return tuple(
         (
             m.key,
             m.compute,
-            FIO in m.kinds,
-            COPY in m.kinds,
+            m.kinds,
             getattr(m.compute, "raw_key", None),
             float(getattr(m.compute, "scale", 1.0)),
         )

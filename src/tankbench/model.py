@@ -10,6 +10,10 @@ from types import MappingProxyType
 from typing import Any
 
 RUN_STATUSES = ("running", "done", "failed", "timeout", "crashed", "interrupted")
+#: `workload` values that copy a random-filled source with a command instead of running an fio job
+COPY_WORKLOADS = ("cp", "rsync", "dd")
+#: `workload = "fill"`: the pool-full experiment of a vm-disk target (seed 003, guest/fill.py)
+FILL = "fill"
 IO_MODES = ("buffered", "direct")
 SYNC_MODES = ("async", "sync", "fsync", "fdatasync")
 
@@ -101,11 +105,18 @@ class Test:
     @property
     def is_copy(self) -> bool:
         """A copy test (cp, rsync, dd of a random-filled source) instead of an fio job."""
-        return self.params.get("workload", "fio") != "fio"
+        return self.params.get("workload", "fio") in COPY_WORKLOADS
+
+    @property
+    def is_fill(self) -> bool:
+        """The pool-full experiment: the guest writes until the pool is full (not a performance test)."""
+        return self.params.get("workload") == FILL
 
 
 def test_case_for(params: Mapping[str, Any]) -> str:
     """The default test case of a test's params: (rw, bs) for fio, the command and size for a copy test."""
+    if params.get("workload") == FILL:
+        return "pool full"
     if params.get("workload", "fio") != "fio":
         return f"copy {params['workload']} {params.get('copy_size', '')}".strip()
     return test_case_of(str(params.get("rw", "")), str(params.get("bs", "")))

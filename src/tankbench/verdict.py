@@ -8,6 +8,7 @@ from typing import Any
 
 from tankbench.fio.jobs import ends_with_fsync, size_based
 from tankbench.fio.parse import FioOutputError, end_fsync_seconds, load_fio_json, metrics_from_fio
+from tankbench.guest.fill import fill_status
 from tankbench.metrics import copy_metrics, derive
 from tankbench.model import Test
 
@@ -36,6 +37,11 @@ def decide_run(
     metrics registry (metrics.py), the one definition every output uses.
     """
     metrics: dict[str, float] = dict(res.get("metrics", {}))
+    if test.is_fill:  # the pool-full experiment: what the guest saw is its result (guest/fill.py)
+        status, fill_notes = fill_status(metrics, res.get("checks", {}))
+        if res.get("timed_out"):
+            status, fill_notes = "timeout", (*fill_notes, "the fill did not end before its deadline")
+        return Verdict(status=status, wall_s=float(res["wall_s"]), metrics=metrics, notes=fill_notes)
     notes: list[str] = []
     status = "done"
     wall = float(res["wall_s"])

@@ -35,6 +35,13 @@ def test_image_key_changes_with_versions_packages_and_files() -> None:
     assert k != build.image_key(V, "files1", packages=("fio",))
 
 
+def test_image_key_changes_with_the_tools_recipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image embeds the tools step's static fio: rebuilding fio differently must rebuild the image."""
+    k = build.image_key(V, "files1")
+    monkeypatch.setattr(build, "TOOLS_RECIPE", build.TOOLS_RECIPE + "-next")
+    assert k != build.image_key(V, "files1")
+
+
 def test_guest_and_modules_keys_ignore_guest_files() -> None:
     assert build.guest_key(V) == build.guest_key(V)
     assert build.guest_key(V) != build.guest_key(replace(V, zfs_version="x"))

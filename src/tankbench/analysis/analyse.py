@@ -9,6 +9,7 @@ from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation, eva
 from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
 from tankbench.analysis.checks import Warning, emulation_layers, validity_warnings
 from tankbench.analysis.figures import Figure, figures
+from tankbench.analysis.fill import FillRow, fill_rows
 from tankbench.analysis.guest import GuestTable, guest_tables
 from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, axis_comparisons, case_metrics, leaderboards
 from tankbench.analysis.select import Where, select
@@ -35,6 +36,7 @@ class Analysis:
     figures: tuple[Figure, ...] = ()
     selection: tuple[str, ...] = ()  # --group-by / --where as given, shown on every output
     guests: tuple[GuestTable, ...] = ()  # vm-disk configurations beside the host, per workload (seeds 001/003)
+    fill: tuple[FillRow, ...] = ()  # the pool-full experiment's runs (workload = "fill"), never ranked
 
     @property
     def emulated(self) -> bool:
@@ -90,6 +92,7 @@ def analyse_dataset(
         figures(ds, per_case),
         selection,
         guest_tables(ds, per_case),
+        fill_rows(ds),
     )
 
 

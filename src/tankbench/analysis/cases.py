@@ -9,9 +9,10 @@ from typing import Any, NamedTuple
 
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
+from tankbench.guest.fill import FILL_CHECK_KEYS
 from tankbench.journal.db import Journal, TestRow
 from tankbench.metrics import METRICS, Times, applicable, raw_keys, run_values
-from tankbench.model import Fingerprint, test_case_for
+from tankbench.model import COPY_WORKLOADS, FILL, Fingerprint, test_case_for
 
 # The metric and check keys analysis reads for every run (the journal extracts only these: journals get large).
 # The figures themselves come from the registry (tankbench.metrics); these extra keys feed per-run validity checks.
@@ -35,6 +36,7 @@ CHECK_KEYS = (
     "sync.early_ack",
     "sync.note",
     "sync.early_ack_note",
+    *FILL_CHECK_KEYS,
 )
 ZFS_KINDS = ("dataset", "zvol", "vm-disk")  # vm-disk: a guest's disk backed by a zvol or an image on a dataset
 WORKLOAD = (
@@ -150,7 +152,12 @@ class TestSummary:
 
     @property
     def is_copy(self) -> bool:
-        return str(self.params.get("workload", "fio")) != "fio"
+        return str(self.params.get("workload", "fio")) in COPY_WORKLOADS
+
+    @property
+    def is_fill(self) -> bool:
+        """The pool-full experiment: shown in its own table, never ranked."""
+        return self.params.get("workload") == FILL
 
     @cached_property
     def _axes(self) -> dict[str, Any]:
@@ -206,9 +213,11 @@ class Dataset:
         return sum(len(t.runs) for t in self.tests)
 
     def cases(self) -> dict[str, list[TestSummary]]:
+        """Tests grouped by test case; fill tests are not in any (an experiment, not a performance figure)."""
         out: dict[str, list[TestSummary]] = {}
         for t in self.tests:
-            out.setdefault(t.case, []).append(t)
+            if not t.is_fill:
+                out.setdefault(t.case, []).append(t)
         return out
 
     def by_id(self) -> dict[str, TestSummary]:
@@ -292,6 +301,8 @@ def summarise_test(
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
     views = tuple(run_view(r, ramp, settings, keys) for r in runs)
+    if row.params.get("workload") == FILL:  # size-based: the campaign's runtime says nothing about a fill's time
+        views = tuple(v._replace(late=False) for v in views)
     target = c.get("target", {})
     return TestSummary(
         row.id,

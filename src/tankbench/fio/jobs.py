@@ -8,6 +8,7 @@ from typing import Any
 
 from tankbench.copytest import copy_script_lines
 from tankbench.fio.parse import IO_LOG_MSEC
+from tankbench.guest.fill import fill_job, fill_size
 from tankbench.model import Test
 from tankbench.targets import kind_of
 from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
@@ -88,6 +89,8 @@ def layout_request(test: Test, path: str | None = None) -> dict[str, Any]:
 def job_bytes(test: Test) -> int:
     """Bytes each job reads or writes over (fio's `size`): the test's size axis or the target's size; on a
     block device with numjobs > 1, the region is shared out between the jobs."""
+    if test.is_fill:  # twice the room the ballast leaves, not the whole (maybe large) disk
+        return fill_size(test.target.size, parse_size(str(test.params["fill_room"])))
     size = parse_size(str(test.params["size"])) if test.params.get("size") else test.target.size
     if _block(test) and numjobs_of(test) > 1:
         return size // numjobs_of(test)
@@ -95,8 +98,9 @@ def job_bytes(test: Test) -> int:
 
 
 def size_based(test: Test) -> bool:
-    """A size-based run (campaign.mode = "size"): fio ends when each job has moved its size."""
-    return test.params.get("mode") == "size"
+    """A size-based run (campaign.mode = "size"): fio ends when each job has moved its size. A fill test
+    (the guest writes its disk until the pool is full) is one too."""
+    return test.params.get("mode") == "size" or test.is_fill
 
 
 def deadline_s(test: Test, grace_s: float, min_throughput: int) -> float:
@@ -112,6 +116,9 @@ def deadline_s(test: Test, grace_s: float, min_throughput: int) -> float:
 def job_text(test: Test, filename: str | None = None) -> str:
     """An fio job file that runs exactly this test (for a copy test: a comment naming the command)."""
     p = test.params
+    if test.is_fill:
+        head = f"; tankbench test {test.number:04d} {test.name} (id {test.id})\n"
+        return head + fill_job(filename or test_file_path(test), job_bytes(test))
     if test.is_copy:
         return (
             f"; tankbench test {test.number:04d} {test.name} (id {test.id})\n"

@@ -5,6 +5,9 @@ Stdlib only (it is copied to the host like the agent). Protocol: JSON request li
 lines on stdout. The first request is {"op": "start", "argv": [...], "dir": ..., "timeout": s}; it answers
 {"event": "ready", ...} once the guest-side runner has said READY. Then, one at a time:
   {"op": "guest", "gop": "fio"|"exec"|"devices", "payload": text}  -> {"event": "result", "rc", "files"}
+      with "on_pause": {"argv": [...], "max_pauses": n} the controller watches qemu while the guest works:
+      when qemu stops the VM on an I/O error (its werror policy), it runs argv on the host (e.g. frees
+      space), resumes the VM (`cont`) and records the pause; the result then has "pauses" and "io_errors"
   {"op": "qmp", "execute": name, "arguments": {...}}               -> {"event": "result", "return": ...}
   {"op": "cpu"}                                                     -> qemu's user+system CPU seconds
   {"op": "quit"}                                                    -> guest powered off, qemu gone
@@ -19,6 +22,7 @@ import io
 import json
 import os
 import queue
+import select
 import signal
 import socket
 import subprocess
@@ -87,30 +91,188 @@ def _connect(path, timeout):
             time.sleep(0.05)
 
 
+class Lines:
+    """Lines from a stream socket, read through select(): a socket file object is unusable after one timed-out
+    read ("cannot read from timed out object"), and a request that timed out must not end the channel."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def read(self, timeout):
+        """The next line without its newline, or None after `timeout` seconds without a complete one."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                return None
+            data = self.sock.recv(65536)
+            if not data:
+                raise OSError("connection closed")
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+
 class Qmp:
-    """A QMP connection (events are skipped)."""
+    """A QMP connection. Events that arrive while a command waits for its answer are kept (the last
+    EVENT_BACKLOG), so a watcher sees a STOP that came in during its own query. Reads go through select()
+    on the raw socket: a socket file object is unusable after one timed-out read."""
+
+    EVENT_BACKLOG = 256
 
     def __init__(self, path):
         self.sock = _connect(path, 30)
-        self.f = self.sock.makefile("rwb")
-        self.f.readline()  # greeting
+        self.lines = Lines(self.sock)
+        self.events = []
+        self.lock = threading.Lock()
+        self._message(30)  # greeting
         self.call("qmp_capabilities")
 
-    def call(self, execute, arguments=None):
+    def _message(self, timeout):
+        """The next JSON message from qemu, or None after `timeout` seconds without one."""
+        line = self.lines.read(timeout)
+        return None if line is None else json.loads(line)
+
+    def _keep(self, event):
+        self.events.append(event)
+        del self.events[: -self.EVENT_BACKLOG]
+
+    def call(self, execute, arguments=None, timeout=120.0):
+        """One command; its "return" value (RuntimeError with qemu's message on an error reply)."""
         msg = {"execute": execute}
         if arguments:
             msg["arguments"] = arguments
-        self.f.write(json.dumps(msg).encode() + b"\n")
-        self.f.flush()
-        while True:
-            line = self.f.readline()
-            if not line:
-                raise OSError("QMP connection closed")
-            reply = json.loads(line)
-            if "error" in reply:
-                raise RuntimeError(f"{execute}: {reply['error'].get('desc', reply['error'])}")
-            if "return" in reply:
-                return reply["return"]
+        with self.lock:
+            self.sock.sendall(json.dumps(msg).encode() + b"\n")
+            while True:
+                reply = self._message(timeout)
+                if reply is None:
+                    raise TimeoutError(f"QMP {execute}: no answer within {timeout:.0f} s")
+                if "event" in reply:
+                    self._keep(reply)
+                elif "error" in reply:
+                    raise RuntimeError(f"{execute}: {reply['error'].get('desc', reply['error'])}")
+                elif "return" in reply:
+                    return reply["return"]
+
+    def event(self, timeout):
+        """The oldest event not yet taken, waiting up to `timeout` seconds for one; None if none came."""
+        with self.lock:
+            if not self.events:
+                msg = self._message(timeout)
+                if msg is not None and "event" in msg:
+                    self._keep(msg)
+            return self.events.pop(0) if self.events else None
+
+    def forget_events(self):
+        """Drop the events kept so far (those of earlier requests)."""
+        with self.lock:
+            self.events.clear()
+
+
+def _event_time(ev):
+    ts = ev.get("timestamp") or {}
+    return round(ts.get("seconds", 0) + ts.get("microseconds", 0) / 1e6, 6) or round(time.time(), 6)
+
+
+class PauseWatcher:
+    """While one guest request runs: resume the VM each time qemu stops it on an I/O error, after running a
+    host command (e.g. one that frees space), and record every pause and every BLOCK_IO_ERROR qemu reported.
+
+    qemu stops the VM on a write error when the disk's werror policy says so (enospc: on ENOSPC only, the
+    default; stop: on any error); the guest's request simply waits, so the guest never notices. Runs in its
+    own thread; the main thread is blocked reading the guest's channel meanwhile and never touches QMP."""
+
+    def __init__(self, qmp, argv, max_pauses=3, argv_timeout=300.0):
+        self.qmp = qmp
+        self.argv = list(argv or [])
+        self.max_pauses = int(max_pauses)
+        self.argv_timeout = float(argv_timeout)
+        self.pauses = []
+        self.io_errors = {}  # (node, operation, action, reason, nospace) -> {..., "count", "first_at"}
+        self.errors_since_pause = []
+        self.failure = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.qmp.forget_events()
+        self._thread.start()
+
+    def stop(self):
+        """End the watch (after the guest answered); the records."""
+        self._stop.set()
+        self._thread.join(timeout=60)
+        return {
+            "pauses": self.pauses,
+            "io_errors": list(self.io_errors.values()),
+            "watch_error": self.failure,
+        }
+
+    def _run(self):
+        try:
+            if self.qmp.call("query-status").get("status") == "io-error":  # stopped before the watch began
+                self._paused(round(time.time(), 6))
+            while not self._stop.is_set():
+                ev = self.qmp.event(0.5)
+                if ev is None:
+                    continue
+                if ev.get("event") == "BLOCK_IO_ERROR":
+                    self._io_error(ev)
+                elif ev.get("event") == "STOP" and self.qmp.call("query-status").get("status") == "io-error":
+                    self._paused(_event_time(ev))
+        except Exception as e:  # the watch failed: say so in the result, never hang the request
+            self.failure = f"{type(e).__name__}: {e}"
+
+    def _io_error(self, ev):
+        d = ev.get("data", {})
+        key = (d.get("node-name", ""), d.get("operation", ""), d.get("action", ""), d.get("reason", ""))
+        rec = self.io_errors.setdefault(
+            key,
+            {
+                "node": key[0],
+                "operation": key[1],
+                "action": key[2],
+                "reason": key[3],
+                "nospace": bool(d.get("nospace", False)),
+                "count": 0,
+                "first_at": _event_time(ev),
+            },
+        )
+        rec["count"] += 1
+        if len(self.errors_since_pause) < 8:
+            self.errors_since_pause.append(dict(d))
+
+    def _paused(self, at):
+        """qemu stopped the VM on an I/O error: record, run the host command, resume."""
+        rec = {"at": at, "status": "io-error", "resumed": False}
+        rec["io_status"] = {
+            b["inserted"]["node-name"]: b.get("io-status", "")
+            for b in self.qmp.call("query-block")
+            if b.get("inserted") and b.get("io-status", "ok") != "ok"
+        }
+        rec["wr_bytes"] = {
+            b.get("node-name", b.get("qdev", "")): b["stats"]["wr_bytes"] for b in self.qmp.call("query-blockstats")
+        }
+        rec["errors"], self.errors_since_pause = self.errors_since_pause, []
+        self.pauses.append(rec)
+        if len(self.pauses) > self.max_pauses:
+            rec["note"] = f"left paused: more than {self.max_pauses} pauses"
+            self._stop.set()
+            return
+        if self.argv:
+            t0 = time.monotonic()
+            try:
+                res = subprocess.run(self.argv, capture_output=True, text=True, timeout=self.argv_timeout)
+                rec["command"] = {"rc": res.returncode, "output": (res.stdout + res.stderr)[-500:]}
+            except (OSError, subprocess.TimeoutExpired) as e:
+                rec["command"] = {"rc": None, "output": f"{type(e).__name__}: {e}"}
+            rec["command"]["seconds"] = round(time.monotonic() - t0, 3)
+        self.qmp.call("cont")
+        rec["resumed"] = True
+        rec["resumed_at"] = round(time.time(), 6)
+        rec["paused_s"] = round(rec["resumed_at"] - at, 3)
 
 
 class Channel:
@@ -118,26 +280,24 @@ class Channel:
 
     def __init__(self, path):
         self.sock = _connect(path, 30)
-        self.f = self.sock.makefile("rwb")
+        self.lines = Lines(self.sock)
         self.next_id = 1
 
     def line(self, timeout):
-        self.sock.settimeout(timeout)
         try:
-            raw = self.f.readline()
-        except TimeoutError:
-            raise TimeoutError(f"no answer from the guest within {timeout:.0f} s") from None
-        if not raw:
-            raise OSError("the guest closed the control channel")
-        return raw.decode(errors="replace").rstrip("\n").split(" ", 2)
+            raw = self.lines.read(timeout)
+        except OSError:
+            raise OSError("the guest closed the control channel") from None
+        if raw is None:
+            raise TimeoutError(f"no answer from the guest within {timeout:.0f} s")
+        return raw.decode(errors="replace").split(" ", 2)
 
     def request(self, gop, payload, timeout):
         """Send one request; its exit status and {file name: text} once the guest says END."""
         rid = str(self.next_id)
         self.next_id += 1
         data = base64.b64encode(payload.encode()).decode() or "-"
-        self.f.write(f"{rid} {gop} {data}\n".encode())
-        self.f.flush()
+        self.sock.sendall(f"{rid} {gop} {data}\n".encode())
         files = {}
         chunks = None  # base64 lines of a FILES tar, while one is being received
         while True:
@@ -210,13 +370,28 @@ def handle(req, chan, qmp):
     op = req.get("op")
     if op == "guest":
         t0 = time.monotonic()
-        rc, files = chan.request(req["gop"], req.get("payload", ""), float(req.get("timeout", 3600)))
-        return {
-            "rc": rc,
-            "files": files,
-            "host_wall_s": round(time.monotonic() - t0, 3),
-            "qemu_cpu_s": cpu_seconds(_qemu.pid),
-        }
+        watch = None
+        if req.get("on_pause") is not None:
+            opts = req["on_pause"]
+            watch = PauseWatcher(qmp, opts.get("argv"), opts.get("max_pauses", 3), opts.get("timeout", 300))
+            watch.start()
+        try:
+            rc, files = chan.request(req["gop"], req.get("payload", ""), float(req.get("timeout", 3600)))
+        except TimeoutError as e:
+            if watch is None:
+                raise
+            # a watched request that did not end (e.g. the VM was left paused): its pauses are the record,
+            # so answer like a timed-out command; the guest's late reply is skipped as stale
+            rc, files = 124, {"stderr": str(e)}
+        finally:
+            watched = watch.stop() if watch is not None else {}
+        return dict(
+            watched,
+            rc=rc,
+            files=files,
+            host_wall_s=round(time.monotonic() - t0, 3),
+            qemu_cpu_s=cpu_seconds(_qemu.pid),
+        )
     if op == "qmp":
         return {"return": qmp.call(req["execute"], req.get("arguments"))}
     if op == "cpu":

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from tankbench.errors import UserError
+from tankbench.guest.pauses import WERROR_VALUES
 
 BUSES = ("virtio-blk", "virtio-scsi")
 CACHE_MODES = ("none", "writeback", "writethrough", "directsync", "unsafe")
@@ -47,6 +48,7 @@ class GuestDisk:
     iothread: bool = False
     l2_cache_size: int | None = None  # qcow2 only: bytes of L2 table cache
     discard: bool = True
+    werror: str | None = None  # qemu's write-error policy (enospc|stop|report|ignore); None: qemu's default
 
     def __post_init__(self) -> None:
         check_disk(self)
@@ -73,6 +75,7 @@ def check_disk(disk: GuestDisk) -> None:
         ("bus", disk.bus, BUSES),
         ("cache", disk.cache, CACHE_MODES),
         ("aio", disk.aio, AIO_MODES),
+        *((("werror", disk.werror, WERROR_VALUES),) if disk.werror is not None else ()),
     ):
         if value not in allowed:
             raise _bad(key, value, allowed)
@@ -130,6 +133,8 @@ def device(disk: GuestDisk, machine: str, bus: str | None = None) -> dict[str, o
             "write-cache": wce,
             "bus": f"scsi-{disk.id}.0",
         }
+    if disk.werror is not None:
+        dev["werror"] = disk.werror
     if bus is not None:
         dev["bus"] = bus
     return dev

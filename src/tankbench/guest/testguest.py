@@ -25,6 +25,7 @@ from typing import Any
 from tankbench.errors import HostError, UserError
 from tankbench.guest import qemu
 from tankbench.guest.initramfs import IN_IMAGE_DIR
+from tankbench.guest.pauses import IoErrors, Pause, parse_io_errors, parse_pauses
 from tankbench.hosts.base import Host, bootstrap_argv
 
 Progress = Callable[[str], None]
@@ -103,6 +104,10 @@ class GuestRun:
     fio_error: str = ""  # why fio's output could not be parsed, if it could not
     io_log_last: dict[str, str] = field(default_factory=dict)  # {per-job I/O log (tbio_*.log): its last line}
     guest_start_s: float = 0.0  # the guest's uptime when the request started (its clock, for cross-checks)
+    #: with on_pause: each stop of the VM on an I/O error and how it ended, and qemu's BLOCK_IO_ERROR counts
+    pauses: tuple[Pause, ...] = ()
+    io_errors: tuple[IoErrors, ...] = ()
+    watch_error: str = ""  # why the controller's pause watch failed, if it did
 
     @classmethod
     def from_result(cls, ev: dict[str, Any]) -> GuestRun:
@@ -141,6 +146,9 @@ class GuestRun:
                 for name, text in files.items()
                 if name.startswith("tbio_") and text.strip()
             },
+            pauses=parse_pauses(ev.get("pauses", ())),
+            io_errors=parse_io_errors(ev.get("io_errors", ())),
+            watch_error=str(ev.get("watch_error", "")),
         )
 
 
@@ -176,6 +184,21 @@ def guest_metrics(run: GuestRun, device: str) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
+class OnPause:
+    """What the controller does when qemu stops the VM on an I/O error during a request: run `argv` on the host
+    (e.g. free space; nothing when empty), then resume the VM; after `max_pauses` pauses it leaves the VM
+    stopped (the request then times out, and the caller must free space and `cont` itself)."""
+
+    argv: tuple[str, ...] = ()
+    max_pauses: int = 3
+    timeout: float = 300.0  # seconds the host command may take
+
+    def request(self) -> dict[str, Any]:
+        """The request field the controller reads."""
+        return {"argv": list(self.argv), "max_pauses": self.max_pauses, "timeout": self.timeout}
+
+
+@dataclass(frozen=True)
 class BlockSettings:
     """A disk's settings as qemu reports them (QMP query-block + qom-get), not as tankbench asked."""
 
@@ -188,6 +211,7 @@ class BlockSettings:
     cluster_size: int | None
     write_cache: str  # the device's write-cache property ("on"/"off"/"auto")
     iothread: str | None
+    werror: str = ""  # the device's werror property ("auto": the block backend's default, enospc)
 
 
 class TestGuest:
@@ -398,19 +422,27 @@ class TestGuest:
         )
 
     # ------------------------------------------------------------------ requests
-    def run_fio(self, job_text: str, disk: str | None = None, timeout: float = 3600.0) -> GuestRun:
-        """Run one fio job file in the guest; `disk` (an id) sets filename= to that disk's guest device."""
+    def run_fio(
+        self, job_text: str, disk: str | None = None, timeout: float = 3600.0, on_pause: OnPause | None = None
+    ) -> GuestRun:
+        """Run one fio job file in the guest; `disk` (an id) sets filename= to that disk's guest device.
+        `on_pause`: resume the VM when qemu stops it on an I/O error (see OnPause); GuestRun.pauses says how."""
         if disk is not None:
             job_text = f"[global]\nfilename={self.device(disk)}\n{job_text}"
-        return GuestRun.from_result(
-            self._call({"op": "guest", "gop": "fio", "payload": job_text, "timeout": timeout}, timeout + 60)
-        )
+        return self._request("fio", job_text, timeout, on_pause)
 
-    def exec(self, script: str, timeout: float = 600.0) -> GuestRun:
+    def exec(self, script: str, timeout: float = 600.0, on_pause: OnPause | None = None) -> GuestRun:
         """Run a busybox shell script in the guest (e.g. mkfs, dd, a marker write)."""
-        return GuestRun.from_result(
-            self._call({"op": "guest", "gop": "exec", "payload": script, "timeout": timeout}, timeout + 60)
-        )
+        return self._request("exec", script, timeout, on_pause)
+
+    def _request(self, gop: str, payload: str, timeout: float, on_pause: OnPause | None) -> GuestRun:
+        req: dict[str, Any] = {"op": "guest", "gop": gop, "payload": payload, "timeout": timeout}
+        extra = 0.0
+        if on_pause is not None:
+            req["on_pause"] = on_pause.request()
+            # each pause may run the host command before the guest can go on: the controller waits for it
+            extra = on_pause.max_pauses * on_pause.timeout
+        return GuestRun.from_result(self._call(req, timeout + extra + 60))
 
     def refresh_devices(self) -> dict[str, str]:
         """Ask the guest which disks it sees: {disk id (serial): guest device path}."""
@@ -512,6 +544,7 @@ class TestGuest:
                 continue
             qdev = f"/machine/peripheral/dev-{node}"
             wce = self.qmp("qom-get", path=qdev, property="write-cache")
+            werror = self.qmp("qom-get", path=qdev, property="werror")
             iothread = None
             if self.disks[node].bus == "virtio-blk":
                 found = self.qmp("qom-get", path=qdev, property="iothread")  # "/objects/io-<id>" or ""
@@ -527,6 +560,7 @@ class TestGuest:
                 cluster_size=image.get("cluster-size"),
                 write_cache=str(wce),
                 iothread=iothread,
+                werror=str(werror),
             )
         return out
 

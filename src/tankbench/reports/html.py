@@ -9,6 +9,7 @@ from typing import Any
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
 from tankbench.analysis.figures import Figure, Series, tidy
+from tankbench.analysis.fill import yes_no
 from tankbench.analysis.leaderboard import Leaderboard, Row
 from tankbench.fio.parse import FioOutputError, job_entries, load_fio_json
 from tankbench.journal.db import Journal
@@ -282,6 +283,8 @@ def sections_html(a: Analysis) -> list[str]:
         f'<h2 id="warnings">Warnings ({len(a.warnings)})</h2>{_list(warns)}',
         f'<h2 id="recommendations">Recommendations</h2>{_list(recs)}',
     ]
+    if a.fill:
+        out.append(fill_html(a))
     if a.goals:
         out.append(
             '<h2 id="goals">Goals</h2>'
@@ -318,10 +321,33 @@ def sections_html(a: Analysis) -> list[str]:
     return out
 
 
+def fill_html(a: Analysis) -> str:
+    """The "Pool full" table (seed 003): per fill run, what the guest saw and whether its data survived."""
+    rows = "".join(
+        f"<tr><td>#{f.test_number} {e(f.test_name)}</td><td>{e(f.backing)}</td><td>{e(f.werror)}</td>"
+        f"<td title='{e(f.detail)}'>{e(f.saw_text)}</td><td>{e(f.host_error or '—')}</td>"
+        f"<td class='num'>{'—' if f.before_stop_mib is None else f'{f.before_stop_mib:.0f} MiB'}</td>"
+        f"<td>{e(yes_no(f.intact))}</td><td>{e(f.status)}</td></tr>"
+        for f in a.fill
+    )
+    return (
+        '<h2 id="pool-full">Pool full</h2><p>The guest wrote until the pool was full (<code>workload = "fill"'
+        "</code>): what it saw, and whether what it had written reads back intact (fio verify).</p><table><tr>"
+        "<th>test</th><th>backing</th><th>werror</th><th>guest saw</th><th>host error (qemu)</th>"
+        f"<th>written before the stop</th><th>intact</th><th>run</th></tr>{rows}</table>"
+    )
+
+
 def timing_html(a: Analysis, limit: int = TOP_ROWS) -> str:
     """The latest-finishing runs: expected vs wall, fio's MiB/s vs durable (seed 000's timing KPI)."""
     late = sorted(
-        ((t, r) for t in a.dataset.tests for r in t.runs if r.excess_s is not None and r.status == "done"),
+        (
+            (t, r)
+            for t in a.dataset.tests
+            if not t.is_fill  # size-based experiment: no runtime to be late against
+            for r in t.runs
+            if r.excess_s is not None and r.status == "done"
+        ),
         key=lambda tr: -(tr[1].excess_s or 0.0),
     )[:limit]
     if not late:

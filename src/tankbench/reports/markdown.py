@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.figures import Figure
+from tankbench.analysis.fill import yes_no
 from tankbench.analysis.guest import GuestTable
 from tankbench.analysis.leaderboard import Leaderboard
 from tankbench.reports.common import EXPLAIN, beside, fmt, fmt_summary, guest_cells, guest_header, metric_label
@@ -84,6 +85,28 @@ def guests_md(g: GuestTable) -> list[str]:
     return lines + [""] + [f"> {_cell(n)}" for n in notes] + ([""] if notes else [])
 
 
+def fill_md(a: Analysis) -> list[str]:
+    """The "Pool full" table (seed 003): per fill run, what the guest saw and whether its data survived."""
+    if not a.fill:
+        return []
+    out = [
+        "## Pool full",
+        "",
+        "The guest wrote until the pool was full (workload = fill): what it saw, and whether what it had "
+        "written reads back intact.",
+        "",
+        "| test | backing | werror | guest saw | host error | written before stop | intact | run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for f in a.fill:
+        before = "—" if f.before_stop_mib is None else f"{f.before_stop_mib:.0f} MiB"
+        out.append(
+            f"| #{f.test_number} {_cell(f.test_name)} | {f.backing} | {f.werror} | {_cell(f.saw_text)} | "
+            f"{_cell(f.host_error or '—')} | {before} | {yes_no(f.intact)} | {f.status} |"
+        )
+    return out + [""]
+
+
 def summary_markdown(a: Analysis) -> str:
     """The whole summary.md text."""
     ds = a.dataset
@@ -121,6 +144,7 @@ def summary_markdown(a: Analysis) -> str:
             f"| {_cell(e.config)} | {fmt(e.expected)} | {', '.join(e.missing) or '—'} |" for e in a.mix.entries[:TOP]
         ]
         out.append("")
+    out += fill_md(a)
     out += ["## Warnings", ""] + [
         f"- **{w.severity}: {w.code}** — {w.message.rstrip('.')}. Fix: {w.fix}." for w in a.warnings
     ]

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from tankbench.errors import UserError
-from tankbench.model import Target, Test
+from tankbench.model import FILL, Target, Test
 from tankbench.spec.parse import (
     AXES,
     DATA_AXES,
@@ -92,7 +92,10 @@ def copy_params(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
         return params
     out = {k: v for k, v in params.items() if k not in FIO_AXES and k not in DATA_AXES}
     out["workload"] = params["workload"]
-    out["copy_size"] = fmt_size(spec.copy_size)
+    if params["workload"] == FILL:  # writes until the pool is full: the room it leaves, not a copy size
+        out["fill_room"] = fmt_size(spec.fill_room)
+    else:
+        out["copy_size"] = fmt_size(spec.copy_size)
     return out
 
 

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tankbench.errors import SpecError, UserError
-from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
+from tankbench.guest.pauses import WERROR_VALUES
+from tankbench.model import COPY_WORKLOADS, FILL, IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy, policy_from_table
+from tankbench.spec.fill import DEFAULT_ROOM, check_fill
 from tankbench.targets import kind_names
 from tankbench.targets.zfs import PROPERTY_AXES
 from tankbench.tunables import canonical_tunables
@@ -43,18 +45,20 @@ LAYOUTS = ("random", "zero", "unwritten")
 CACHE_STATES = ("warm", "cold")
 #: `campaign.mode`: time-based runs (runtime) or size-based runs (each job moves its size, then fio ends)
 RUN_MODES = ("time", "size")
-#: `workload`: fio, or a copy command (seed 000's non-synthetic tests) writing campaign.copy_size bytes
-WORKLOADS = ("fio", "cp", "rsync", "dd")
+#: `workload`: fio, a copy command (seed 000's non-synthetic tests) writing campaign.copy_size bytes, or the
+#: pool-full experiment of vm-disk targets (fill, seed 003)
+WORKLOADS = ("fio", *COPY_WORKLOADS, FILL)
 #: ZFS axes, outermost first so that consecutive tests share one dataset configuration
 ZFS_AXES = ("slog", *PROPERTY_AXES)  # the properties of targets/zfs.py, and the SLOG (a pool change)
 #: a test guest's disk (vm-disk targets): its backing on the host, then qemu's settings for it
-VM_AXES = ("backing", "qcow2_cluster", "preallocation", "l2_cache", "bus", "disk_cache", "aio", "iothread")
+VM_AXES = ("backing", "qcow2_cluster", "preallocation", "l2_cache", "bus", "disk_cache", "aio", "iothread", "werror")
 VM_CHOICES = {
     "backing": ("zvol", "qcow2", "raw"),
     "preallocation": ("off", "metadata", "falloc", "full"),
     "bus": ("virtio-blk", "virtio-scsi"),
     "disk_cache": ("none", "writeback", "writethrough", "directsync", "unsafe"),
     "aio": ("threads", "native", "io_uring"),
+    "werror": WERROR_VALUES,
 }
 #: every axis in expansion order
 AXES = ZFS_AXES + HOST_AXES + VM_AXES + DATA_AXES + FIO_AXES
@@ -136,6 +140,7 @@ CAMPAIGN_KEYS = (
     "ss_ramp",
     "mode",
     "min_throughput",
+    "fill_room",
 )
 TOP_KEYS = (
     "campaign",
@@ -312,6 +317,8 @@ class Spec:
     mode: str = "time"
     min_throughput: int = 1 << 20
     tunables: Mapping[str, str] = field(default_factory=frozen_map)
+    #: workload = "fill": the pool's free space a fill test leaves before the guest writes (the rest is ballast)
+    fill_room: int = DEFAULT_ROOM
 
     @property
     def size_based(self) -> bool:
@@ -481,6 +488,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     interval = ctx.duration("campaign.sample_interval", camp.get("sample_interval", "1s"), positive=True)
     cooldown = _cooldown(ctx, camp.get("cooldown", "0s"))
     copy_size = ctx.size("campaign.copy_size", camp.get("copy_size", "256M"))
+    fill_room = ctx.size("campaign.fill_room", camp.get("fill_room", "64M"))
     host = _host(ctx, camp.get("host"), doc.get("host"))
     targets = _targets(ctx, doc.get("target"))
     pool = _pool(ctx, doc.get("pool"), targets)
@@ -499,6 +507,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
         fio.update({"ss": schedule.ss, "ss_dur": f"{schedule.ss_dur_s:g}s", "ss_ramp": f"{schedule.ss_ramp_s:g}s"})
     tunables = _tunables_table(ctx, ctx.table(doc, "tunables"))
     _check_new_axes(ctx, matrix, fio, pool, targets, mode)
+    check_fill(ctx.err, matrix, excludes, includes, pool, targets, fill_room)
     extras: dict[str, Any] = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
     return Spec(
         path=path,
@@ -530,6 +539,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
         mode=mode,
         min_throughput=min_throughput,
         tunables=frozen_map(tunables),
+        fill_room=fill_room,
     )
 
 

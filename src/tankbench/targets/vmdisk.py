@@ -13,13 +13,17 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import HostError
-from tankbench.model import Target, Test, short_hash
+from tankbench.model import FILL, Target, Test, short_hash
 from tankbench.targets import zfs
 from tankbench.targets.base import Capture, Workspace
 from tankbench.targets.zfsbase import ZfsKind
+from tankbench.units import fmt_size
+
+if TYPE_CHECKING:
+    from tankbench.targets.vmfill import FillRun
 
 BACKINGS = ("zvol", "qcow2", "raw")
 #: the guest disk's qemu settings (axes) and their defaults
@@ -68,10 +72,13 @@ class VmDiskKind(ZfsKind):
         backing = str(params.get("backing", "zvol"))
         if backing == "qcow2" and "qcow2_cluster" in params:
             backing += f"-{params['qcow2_cluster']}"
-        rw = f"copy-{params['workload']}" if params.get("workload", "fio") != "fio" else params["rw"]
-        bs = params["copy_size"] if params.get("workload", "fio") != "fio" else params["bs"]
+        if params.get("workload") == FILL:
+            rw, bs = FILL, fmt_size(target.size)
+        else:
+            rw = f"copy-{params['workload']}" if params.get("workload", "fio") != "fio" else params["rw"]
+            bs = params["copy_size"] if params.get("workload", "fio") != "fio" else params["bs"]
         parts = [f"{head}-{name}-{backing}-{rw}-{bs}"]
-        for axis in ("preallocation", "l2_cache", *DISK_AXES, *cls.NAMED_AXES, "recordsize", "volblocksize"):
+        for axis in ("preallocation", "l2_cache", *DISK_AXES, "werror", *cls.NAMED_AXES, "recordsize", "volblocksize"):
             if axis in varying and axis in params:
                 value = params[axis]
                 parts.append(f"{axis}-{value}" if not isinstance(value, bool) else (axis if value else f"no{axis}"))
@@ -80,6 +87,12 @@ class VmDiskKind(ZfsKind):
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
         disk = disk_settings(test)
+        if test.is_fill:
+            from tankbench.targets.vmfill import fill_script_lines
+
+            image = "" if zfs.is_volume(test) else image_create_argv_text(test)
+            lines = fill_script_lines(test, campaign_id, cls.backing_path(test), image)
+            return [*super().script_lines(test, campaign_id), *lines]
         return [
             *super().script_lines(test, campaign_id),
             *([] if zfs.is_volume(test) else [image_create_argv_text(test)]),
@@ -94,10 +107,29 @@ class VmDiskKind(ZfsKind):
         self.guest: Any = None
         self.attached: tuple[str, str] | None = None  # (disk config key, qemu disk id)
         self.layout_checks: dict[str, Any] = {}
+        self.fill: FillRun | None = None  # the pool-full experiment (workload = "fill"), once set up
+
+    def prepare(self, test: Test) -> dict[str, Any]:
+        if test.is_fill:
+            assert self.fill is not None
+            return self.fill.prepare(test)
+        return super().prepare(test)
+
+    def release_disk(self) -> None:
+        """Unplug the attached disk, if any, so that its backing can be replaced or destroyed."""
+        if self.attached:
+            self.guest.detach(self.attached[1])
+            self.attached = None
+            self.layout_checks = {}
 
     def setup(self) -> None:
         super().setup()
         from tankbench.guest.testguest import TestGuest
+        from tankbench.targets.vmfill import FillRun
+
+        self.fill = FillRun(self)
+        if self.fill.release_ballast():  # a fill test of an earlier run was killed: the pool is full
+            self.ws.note(f"destroyed {self.fill.ballast}, left full by an interrupted fill test")
 
         buses = {str(v) for v in self.ws.spec.matrix.get("bus", ())} or {str(DISK_AXES["bus"])}
         machine = "q35" if "virtio-blk" in buses else "microvm"  # microvm's virtio-mmio cannot hot-plug
@@ -107,6 +139,11 @@ class VmDiskKind(ZfsKind):
         self.guest.start()
 
     def finish(self) -> None:
+        if self.fill is not None:
+            try:
+                self.fill.release_ballast()  # never leave the pool full, whatever ended the campaign
+            except HostError:
+                pass
         if self.guest is not None:
             if self.attached:
                 try:
@@ -161,6 +198,7 @@ class VmDiskKind(ZfsKind):
             aio=d["aio"],
             iothread=d["iothread"],
             l2_cache_size=d["l2_cache"],
+            werror=d.get("werror"),
         )
         self.guest.attach(disk)
         self.attached = (key, qid)
@@ -212,6 +250,9 @@ class VmDiskKind(ZfsKind):
         """fio in the guest; the host's agent observes the same window (samplers, ZFS capture, drain)."""
         from tankbench.guest.testguest import guest_metrics
 
+        if test.is_fill:  # a size-based experiment, not a measurement: no samplers, its own record
+            assert self.fill is not None
+            return self.fill.run(test, request)
         assert self.attached is not None
         dev = self.guest.device(self.attached[1])
         job = re.sub(r"^filename=.*$", f"filename={dev}", str(request["job_text"]), count=1, flags=re.M)
@@ -266,6 +307,8 @@ class VmDiskKind(ZfsKind):
         return res
 
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
+        if test.is_fill:  # FillRun.run recorded everything (no ZFS capture ran)
+            return {}, {}, {}
         m, c, s = super().after_run(test, res, metrics)
         cpu = float(res.get("metrics", {}).get("guest.qemu_cpu_s", 0.0))
         if cpu > 0 and metrics.get("total.io_bytes"):
@@ -311,6 +354,7 @@ def disk_settings(test: Test) -> dict[str, Any]:
         "aio": str(p.get("aio", DISK_AXES["aio"])),
         "iothread": bool(p.get("iothread", DISK_AXES["iothread"])),
         "l2_cache": parse_size(str(l2)) if l2 else None,
+        **({"werror": str(p["werror"])} if "werror" in p else {}),  # absent: qemu's default (enospc)
     }
 
 

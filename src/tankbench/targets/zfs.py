@@ -42,7 +42,11 @@ def zfs_props(test: Test) -> dict[str, str]:
 
 def dataset_name(test: Test) -> str:
     """`<root>/<target>-<hash of its properties>`: one dataset per property set, shared by its tests."""
-    config = {"kind": test.target.kind, "size": test.target.size, "props": zfs_props(test)}
+    config: dict[str, object] = {"kind": test.target.kind, "size": test.target.size, "props": zfs_props(test)}
+    if test.target.kind == "vm-disk" and is_volume(test):
+        # a guest disk's zvol and the filesystem holding its images are different objects: with equal
+        # properties they had one name, and an image test found the zvol where its filesystem should be
+        config["volume"] = True
     return f"{test.target.pool}/{test.target.name}-{short_hash(config, 8)}"
 
 
