@@ -61,7 +61,9 @@ ROOT_LABEL = "tankbench-root"
 #: bump when the build recipe changes in a way the package versions do not show (guest chroot / image step)
 RECIPE = "2"
 IMAGE_RECIPE = "3"
-TOOLS_RECIPE = "1"
+TOOLS_RECIPE = "2"  # 2: fio --disable-native
+#: the static fio for any x86-64 guest CPU (not only this machine's)
+FIO_CONFIGURE = "./configure --build-static --disable-native"
 
 Progress = Callable[[str], None]
 
@@ -565,15 +567,18 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
                     ),
                     log,
                 )
-            with steps.step("tools: static fio (./configure --build-static, make)"):
+            with steps.step("tools: static fio (./configure --build-static --disable-native, make)"):
+                # --disable-native: fio's configure otherwise compiles with -march=native, and a fio built on
+                # an AVX-512 machine dies of SIGILL (vpbroadcastd) in a guest whose emulated CPU has no AVX-512
                 _run_logged(
                     "tools-fio",
                     _chroot_argv(
-                        root,
-                        ["sh", "-c", "cd /build/fio && ./configure --build-static && make -j$(nproc) && strip fio"],
+                        root, ["sh", "-c", f"cd /build/fio && {FIO_CONFIGURE} && make -j$(nproc) && strip fio"]
                     ),
                     log,
                 )
+        if "BUILD_NATIVE" in (src / "fio" / "config-host.mak").read_text():
+            raise LabBuildError("tools-fio", log, "fio was configured for this machine's CPU (-march=native)")
         engines = subprocess.run([str(src / "fio" / "fio"), "--enghelp"], capture_output=True, text=True).stdout
         if "libaio" not in engines:
             raise LabBuildError("tools-fio", log, f"the static fio has no libaio engine: {engines.split()}")
