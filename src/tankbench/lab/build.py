@@ -134,7 +134,8 @@ def guest_files_hash() -> str:
 
 
 def image_key(versions: Versions, files_hash: str, packages: Sequence[str] = GUEST_PACKAGES) -> str:
-    """The cache key of an image: package versions, package list, guest files and recipe (pure)."""
+    """The cache key of an image: package versions, package list, guest files, the test guest's tools (static
+    fio, busybox: the image holds them) and recipe (pure)."""
     doc = json.dumps(
         {
             "versions": asdict(versions),
@@ -142,6 +143,7 @@ def image_key(versions: Versions, files_hash: str, packages: Sequence[str] = GUE
             "files": files_hash,
             "recipe": RECIPE,
             "image_recipe": IMAGE_RECIPE,
+            "tools": tools_key(versions),
         },
         sort_keys=True,
     )
