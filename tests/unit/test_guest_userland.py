@@ -99,3 +99,11 @@ def test_initramfs_holds_the_userland_at_its_debian_paths(tmp_path: Path) -> Non
     assert (dest / "lib/x86_64-linux-gnu/libext2fs.so.2").read_bytes() == b"ELF lib"
     assert (dest / "usr/sbin/mke2fs").stat().st_mode & 0o111 and (dest / "etc/mke2fs.conf").exists()
 
+
+def test_userland_covers_what_the_guest_scripts_call() -> None:
+    from tankbench.guest import guestcopy, layers
+
+    called = {layers.CRYPTSETUP, layers.BLKID, *(argv[0] for argv in layers.MKFS.values())}
+    called |= set(guestcopy.GUEST_PROGRAMS.values())
+    assert called <= set(userland.BINARIES) | set(userland.LINKS)
+    assert set(userland.VERSION_ARGS) == set(userland.BINARIES)
