@@ -179,3 +179,18 @@ def test_evidence_from_a_real_guest_answer_xfs_on_luks() -> None:
         Layers("xfs", True), dict(c, **{"layers.luks.cipher": "aes-cbc-essiv:sha256"}), "/dev/sdb", "tbq"
     )
     assert wrong == ["cryptsetup status shows cipher 'aes-cbc-essiv:sha256', not aes-xts-plain64"]
+
+
+def test_a_run_whose_layers_were_wrong_is_not_a_valid_measurement() -> None:
+    from tankbench.zfs.checks import run_validity
+
+    ok = {"layers.verified": True, "layers.luks": True, "layers.marker_as_expected": True}
+    assert run_validity({}, ok) == []
+    wrong = dict(ok, **{"layers.verified": False, "layers.problems": ["blkid does not see xfs on /dev/sdb: {}"]})
+    assert run_validity({}, wrong) == ["the guest's layers were not as asked: blkid does not see xfs on /dev/sdb: {}"]
+    leak = dict(ok, **{"layers.marker_as_expected": False})
+    assert run_validity({}, leak) == [
+        "a marker written in the guest was found in plaintext in the backing despite LUKS"
+    ]
+    lost = {"layers.luks": False, "layers.marker_as_expected": False}
+    assert run_validity({}, lost) == ["a marker written in the guest did not reach the backing"]
