@@ -157,6 +157,8 @@ def test_guest_layers_and_a_copy_in_one_guest(lab: LabHost, tmp_path: Path) -> N
             assert c["zfs.dataset"].startswith("tbgfs/")  # the host side was captured in the same run
         xfs = next(r for r in rows if r["params"].get("guest_luks"))
         assert xfs["checks"]["guest.backing"].endswith(".qcow2") and xfs["checks"]["guest.qemu"]["driver"] == "qcow2"
+        image = next(r for r in rows if r["params"].get("workload") == "cp")["checks"]["copy.source_image"]
+        assert lab.run(["test", "-e", image]).returncode != 0, f"the copy source image {image} was left behind"
     finally:
         tankbench("clean", str(campaign), cwd=tmp_path, timeout=600)
     assert lab.run(["zpool", "list", "tbgfs"]).returncode != 0, "clean destroyed the pool the campaign created"

@@ -261,12 +261,14 @@ class GuestCopies:
         return dict(self.source_checks)
 
     def close(self) -> None:
-        """Unmount and unplug the source disk."""
+        """Unmount and unplug the source disk, and delete its image (as big as the copy; made again by the next
+        campaign run, from the runner's source which stays)."""
         if not self.source_device:
             return
         self.source_device = ""
         self.guest.exec(f"umount {SOURCE_MOUNT}", timeout=600)
         self.guest.detach(SOURCE_ID)
+        self.host.run(["rm", "-f", "--", source_image(self.workdir)], timeout=120)
 
     def run(
         self,
