@@ -321,3 +321,17 @@ def test_kernel_cmdline_skips_slow_initcalls_and_sets_the_tsc_under_tcg() -> Non
     line = qemu.kernel_cmdline("extra=1", tsc_khz=2000000)
     assert "initcall_blacklist=jent_mod_init," in line and "cryptomgr.notests=1" in line
     assert "tsc_early_khz=2000000 lpj=8000000 tsc=reliable" in line and line.endswith(" extra=1")
+
+
+def test_image_key_follows_the_tools_key() -> None:
+    """The image holds the tools' static fio: a new tools recipe must rebuild the image, not only the tools."""
+    from dataclasses import replace
+    from unittest import mock
+
+    from tankbench.lab import build
+
+    v = build.Versions("bookworm-backports", "6.12.95+deb12-amd64", "k", "2.3.2", "m", "s", "3.33-3", "1:1.35")
+    key = build.image_key(v, "files")
+    assert key != build.image_key(replace(v, fio_version="3.33-4"), "files")
+    with mock.patch.object(build, "TOOLS_RECIPE", build.TOOLS_RECIPE + "x"):
+        assert build.image_key(v, "files") != key

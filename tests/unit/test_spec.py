@@ -147,3 +147,15 @@ def test_copy_workloads_drop_fio_axes_and_skip_rsync_on_block_devices():
     assert {t.test_case for t in copies} == {"copy cp 256M", "copy dd 256M", "copy rsync 256M"}
     fio_ids = {t.id for t in expand(parse_spec(SEED, "s")) if t.target.kind == "raw"}
     assert fio_ids <= {t.id for t in tests}, "adding the workload axis keeps the ids of the fio tests"
+
+
+def test_an_include_may_set_an_axis_the_matrix_does_not_have():
+    """[[include]] with an axis missing from the matrix: the extra test has it (it used to crash with KeyError
+    when naming tests, and the value was dropped), and its name shows it."""
+    spec = parse_spec(
+        DEMO.replace('rw = ["read", "randwrite"]', 'rw = ["read"]') + '[[include]]\nsize = "32M"\n', "d.toml"
+    )
+    tests = expand(spec)
+    assert [t.name for t in tests] == ["file-scratch-read-4k", "file-scratch-read-4k-size32M"]
+    assert "size" not in tests[0].params and tests[1].params["size"] == "32M"
+    assert "size=32M" in job_text(tests[1])

@@ -5,9 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from tankbench import model
+from tankbench.fio.jobs import job_text
+from tankbench.guest.layers import backing_test
 from tankbench.spec import expand, load_spec
 from tankbench.targets import kinds
-from tankbench.targets.vmdisk import VmDiskKind, disk_settings, image_create_argv
+from tankbench.targets.vmdisk import (
+    VmDiskKind,
+    config_key,
+    disk_id,
+    disk_settings,
+    image_create_argv,
+)
 from tests.conftest import ROOT
 
 PRESET = ROOT / "src" / "tankbench" / "presets" / "zvol-vs-qcow2.toml"
@@ -87,3 +95,104 @@ def test_disk_defaults_and_the_qemu_cache_the_sync_check_reads() -> None:
         ramp=0,
     )
     assert VmDiskKind.qemu_cache(unsafe) == "unsafe"
+
+
+LAYERED = """
+[campaign]
+name = "guest-layers"
+runtime = "3s"
+copy_size = "32M"
+[pool]
+name = "tbgfs"
+vdevs = ["/dev/disk/by-id/virtio-tbdata0"]
+confirm = ["/dev/disk/by-id/virtio-tbdata0"]
+[[target]]
+name = "guest"
+kind = "vm-disk"
+size = "64M"
+[matrix]
+backing = ["zvol", "qcow2"]
+bus = ["virtio-scsi"]
+guest_luks = [false, true]
+guest_fs = ["none", "ext4", "xfs"]
+workload = ["fio", "cp", "rsync", "dd"]
+rw = ["randwrite"]
+bs = ["4k"]
+"""
+
+
+def _layered(tmp_path: Path, text: str = LAYERED) -> list[model.Test]:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return expand(load_spec(str(path)))
+
+
+def test_layer_axes_name_tests_and_cp_rsync_need_a_filesystem(tmp_path: Path) -> None:
+    tests = _layered(tmp_path)
+    # 2 backings x 2 luks x 3 fs x (fio + dd) + 2 x 2 x 2 filesystems x (cp + rsync): none gets no cp/rsync
+    assert len(tests) == 24 + 16
+    names = {t.name for t in tests}
+    assert "zfs-vm-zvol-randwrite-4k-nofs-noluks" in names and "zfs-vm-qcow2-randwrite-4k-xfs-luks" in names
+    assert "zfs-vm-zvol-copy-cp-32M-ext4-luks" in names and "zfs-vm-qcow2-copy-dd-32M-nofs-noluks" in names
+    assert not any(t.params.get("guest_fs") == "none" and t.params.get("workload") in ("cp", "rsync") for t in tests)
+
+
+def test_layered_tests_open_the_guest_file_or_the_dm_device(tmp_path: Path) -> None:
+    by_name = {t.name: t for t in _layered(tmp_path)}
+    xfs = by_name["zfs-vm-qcow2-randwrite-4k-xfs-luks"]
+    did = disk_id(xfs)
+    assert VmDiskKind.fio_filename(xfs) == f"/mnt/{did}/tankbench.fiodata"
+    assert f"filename=/mnt/{did}/tankbench.fiodata" in job_text(xfs)
+    luks = by_name["zfs-vm-zvol-randwrite-4k-nofs-luks"]
+    assert VmDiskKind.fio_filename(luks) == f"/dev/mapper/{disk_id(luks)}"
+    plain = by_name["zfs-vm-zvol-randwrite-4k-nofs-noluks"]
+    assert VmDiskKind.fio_filename(plain) == f"/dev/disk/by-id/virtio-{disk_id(plain)}"
+    # fio works on the target's size; the disk is bigger by the layers' overhead
+    assert "size=64M" in job_text(xfs) and backing_test(xfs).target.size == 316 << 20
+    assert image_create_argv(xfs)[-1] == str(316 << 20)
+    # whether a caller passes the test or its backing test, it is the same image (allocation was once
+    # measured on a path that existed nowhere)
+    assert VmDiskKind.backing_path(backing_test(xfs)) == VmDiskKind.backing_path(xfs)
+    assert image_create_argv(backing_test(xfs)) == image_create_argv(xfs)
+
+
+def test_each_layer_stack_is_its_own_configuration(tmp_path: Path) -> None:
+    tests = [t for t in _layered(tmp_path) if t.params["backing"] == "zvol" and not t.is_copy]
+    keys = {config_key(t) for t in tests}
+    assert len(keys) == 6  # 2 luks x 3 fs
+    # a plain disk keeps its zvol (and its name); the layered ones are bigger by their overhead
+    plain = next(t for t in tests if t.params["guest_fs"] == "none" and not t.params["guest_luks"])
+    assert backing_test(plain) is plain
+    assert VmDiskKind.backing_path(plain).startswith("/dev/zvol/tbgfs/")
+    sizes = {t.params["guest_fs"] + str(t.params["guest_luks"]): backing_test(t).target.size >> 20 for t in tests}
+    assert sizes == {
+        "noneFalse": 64,
+        "noneTrue": 80,
+        "ext4False": 512,
+        "ext4True": 528,
+        "xfsFalse": 300,
+        "xfsTrue": 316,
+    }
+    assert len({VmDiskKind.backing_path(t) for t in tests}) == 6
+
+
+def test_exported_scripts_describe_the_layers_and_the_copy(tmp_path: Path) -> None:
+    from tests.conftest import tankbench
+
+    path = tmp_path / "c.toml"
+    path.write_text(LAYERED)
+    res = tankbench("plan", str(path), "--export", str(tmp_path / "x"))
+    assert res.returncode == 0, res.stderr
+    tests = {t.name: t for t in _layered(tmp_path)}
+    scripts = {p.read_text().splitlines()[1].split()[4]: p.read_text() for p in (tmp_path / "x").glob("*-job.sh")}
+    xfs = scripts["zfs-vm-qcow2-randwrite-4k-xfs-luks"]
+    t = tests["zfs-vm-qcow2-randwrite-4k-xfs-luks"]
+    image = VmDiskKind.backing_path(t)
+    assert f"qemu-img create -q -f qcow2 {image} {316 << 20}" in xfs and f"attach {image} to it" in xfs
+    assert "make the layers below in the guest" in xfs and "xfs on LUKS2 (aes-xts-plain64)" in xfs
+    assert "--pbkdf pbkdf2 --pbkdf-force-iterations 1000" in xfs and "# fio's filename in the guest: /mnt/" in xfs
+    cp = scripts["zfs-vm-zvol-copy-cp-32M-ext4-noluks"]
+    assert "and run the copy below there." in cp and "random data" not in cp
+    assert "#   /usr/bin/cp -- /mnt/tbsrc/copy-source.bin /mnt/" in cp and "drop_caches" in cp
+    assert "echo 'run the copy inside the test guest (see above)'" in cp and "\nexec " not in cp
+    assert f"zfs create -V {512 << 20} " in cp

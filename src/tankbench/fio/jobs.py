@@ -272,7 +272,8 @@ def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
     kind = kind_of(test.target)
     lines += kind.script_lines(test, campaign_id)
     if kind.runs_in_guest:
-        return "\n".join(lines + [f"echo 'run {fio_name} with fio inside the test guest (see above)' >&2"]) + "\n"
+        what = "the copy" if test.is_copy else f"{fio_name} with fio"
+        return "\n".join(lines + [f"echo 'run {what} inside the test guest (see above)' >&2"]) + "\n"
     if (
         not test.is_copy
         and (_owned_block(test) or not _block(test))

@@ -16,6 +16,8 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from tankbench.guest import userland as guest_userland
+
 #: where the lab image keeps the test guest's initramfs and manifest (its kernel is the lab's own
 #: /boot/vmlinuz-<abi>); other hosts get both uploaded
 IN_IMAGE_DIR = "/usr/local/share/tankbench/guest"
@@ -32,6 +34,8 @@ GUEST_MODULES = (
     "xts",
     "aesni_intel",
 )
+#: the archive's top directories (the module directory and a userland tree add their own)
+BASE_DIRS = ("bin", "sbin", "dev", "proc", "sys", "tmp", "run", "mnt", "etc", "lib", "lib/modules")
 #: busybox applets linked in /bin (everything the guest-side runner and its jobs use)
 APPLETS = (
     "sh",
@@ -232,6 +236,19 @@ def read_module(path: Path) -> bytes:
     return lzma.decompress(data) if path.name.endswith(".xz") else data
 
 
+def _add_userland(c: Cpio, tree: Path, made: set[str]) -> None:
+    """Every directory, file and symlink of a userland tree, at the same paths in the archive."""
+    for kind, rel, path in guest_userland.walk(tree):
+        if kind == "dir":
+            if rel not in made:
+                c.dir(rel)
+                made.add(rel)
+        elif kind == "link":
+            c.symlink(rel, os.readlink(path))
+        else:
+            c.file(rel, path.read_bytes(), 0o755 if os.access(path, os.X_OK) else 0o644)
+
+
 def build_initramfs(
     out: Path,
     *,
@@ -242,29 +259,18 @@ def build_initramfs(
     kernel_abi: str,
     modules: Sequence[str] = GUEST_MODULES,
     compress: bool = False,
+    userland: Path | None = None,
 ) -> dict[str, object]:
     """Write the cpio initramfs to `out`; returns what it contains (for the manifest).
 
     Uncompressed by default: under nested TCG the kernel's gunzip of it took longer than loading the
-    bigger file (qemu loads the initrd itself, outside the guest).
+    bigger file (qemu loads the initrd itself, outside the guest). `userland`: a directory tree (Debian's
+    binaries, their libraries and the loader at their own paths; see guest/userland.py) added as it is.
     """
     deps = parse_modules_dep((modules_dir / "modules.dep").read_text())
     paths = module_closure(deps, modules)
     c = Cpio()
-    for d in (
-        "bin",
-        "sbin",
-        "dev",
-        "proc",
-        "sys",
-        "tmp",
-        "run",
-        "mnt",
-        "etc",
-        "lib",
-        "lib/modules",
-        f"lib/modules/{kernel_abi}",
-    ):
+    for d in (*BASE_DIRS, f"lib/modules/{kernel_abi}"):
         c.dir(d)
     c.node("dev/console", stat.S_IFCHR, 5, 1)
     c.node("dev/null", stat.S_IFCHR, 1, 3, 0o666)
@@ -287,6 +293,8 @@ def build_initramfs(
             made.add(d)
         c.file(rel, read_module(modules_dir / p))
     c.file(f"lib/modules/{kernel_abi}/modules.dep", modules_dep_text(deps, paths).encode())
+    if userland is not None:
+        _add_userland(c, userland, made | set(BASE_DIRS))
     raw = c.finish()
     tmp = out.with_name(out.name + ".tmp")
     with open(tmp, "wb") as f:

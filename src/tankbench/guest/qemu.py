@@ -49,6 +49,7 @@ class GuestDisk:
     l2_cache_size: int | None = None  # qcow2 only: bytes of L2 table cache
     discard: bool = True
     werror: str | None = None  # qemu's write-error policy (enospc|stop|report|ignore); None: qemu's default
+    read_only: bool = False  # the guest cannot write it (a copy test's source disk)
 
     def __post_init__(self) -> None:
         check_disk(self)
@@ -108,6 +109,8 @@ def blockdev(disk: GuestDisk) -> dict[str, object]:
         proto["discard"] = node["discard"] = "unmap"
     if disk.l2_cache_size is not None:
         node["l2-cache-size"] = disk.l2_cache_size
+    if disk.read_only:
+        proto["read-only"] = node["read-only"] = True
     return node
 
 

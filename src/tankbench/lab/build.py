@@ -32,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 
 from tankbench.errors import HostError, UserError
-from tankbench.guest import initramfs
+from tankbench.guest import initramfs, userland
 
 SUITE = "bookworm"
 BACKPORTS = "bookworm-backports"
@@ -58,17 +58,12 @@ QEMU_PACKAGES = ("qemu-system-x86", "qemu-system-common", "qemu-system-data", "q
 TOOLS_BUILD_PACKAGES = ("gcc", "make", "libc6-dev", "libaio-dev", "dpkg-dev", "xz-utils", "busybox-static")
 #: the filesystem label the guest's kernel mounts as root
 ROOT_LABEL = "tankbench-root"
-#: the test guest's static fio. --disable-native: fio's configure builds with -march=native by default, and a fio
-#: built on a host with AVX-512 died with SIGILL (exit 132) in a guest whose emulated CPU (qemu TCG) has none; the
-#: grep proves configure did not turn native code generation on anyway
-FIO_BUILD = (
-    "cd /build/fio && ./configure --build-static --disable-native && ! grep -q CONFIG_BUILD_NATIVE config-host.mak "
-    "&& make -j$(nproc) && strip fio"
-)
 #: bump when the build recipe changes in a way the package versions do not show (guest chroot / image step)
 RECIPE = "2"
-IMAGE_RECIPE = "3"
-TOOLS_RECIPE = "2"
+IMAGE_RECIPE = "4"  # 4: the test guest's initramfs holds the userland (mkfs.ext4/xfs, cryptsetup, rsync)
+TOOLS_RECIPE = "3"  # 2: fio --disable-native; 3: + Debian's userland with its library closure (guest/userland.py)
+#: the static fio for any x86-64 guest CPU (not only this machine's)
+FIO_CONFIGURE = "./configure --build-static --disable-native"
 
 Progress = Callable[[str], None]
 
@@ -139,7 +134,8 @@ def guest_files_hash() -> str:
 
 
 def image_key(versions: Versions, files_hash: str, packages: Sequence[str] = GUEST_PACKAGES) -> str:
-    """The cache key of an image: package versions, package list, guest files and recipe (pure)."""
+    """The cache key of an image: package versions, package list, guest files, the test guest's tools (static
+    fio, busybox: the image holds them) and recipe (pure)."""
     doc = json.dumps(
         {
             "versions": asdict(versions),
@@ -171,6 +167,7 @@ def tools_key(versions: Versions) -> str:
             "busybox": versions.busybox_version,
             "mirror": versions.mirror,
             "packages": list(TOOLS_BUILD_PACKAGES),
+            "userland": [list(userland.PACKAGES), list(userland.BINARIES), list(userland.FILES)],
             "recipe": TOOLS_RECIPE,
         },
         sort_keys=True,
@@ -557,9 +554,15 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
     src.mkdir()
     try:
         with mounted(root):
-            with steps.step("tools: apt-get install gcc, libaio-dev, busybox-static; apt-get source fio"):
+            with steps.step(
+                "tools: apt-get install gcc, libaio-dev, busybox-static, the guest userland; apt-get source fio"
+            ):
                 _run_logged("tools-apt", _chroot_argv(root, ["apt-get", "update"]), log)
-                _run_logged("tools-apt", _chroot_argv(root, ["apt-get", "install", "-y", *TOOLS_BUILD_PACKAGES]), log)
+                _run_logged(
+                    "tools-apt",
+                    _chroot_argv(root, ["apt-get", "install", "-y", *TOOLS_BUILD_PACKAGES, *userland.PACKAGES]),
+                    log,
+                )
                 fio = f"fio={versions.fio_version}" if versions.fio_version else "fio"
                 _run_logged(
                     "tools-source",
@@ -574,7 +577,17 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
                     log,
                 )
             with steps.step("tools: static fio (./configure --build-static --disable-native, make)"):
-                _run_logged("tools-fio", _chroot_argv(root, ["sh", "-c", FIO_BUILD]), log)
+                # --disable-native: fio's configure otherwise compiles with -march=native, and a fio built on
+                # an AVX-512 machine dies of SIGILL (vpbroadcastd) in a guest whose emulated CPU has no AVX-512
+                _run_logged(
+                    "tools-fio",
+                    _chroot_argv(
+                        root, ["sh", "-c", f"cd /build/fio && {FIO_CONFIGURE} && make -j$(nproc) && strip fio"]
+                    ),
+                    log,
+                )
+        if "BUILD_NATIVE" in (src / "fio" / "config-host.mak").read_text():
+            raise LabBuildError("tools-fio", log, "fio was configured for this machine's CPU (-march=native)")
         engines = subprocess.run([str(src / "fio" / "fio"), "--enghelp"], capture_output=True, text=True).stdout
         if "libaio" not in engines:
             raise LabBuildError("tools-fio", log, f"the static fio has no libaio engine: {engines.split()}")
@@ -583,6 +596,7 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
         tmp.mkdir(parents=True)
         shutil.copy2(src / "fio" / "fio", tmp / "fio")
         shutil.copy2(root / "bin" / "busybox", tmp / "busybox")
+        extra = _userland(root, tmp / "userland", log)
         version = subprocess.run([str(tmp / "fio"), "--version"], capture_output=True, text=True).stdout.strip()
         (tmp / "manifest.json").write_text(
             json.dumps(
@@ -591,6 +605,7 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
                     "fio_source": versions.fio_version,
                     "busybox": versions.busybox_version,
                     "fio_engines": [e.strip() for e in engines.splitlines()[1:] if e.strip()],
+                    **extra,
                 },
                 indent=2,
             )
@@ -606,6 +621,39 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: _Steps) -> P
     return out
 
 
+def _userland(root: Path, out: Path, log: Path) -> dict[str, object]:
+    """Copy the guest userland (guest/userland.py) with its library closure out of the tools chroot, and prove
+    every binary starts in a chroot of that tree alone (a missing library fails the build, not a campaign)."""
+
+    def ldd(binary: str) -> str:
+        cp = subprocess.run(["chroot", str(root), "ldd", binary], capture_output=True, text=True)
+        if cp.returncode != 0:
+            raise LabBuildError("tools-userland", log, f"ldd {binary}: {cp.stderr.strip()}")
+        return cp.stdout
+
+    try:
+        libs = userland.closure(userland.BINARIES, ldd)
+    except userland.ClosureError as e:
+        raise LabBuildError("tools-userland", log, str(e)) from e
+    remove_tree(out)
+    size = userland.copy_tree(root, out, userland.tree_files(libraries=libs))
+    for binary, args in userland.VERSION_ARGS.items():
+        cp = subprocess.run(["chroot", str(out), binary, *args], capture_output=True, text=True)
+        if cp.returncode != 0:
+            raise LabBuildError("tools-userland", log, f"{binary} does not start alone: {cp.stderr.strip()[-500:]}")
+    pkgs = subprocess.run(
+        _chroot_argv(root, ["dpkg-query", "-W", "-f", "${Package} ${Version}\\n", *userland.VERSIONED]),
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {
+        "userland_packages": dict(line.split(" ", 1) for line in pkgs.splitlines() if " " in line),
+        "userland_binaries": list(userland.BINARIES) + list(userland.LINKS),
+        "userland_libraries": libs,
+        "userland_bytes": size,
+    }
+
+
 def install_test_guest(guest: Path, tools: Path, versions: Versions, out_dir: Path, log: Path) -> dict[str, object]:
     """Build the test guest's initramfs from the guest chroot's kernel modules and the tools; install it in
     the guest chroot (initramfs.IN_IMAGE_DIR) and keep a copy in the image directory."""
@@ -619,6 +667,7 @@ def install_test_guest(guest: Path, tools: Path, versions: Versions, out_dir: Pa
             init=files.joinpath("guest-init").read_bytes(),
             modules_dir=guest / "lib/modules" / versions.kernel_abi,
             kernel_abi=versions.kernel_abi,
+            userland=tools / "userland" if (tools / "userland").is_dir() else None,
         )
     except (OSError, KeyError) as e:
         raise LabBuildError("image-test-guest", log, f"cannot build the test guest's initramfs: {e!r}") from e

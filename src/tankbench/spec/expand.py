@@ -141,23 +141,20 @@ def expand(spec: Spec) -> list[Test]:
             if not any(_matches(rule, target, params) for rule in spec.excludes):
                 points.append((target, params))
     for inc in spec.includes:
+        inc_axes = [a for a in AXES if a in spec.matrix or a in inc]  # an include may set an axis the matrix lacks
         for target in spec.targets:
             if inc.get("target", target.name) == target.name:
-                points.append(
-                    (
-                        target,
-                        kind_of(target).adjust(
-                            run_settings(
-                                copy_params({a: inc.get(a, spec.matrix[a][0]) for a in axes_for(target, axes)}, spec),
-                                spec,
-                            )
-                        ),
-                    )
-                )
+                point = {a: inc[a] if a in inc else spec.matrix[a][0] for a in axes_for(target, inc_axes)}
+                points.append((target, kind_of(target).adjust(run_settings(copy_params(point, spec), spec))))
     tests: list[Test] = []
     seen: set[str] = set()
     varying = {a for a in axes if len(spec.matrix[a]) > 1}
-    varying |= {a for inc in spec.includes for a in inc if a != "target" and inc[a] != spec.matrix[a][0]}
+    varying |= {
+        a
+        for inc in spec.includes
+        for a in inc
+        if a != "target" and (a not in spec.matrix or inc[a] != spec.matrix[a][0])
+    }
     several = {k: sum(1 for t in spec.targets if t.kind == k) > 1 for k in {t.kind for t in spec.targets}}
     names: set[str] = set()
     for target, params in points:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tankbench.errors import SpecError, UserError
+from tankbench.guest import layers as guest_layers
 from tankbench.guest.pauses import WERROR_VALUES
 from tankbench.model import COPY_WORKLOADS, FILL, IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy, policy_from_table
@@ -51,8 +52,20 @@ WORKLOADS = ("fio", *COPY_WORKLOADS, FILL)
 #: ZFS axes, outermost first so that consecutive tests share one dataset configuration
 ZFS_AXES = ("slog", *PROPERTY_AXES)  # the properties of targets/zfs.py, and the SLOG (a pool change)
 #: a test guest's disk (vm-disk targets): its backing on the host, then qemu's settings for it
-VM_AXES = ("backing", "qcow2_cluster", "preallocation", "l2_cache", "bus", "disk_cache", "aio", "iothread", "werror")
+VM_AXES: tuple[str, ...] = (
+    "backing",
+    "qcow2_cluster",
+    "preallocation",
+    "l2_cache",
+    "bus",
+    "disk_cache",
+    "aio",
+    "iothread",
+    "werror",
+)
+VM_AXES += guest_layers.AXES  # what the guest puts between fio and the disk: guest_luks, guest_fs
 VM_CHOICES = {
+    "guest_fs": guest_layers.FILESYSTEMS,
     "backing": ("zvol", "qcow2", "raw"),
     "preallocation": ("off", "metadata", "falloc", "full"),
     "bus": ("virtio-blk", "virtio-scsi"),
@@ -502,6 +515,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
         )
     excludes = tuple(_rule(ctx, r, i, "exclude", matrix, targets) for i, r in enumerate(_list(ctx, doc, "exclude")))
     includes = tuple(_include(ctx, r, i, matrix, targets) for i, r in enumerate(_list(ctx, doc, "include")))
+    _guest_copies(ctx, matrix, includes, targets)
     fio = _fio(ctx, ctx.table(doc, "fio"))
     if schedule.ss:  # fio's own steady-state detection: part of the job, so part of each test's id
         fio.update({"ss": schedule.ss, "ss_dur": f"{schedule.ss_dur_s:g}s", "ss_ramp": f"{schedule.ss_ramp_s:g}s"})
@@ -943,7 +957,7 @@ def _axis_value(ctx: _Ctx, key: str, axis: str, v: object) -> Any:
         return fmt_size(n)
     if axis == "l2_cache":
         return fmt_size(ctx.size(key, v))
-    if axis == "iothread":
+    if axis in ("iothread", "guest_luks"):
         return ctx.boolean(key, v)
     if axis == "slog":
         return ctx.boolean(key, v)
@@ -1343,3 +1357,37 @@ def _check_new_axes(
                     "size-based runs need a size",
                     'give the target a size, or set matrix.size = ["256M"]',
                 )
+
+
+def _guest_copies(
+    ctx: _Ctx,
+    matrix: Mapping[str, tuple[Any, ...]],
+    includes: tuple[Mapping[str, Any], ...],
+    targets: tuple[Target, ...],
+) -> None:
+    """cp and rsync on a vm-disk target write a file in the guest's filesystem: refuse them where the guest has
+    none (guest_fs = "none" only), instead of planning copy tests that cannot run or dropping them unasked."""
+    vm = [t.name for t in targets if t.kind == "vm-disk"]
+    copies = [w for w in matrix.get("workload", ()) if w in guest_layers.FILE_COPIES]
+    hint = 'add "ext4" or "xfs" to matrix.guest_fs, or use workload = "dd" (it can write the guest\'s disk itself)'
+    if vm and copies and len(vm) == len(targets) and set(matrix.get("guest_fs", ("none",))) == {"none"}:
+        raise ctx.err(
+            "matrix.workload",
+            list(matrix["workload"]),
+            f"{' and '.join(copies)} {'write' if len(copies) > 1 else 'writes'} a file in the test guest's "
+            f"filesystem, and matrix.guest_fs = {list(matrix.get('guest_fs', ('none',)))} gives it none",
+            hint,
+        )
+    for i, inc in enumerate(includes):
+        fs = inc.get("guest_fs", matrix.get("guest_fs", ("none",))[0])
+        if (
+            inc.get("workload") in guest_layers.FILE_COPIES
+            and fs == "none"
+            and inc.get("target", vm[0] if vm else "") in vm
+        ):
+            raise ctx.err(
+                f"include[{i}].workload",
+                inc["workload"],
+                "writes a file in the test guest, which has no filesystem",
+                hint,
+            )

@@ -16,6 +16,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import HostError
+from tankbench.guest import guestcopy
+from tankbench.guest import layers as guest_layers
+from tankbench.guest.guestcopy import GuestCopies
+from tankbench.guest.layers import GuestLayers, backing_test
 from tankbench.model import FILL, Target, Test, short_hash
 from tankbench.targets import zfs
 from tankbench.targets.base import Capture, Workspace
@@ -54,12 +58,20 @@ class VmDiskKind(ZfsKind):
 
     @classmethod
     def fio_filename(cls, test: Test) -> str:
-        """The guest's view: the disk by its serial (tankbench rewrites it to the guest's device at run time)."""
-        return f"/dev/disk/by-id/virtio-{disk_id(test)}"
+        """The guest's view: the file in the guest filesystem or the dm-crypt device (guest_fs, guest_luks), else
+        the disk by its serial (tankbench rewrites it to the guest's device at run time)."""
+        path = guest_layers.data_path(guest_layers.Layers.of(test.params), disk_id(test))
+        return path or f"/dev/disk/by-id/virtio-{disk_id(test)}"
+
+    @classmethod
+    def accepts(cls, params: Mapping[str, Any]) -> bool:
+        """cp and rsync need a filesystem in the guest; dd writes the device (or a file) (guest/layers.py)."""
+        return guest_layers.accepts(params)
 
     @classmethod
     def backing_path(cls, test: Test) -> str:
-        """The zvol device or image file on the host that is the guest's disk."""
+        """The zvol device or image file on the host that is the guest's disk (sized for the guest's layers)."""
+        test = backing_test(test)
         if zfs.is_volume(test):
             return zfs.fio_filename(test)
         ext = "qcow2" if test.params.get("backing") == "qcow2" else "img"
@@ -82,7 +94,7 @@ class VmDiskKind(ZfsKind):
             if axis in varying and axis in params:
                 value = params[axis]
                 parts.append(f"{axis}-{value}" if not isinstance(value, bool) else (axis if value else f"no{axis}"))
-        return parts
+        return parts + guest_layers.name_parts(params, varying)
 
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
@@ -93,12 +105,22 @@ class VmDiskKind(ZfsKind):
             image = "" if zfs.is_volume(test) else image_create_argv_text(test)
             lines = fill_script_lines(test, campaign_id, cls.backing_path(test), image)
             return [*super().script_lines(test, campaign_id), *lines]
+        backing = backing_test(test)  # the disk holds the guest's layers besides what fio works on
+        device = f"/dev/disk/by-id/virtio-{disk_id(test)}"
+        if test.is_copy:
+            then = "and run the copy below there."
+        elif guest_layers.Layers.of(test.params).any:
+            then = "make the layers below in the guest, and run the .fio file there."
+        else:
+            then = "fill it with random data in the guest, and run the .fio file there."
         return [
-            *super().script_lines(test, campaign_id),
+            *super().script_lines(backing, campaign_id),
             *([] if zfs.is_volume(test) else [image_create_argv_text(test)]),
             f"# This job runs INSIDE a test guest: attach {cls.backing_path(test)} to it as a {disk['bus']} "
             f"disk (cache={disk['cache']}, aio={disk['aio']}, iothread={'on' if disk['iothread'] else 'off'}, "
-            f"serial {disk_id(test)}), fill it with random data in the guest, and run the .fio file there.",
+            f"serial {disk_id(test)}), {then}",
+            *guest_layers.script_comment_lines(test, device, disk_id(test)),
+            *(guestcopy.script_comment_lines(test, cls.fio_filename(test)) if test.is_copy else []),
         ]
 
     # -- run time ------------------------------------------------------------------------------
@@ -108,6 +130,9 @@ class VmDiskKind(ZfsKind):
         self.attached: tuple[str, str] | None = None  # (disk config key, qemu disk id)
         self.layout_checks: dict[str, Any] = {}
         self.fill: FillRun | None = None  # the pool-full experiment (workload = "fill"), once set up
+        self.layers: GuestLayers | None = None  # guest_fs / guest_luks of the attached configuration
+        self.layer_checks: dict[str, Any] = {}
+        self.copies: GuestCopies | None = None
 
     def prepare(self, test: Test) -> dict[str, Any]:
         if test.is_fill:
@@ -137,6 +162,8 @@ class VmDiskKind(ZfsKind):
             self.host, name=f"tb-{self.ws.spec.campaign_id[:8]}", machine=machine, progress=self.ws.note
         )
         self.guest.start()
+        self.layers = GuestLayers(self.guest, self.ws.note)
+        self.copies = GuestCopies(self.host, self.guest, self.ws.workdir, self.ws.note)
 
     def finish(self) -> None:
         if self.fill is not None:
@@ -145,6 +172,12 @@ class VmDiskKind(ZfsKind):
             except HostError:
                 pass
         if self.guest is not None:
+            for opened in (self.copies, self.layers):  # unmounted and closed before their disks go away
+                try:
+                    if opened is not None:
+                        opened.close()
+                except HostError:
+                    pass
             if self.attached:
                 try:
                     self.guest.detach(self.attached[1])
@@ -167,18 +200,21 @@ class VmDiskKind(ZfsKind):
         if self.attached and self.attached[0] == key:
             return
         if self.attached:  # the next configuration replaces this one: unplug before its backing is destroyed
+            assert self.layers is not None
+            self.layers.close()
             self.guest.detach(self.attached[1])
             self.attached = None
-        self.ws.zfs.provision(test)
+        self.ws.zfs.provision(backing_test(test))
         path = self.backing_path(test)
         if not zfs.is_volume(test):
+            images = shlex.quote(zfs.dataset_dir(backing_test(test)))
             self.host.run(
                 [
                     "sh",
                     "-c",
-                    f"rm -f -- {shlex.quote(zfs.dataset_dir(test))}/tankbench-"
+                    f"rm -f -- {images}/tankbench-"
                     f"{shlex.quote(test.target.name)}-*.qcow2 "
-                    f"{shlex.quote(zfs.dataset_dir(test))}/tankbench-"
+                    f"{images}/tankbench-"
                     f"{shlex.quote(test.target.name)}-*.img",
                 ],
                 check=True,
@@ -200,16 +236,23 @@ class VmDiskKind(ZfsKind):
             l2_cache_size=d["l2_cache"],
             werror=d.get("werror"),
         )
-        self.guest.attach(disk)
+        dev = self.guest.attach(disk)
         self.attached = (key, qid)
         self.layout_checks = {}
+        assert self.layers is not None
+        self.layer_checks = {**self.layers.cpu_facts(), **self.layers.open(test, dev, qid)}
 
     def lay_out(self, test: Test) -> dict[str, Any]:
         """Fill the disk with random data from inside the guest once per configuration (a new zvol or image
         reads zeros without I/O), then check on the host how much of it is allocated."""
         if self.layout_checks:
             return dict(self.layout_checks)
-        assert self.attached is not None
+        assert self.attached is not None and self.layers is not None
+        if self.layers.active:  # a file in the guest filesystem, or the dm-crypt device
+            self.layout_checks = self.layers.lay_out(
+                test, lambda: self.allocated_bytes(test), self.backing_path(test), lambda m: self.find(test, m)
+            )
+            return dict(self.layout_checks)
         dev = self.guest.device(self.attached[1])
         mib = max(1, test.target.size >> 20)
         t0 = time.monotonic()
@@ -230,19 +273,52 @@ class VmDiskKind(ZfsKind):
 
     def allocated_bytes(self, test: Test) -> int | None:
         """Bytes the backing holds on the host: the zvol's logicalreferenced, or the image's allocation."""
+        test = backing_test(test)
+        pool = self.ws.spec.pool
+        # allocated sizes settle when the txg holding the writes has synced: images, and zvols too (a zvol
+        # showed 26M of a 64M layout the guest had fsynced)
+        if pool is not None:
+            self.host.run(["zpool", "sync", pool.pool_name], timeout=600)
         if zfs.is_volume(test):
             res = self.host.run(
                 ["zfs", "get", "-Hp", "-o", "value", "logicalreferenced", zfs.dataset_name(test)], timeout=120
             )
             return int(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else None
-        pool = self.ws.spec.pool
-        if pool is not None:  # allocated sizes settle when the txg holding the writes has synced
-            self.host.run(["zpool", "sync", pool.pool_name], timeout=600)
         res = self.host.run(["qemu-img", "info", "--output=json", "-U", self.backing_path(test)], timeout=120)
         try:
             return int(json.loads(res.stdout)["actual-size"])
         except (ValueError, KeyError):
             return None
+
+    def find(self, test: Test, marker: str) -> bool | None:
+        """Whether the backing holds `marker` as written in the guest (None if it could not be read)."""
+        pool = self.ws.spec.pool
+        if pool is not None and not zfs.is_volume(test):
+            self.host.run(["zpool", "sync", pool.pool_name], timeout=600)
+        res = self.host.run(["grep", "-a", "-F", "-q", "-e", marker, self.backing_path(test)], timeout=3600)
+        return {0: True, 1: False}.get(res.returncode)
+
+    def run_copy(self, test: Test, request: dict[str, Any]) -> dict[str, Any]:
+        """cp, rsync or dd in the guest from its read-only source disk onto the layers' file (dd: or the disk),
+        observed on the host like fio (guest/guestcopy.py)."""
+        assert self.attached is not None and self.layers is not None and self.copies is not None
+        dev = self.guest.device(self.attached[1])
+        before = self.allocated_bytes(test)
+        cpu_before = self.guest.qemu_cpu_seconds()  # the boot, hot-plug and earlier runs are not this copy's cost
+        res, run = self.copies.run(test, request, self.layers.path or dev, dev, self.ws.spec.copy_size)
+        res["checks"].update(
+            {
+                **self.layer_checks,
+                "guest.device": dev,
+                "guest.accelerator": self.guest.accel_used,
+                "guest.boot_s": self.guest.boot_s,
+                "copy.backing_allocated_before_bytes": before,
+                "copy.backing_allocated_after_bytes": self.allocated_bytes(test),
+            }
+        )
+        res["metrics"] = dict(res.get("metrics", {}), **{"guest.qemu_cpu_s": round(run.qemu_cpu_s - cpu_before, 3)})
+        self.layout_checks = {}  # the copy replaced the laid-out file: the next fio test lays it out again
+        return res
 
     def run_fio(
         self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None], timeout: float
@@ -254,37 +330,19 @@ class VmDiskKind(ZfsKind):
             assert self.fill is not None
             return self.fill.run(test, request)
         assert self.attached is not None
+        if test.is_copy:
+            return self.run_copy(test, request)
         dev = self.guest.device(self.attached[1])
-        job = re.sub(r"^filename=.*$", f"filename={dev}", str(request["job_text"]), count=1, flags=re.M)
-        observe = {k: v for k, v in request.items() if k != "argv"}
-        observe["job_text"] = job  # kept on the host for the record: the guest ran this
-        observe["observe"] = True
-        session = self.host.start_agent(observe)
-        events = session.events()
-        try:
-            for ev in events:
-                if ev.get("event") == "observing":
-                    break
-                if ev.get("event") == "error":
-                    raise HostError(f"{self.host.name}: agent fio_run: {ev.get('message')}")
-            cpu_before = self.guest.qemu_cpu_seconds()  # the boot, hot-plug and layout are not this run's cost
-            grun = self.guest.run_fio(job, timeout=float(request["deadline_s"]))
-            session.send({"stop": True})
-            result: dict[str, Any] | None = None
-            for ev in events:
-                if ev.get("event") == "result":
-                    result = ev
-                    break
-                if ev.get("event") == "error":
-                    raise HostError(f"{self.host.name}: agent fio_run: {ev.get('message')}")
-        finally:
-            session.close()
-        if result is None:
-            raise HostError(
-                f"{self.host.name}: the observing agent ended without a result: {session.stderr_text()[-800:]}"
-            )
+        path = self.layers.path if self.layers is not None and self.layers.path else dev
+        job = re.sub(r"^filename=.*$", f"filename={path}", str(request["job_text"]), count=1, flags=re.M)
+        cpu_before = self.guest.qemu_cpu_seconds()  # the boot, hot-plug and layout are not this run's cost
+        # the job text the guest ran is kept on the host for the record
+        res, grun = guestcopy.observed(
+            self.host,
+            dict(request, job_text=job),
+            lambda: self.guest.run_fio(job, timeout=float(request["deadline_s"])),
+        )
         cpu = grun.qemu_cpu_s - cpu_before
-        res = dict(result)
         res.update(
             fio_json=json.dumps(grun.fio) if grun.fio else "",
             exit_status=grun.rc,
@@ -296,6 +354,7 @@ class VmDiskKind(ZfsKind):
         res["checks"] = dict(
             res.get("checks", {}),
             **{
+                **self.layer_checks,
                 "guest.wall_s": grun.guest_wall_s,
                 "guest.host_wall_s": grun.host_wall_s,
                 "guest.device": dev,
@@ -306,10 +365,13 @@ class VmDiskKind(ZfsKind):
         res["metrics"] = dict(res.get("metrics", {}), **guest_metrics(grun, dev), **{"guest.qemu_cpu_s": round(cpu, 3)})
         return res
 
+    def capture(self, test: Test) -> dict[str, Any]:
+        return super().capture(backing_test(test))  # the ZFS side: the dataset/zvol the backing lives on
+
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
         if test.is_fill:  # FillRun.run recorded everything (no ZFS capture ran)
             return {}, {}, {}
-        m, c, s = super().after_run(test, res, metrics)
+        m, c, s = super().after_run(backing_test(test), res, metrics)
         cpu = float(res.get("metrics", {}).get("guest.qemu_cpu_s", 0.0))
         if cpu > 0 and metrics.get("total.io_bytes"):
             m["guest.bytes_per_host_cpu_s"] = float(metrics["total.io_bytes"]) / cpu
@@ -360,13 +422,16 @@ def disk_settings(test: Test) -> dict[str, Any]:
 
 def config_key(test: Test) -> str:
     """What identifies a hot-plugged disk: the backing (its dataset/zvol and image) and the qemu settings."""
-    return json.dumps(
-        {"ds": zfs.dataset_name(test), "image": image_tag(test), "disk": disk_settings(test)}, sort_keys=True
-    )
+    key = {"ds": zfs.dataset_name(backing_test(test)), "image": image_tag(test), "disk": disk_settings(test)}
+    layers = guest_layers.Layers.of(test.params)
+    if layers.any:  # the layers are made once per configuration: another filesystem is another configuration
+        key["layers"] = {"fs": layers.fs, "luks": layers.luks}
+    return json.dumps(key, sort_keys=True)
 
 
 def image_create_argv(test: Test) -> list[str]:
-    """`qemu-img create` for an image backing (qcow2 cluster size, preallocation), on the test's dataset."""
+    """`qemu-img create` for an image backing (qcow2 cluster size, preallocation), on the test's dataset, sized
+    for what fio works on and the guest's layers (guest/layers.py: disk_bytes)."""
     p = test.params
     opts = []
     if p.get("backing") == "qcow2" and p.get("qcow2_cluster"):
@@ -379,7 +444,7 @@ def image_create_argv(test: Test) -> list[str]:
     argv = ["qemu-img", "create", "-q", "-f", fmt]
     if opts:
         argv += ["-o", ",".join(opts)]
-    return argv + [VmDiskKind.backing_path(test), str(test.target.size)]
+    return argv + [VmDiskKind.backing_path(test), str(backing_test(test).target.size)]
 
 
 def image_create_argv_text(test: Test) -> str:

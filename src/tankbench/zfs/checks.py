@@ -232,7 +232,10 @@ def run_validity(params: Mapping[str, Any], checks: Mapping[str, Any]) -> list[s
 
     - zfs.props_match false: the dataset/zvol did not have the properties the test asks for;
     - zfs.slog_present contradicts the test's `slog` axis;
-    - zfs.scan_active: a scrub or resilver was running when the run ended.
+    - zfs.scan_active: a scrub or resilver was running when the run ended;
+    - layers.verified false: the test guest's filesystem/LUKS were not what the test asks for;
+    - layers.marker_as_expected false: the guest's data reached the host in plaintext through LUKS, or did not
+      reach the backing at all without it.
     """
     reasons = []
     if checks.get("zfs.props_match") is False:
@@ -250,6 +253,14 @@ def run_validity(params: Mapping[str, Any], checks: Mapping[str, Any]) -> list[s
             )
     if checks.get("zfs.scan_active"):
         reasons.append(f"a {checks['zfs.scan_active']} was running on the pool when the run ended")
+    if checks.get("layers.verified") is False:
+        reasons.append(f"the guest's layers were not as asked: {'; '.join(checks.get('layers.problems') or [])}")
+    if checks.get("layers.marker_as_expected") is False:
+        reasons.append(
+            "a marker written in the guest was found in plaintext in the backing despite LUKS"
+            if checks.get("layers.luks")
+            else "a marker written in the guest did not reach the backing"
+        )
     return reasons
 
 
