@@ -1,7 +1,8 @@
 """vm-disk targets in the lab: the zvol-vs-qcow2 preset's quick form run through tankbench in a test guest
 booted inside the lab (nested TCG), killed with kill -9 in the middle (no guest may outlive it) and resumed (a
-fresh guest boots); the backing, qemu's settings and the sync check are recorded per run, and the report puts
-the backings side by side with the host."""
+fresh guest boots); the backing, qemu's settings and the sync check are recorded per run, the report puts the
+backings side by side with the host, and each backing's guest writes until the real pool is full (seed 003's
+pool-full experiment: what the guest saw, whether qemu paused and resumed it, whether its data is intact)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tankbench.hosts.lab import LabHost
 from tankbench.spec import load_spec
 from tests.conftest import ROOT, tankbench
 from tests.lab.conftest import LAB
+from tests.lab.fillcheck import MIB, assert_fill_runs
 
 GUEST_TESTS = {
     "zfs-vm-zvol-randwrite-4k-sync",
@@ -144,10 +146,22 @@ def test_zvol_vs_qcow2_quick_survives_kill_9_and_records_both_sides(lab: LabHost
         host = [r for r in rows if r["name"].startswith("zfs-zvol-") and r["status"] == "done"]
         assert len(host) == 2
         assert not _guest_processes(lab, guest), "the guest is powered off at the end of the run"
+        fills = [
+            (r["name"], r["params"], r["status"], r["checks"], r["metrics"])
+            for r in rows
+            if r["params"].get("workload") == "fill" and not r["warmup"]
+        ]
+        seen = assert_fill_runs(fills, 64 * MIB, 24 * MIB)
+        print(f"\nwhat each guest saw when the pool filled: {seen}")
+        assert set(seen) == {"zvol", "qcow2", "raw"}
+        listed = lab.run(["zfs", "list", "-H", "-o", "name", "-r", "tbvm"]).stdout.split()
+        assert not [n for n in listed if n.endswith("/fill-ballast")], listed  # nothing left filling the pool
         report = tmp_path / "report"
         html = (report / "index.html").read_text()
         assert "write random 4k, guest vs host: best is" in html  # the guest/host ratio per test case (seed 001)
         assert 'id="guests"' in html and "test guest: qemu TCG (emulated) inside it" in html
+        md = (report / "summary.md").read_text()
+        assert "## Pool full" in md
         doc = json.loads((report / "results.json").read_text())
         tables = doc["guest_tables"]
         assert sorted(t["workload"] for t in tables) == [
@@ -160,6 +174,7 @@ def test_zvol_vs_qcow2_quick_survives_kill_9_and_records_both_sides(lab: LabHost
                 assert r["sync_honoured"] == {"passed": 1, "runs": 1}, r
                 if r["side"] == "guest":
                     assert r["vs_host"] is not None and r["vs_host"]["factor"] > 0
+        assert len(doc["pool_full"]) == 3
         fp = list(doc["fingerprints"].values())
         assert len(fp) == 1 and fp[0]["guest_accelerator"] == "tcg" and fp[0]["guest_nested"] is True
     finally:

@@ -35,7 +35,7 @@ def test_every_preset_parses_and_expands(name: str, scale: str):
     tests = expand(spec)
     assert spec.name == name and tests
     if scale == "quick" and name == "zvol-vs-qcow2":
-        # a nested test guest (~2-4 min to boot in the lab) and ~40 s per guest run: about 11 minutes
+        # a nested test guest (~2-4 min to boot in the lab), ~40 s per guest run, three fills: about 13 minutes
         assert len(tests) * spec.repeats <= 16, len(tests) * spec.repeats
     elif scale == "quick" and name != "zvol-issues":
         # each quick form must run in the lab in about three minutes (~20 s per run under TCG)
