@@ -16,6 +16,24 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
+#: the longest test files, longest first (each boots nested test guests or a lab of its own): scripts/test runs
+#: pytest-xdist with two workers, one file per worker at a time, in this order, so the two longest start at once
+#: on different workers and the short files fill in around them
+LONG_FIRST = (
+    "tests/lab/test_vmdisk.py",
+    "tests/lab/test_presets.py",
+    "tests/lab/test_guest_layers.py",
+    "tests/lab/test_zfs_campaign.py",
+    "tests/lab/test_guest.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first; the others keep their order (a stable sort)."""
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).relative_to(ROOT).as_posix(), len(rank)))
+
+
 def zfs_fixture(name: str) -> str:
     """Text of a real OpenZFS output captured in the lab (tests/fixtures/zfs/)."""
     return (FIXTURES / "zfs" / name).read_text()
