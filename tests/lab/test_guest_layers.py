@@ -130,7 +130,8 @@ def assert_guest_layers(rows: Sequence[Row]) -> int:
             assert c["copy.guest_disk_write_bytes"] >= size, where  # through the layers onto the guest's disk
             assert c["copy.guest_source_read_bytes"] >= size, where  # the source was read from its disk
             assert c["copy.backing_allocated_after_bytes"] >= 0.9 * size, where
-            assert c["sync.guest_expects_durable"] is True, where
+            # the copy ends with the guest's sync: its flush reached the backing's ZIL on the host
+            assert c["sync.job_flushes"] is True and c["sync.honoured"] is True, (where, c.get("sync.note"))
     return checked
 
 

@@ -124,3 +124,25 @@ def test_sync_check_flags_seed_003s_long_final_fsync() -> None:
     assert _check(end_fsync_s=2.9)["sync.early_ack"] is False  # under 5 % of 60 s
     assert "sync.early_ack" not in _check(end_fsync_s=None)
     assert json.dumps(late)  # checks are journalled as JSON
+
+
+def test_copies_are_judged_in_a_guest_only() -> None:
+    from tankbench.targets.zfs_metrics import sync_checks
+
+    cp = model.Test(
+        number=1,
+        name="c",
+        target=Target(name="g", kind="vm-disk", size=1 << 26, pool="tb"),
+        params={"backing": "zvol", "workload": "cp", "copy_size": "32M", "guest_fs": "ext4"},
+        fio_options={},
+        runtime=0,
+        ramp=0,
+    )
+    m = {"copy.seconds": 12.0, "zil.commit_count": 3.0}
+    # in a guest the copy ends with the guest's sync: a flush that must reach the ZIL
+    out = sync_checks(cp, {"sync": "standard"}, m, {"drain_s": 0.5}, "none")
+    assert out["sync.job_flushes"] is True and out["sync.honoured"] is True
+    lost = sync_checks(cp, {"sync": "standard"}, dict(m, **{"zil.commit_count": 0.0}), {}, "none")
+    assert lost["sync.honoured"] is False
+    # on the host the drain is `zpool sync`: a txg, no ZIL record; nothing to judge
+    assert sync_checks(cp, {"sync": "standard"}, m, {"drain_s": 0.5}, None) == {}
