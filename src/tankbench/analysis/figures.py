@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.metrics import METRICS
@@ -254,9 +253,9 @@ def matrix_heatmaps(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> list[
                             d,
                             _best(
                                 [
-                                    t.mean(k)
+                                    m
                                     for t in tests
-                                    if str(t.axes().get("iodepth")) == d and t.mean(k) is not None
+                                    if str(t.axes().get("iodepth")) == d and (m := t.mean(k)) is not None
                                 ],
                                 k,
                             ),
@@ -279,7 +278,7 @@ def matrix_heatmaps(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> list[
     return out
 
 
-def _best(vals: list[Any], key: str) -> float | None:
+def _best(vals: list[float], key: str) -> float | None:
     if not vals:
         return None
     return max(vals) if METRICS[key].higher_is_better is not False else min(vals)

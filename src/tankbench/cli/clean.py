@@ -12,7 +12,7 @@ from tankbench.spec import load_spec
 from tankbench.targets.zfs import TAG, ZfsProvisioner
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "clean",
         help="destroy what a campaign created on ZFS (tagged only)",

@@ -120,7 +120,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         "cpus": args.cpus,
     }
     given = {k: v for k, v in asked.items() if v is not None}
-    running = vm.read_state(args.name)
+    running = state_mod.read_state(args.name)
     if running is not None and qemu.is_our_qemu(running.pid, args.name):
         differ = {k: v for k, v in given.items() if getattr(running.config, k) != v}
         if differ:

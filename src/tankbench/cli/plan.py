@@ -26,7 +26,7 @@ from tankbench.spec import Spec, expand, load_spec
 from tankbench.units import fmt_duration
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "plan",
         help="list the tests a campaign expands to",
@@ -157,7 +157,7 @@ def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, lear
     return "\n".join(lines)
 
 
-def export(tests: list, directory: str, campaign_id: str = "") -> None:
+def export(tests: list[Test], directory: str, campaign_id: str = "") -> None:
     """Write NNNN-job.fio and an executable NNNN-job.sh per test, and an index tests.tsv."""
     try:
         os.makedirs(directory, exist_ok=True)

@@ -33,7 +33,7 @@ def resolve_campaign(name: str) -> str:
     return preset_path(name) or name
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "presets",
         help="list the preset campaigns (one per seed experiment)",

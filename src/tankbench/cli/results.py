@@ -38,7 +38,7 @@ BASE_COLUMNS = [
 ]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "results",
         help="every run with every column",

@@ -11,7 +11,7 @@ from tankbench.runner import run_campaign, summary_line
 from tankbench.spec import load_spec
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "run",
         help="run a campaign (resumes where it stopped)",

@@ -10,6 +10,7 @@ from typing import Any
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
 from tankbench.journal import Journal
+from tankbench.model import Run
 
 
 def add_journal_args(p: argparse.ArgumentParser) -> None:
@@ -35,7 +36,7 @@ def open_journal(args: argparse.Namespace) -> Journal:
     return Journal.open_readonly(journal_path(args))
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "show",
         help="status of each test in a journal",
@@ -49,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def test_status(journal: Journal) -> list[dict[str, Any]]:
     """Per test: counts of runs by status, overall state and mean IOPS / MiB/s of measured (non warm-up) runs."""
     out = []
-    runs_by_test: dict[str, list] = {}
+    runs_by_test: dict[str, list[Run]] = {}
     for r in journal.iter_runs():
         runs_by_test.setdefault(r.test_id, []).append(r)
     for t in journal.tests():
