@@ -106,7 +106,8 @@ def assert_guest_runs(rows: list[dict[str, Any]]) -> None:
         params, checks, metrics = r["params"], r["checks"], r["metrics"]
         qemu = checks["guest.qemu"]
         # qemu's own view of the disk, read back over QMP: the backing and settings the test asked for
-        assert qemu["cache_mode"] == "none" and checks["guest.settings_match"], (name, qemu)
+        assert qemu["cache_mode"] == "none" and checks["guest.settings_match"], (name, qemu, checks)
+        assert qemu["model"] == "scsi-hd", (name, qemu)  # the quick form's bus, virtio-scsi
         assert qemu["driver"] == ("qcow2" if params["backing"] == "qcow2" else "raw"), (name, qemu)
         if params["backing"] == "qcow2":
             assert qemu["cluster_size"] == (8192 if params["qcow2_cluster"] == "8k" else 65536), (name, qemu)

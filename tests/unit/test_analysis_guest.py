@@ -4,6 +4,7 @@ the sync findings, and the same tables in every output."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import openpyxl
@@ -69,3 +70,35 @@ def test_setup_text_names_the_backing_then_the_settings(tmp_path: Path) -> None:
     texts = {t.name: setup_text(t) for t in a.dataset.tests}
     assert texts["zfs-vm-qcow2-8k-randwrite-4k-sync"].startswith("qcow2 cluster 8k, bus virtio-scsi")
     assert texts["zfs-zvol-randwrite-4k-sync"].startswith("zvol, volblocksize 8k")
+
+
+def test_a_disk_qemu_set_up_otherwise_is_an_error_naming_the_run(tmp_path: Path) -> None:
+    path = lab_vmdisk_journal(tmp_path)
+    assert not [w for w in analyse_journal(path).warnings if w.code == "qemu-settings-mismatch"]
+    with sqlite3.connect(path) as db:
+        row, checks = db.execute(
+            "SELECT id, checks FROM runs WHERE status = 'done' AND checks LIKE '%guest.qemu%' ORDER BY id LIMIT 1"
+        ).fetchone()
+        c = json.loads(checks)
+        c["guest.settings_match"] = False
+        c["guest.settings_mismatch"] = ["disk_cache none: qemu's cache mode is writeback"]
+        db.execute("UPDATE runs SET checks = ? WHERE id = ?", (json.dumps(c), row))
+    (w,) = [w for w in analyse_journal(path).warnings if w.code == "qemu-settings-mismatch"]
+    assert w.severity == "error" and w.run_rows == (row,) and len(w.test_ids) == 1
+
+
+def test_the_final_fsync_is_not_taken_for_a_runtime_that_differs(tmp_path: Path) -> None:
+    """fio counts end_fsync in its runtime (3 s of I/O + 1–2 s of fsync here): only an I/O phase of another
+    length than the campaign's runtime is a mismatch."""
+    path = lab_vmdisk_journal(tmp_path)
+    assert not [w for w in analyse_journal(path).warnings if w.code == "fio-runtime-mismatch"]
+    with sqlite3.connect(path) as db:
+        row, metrics = db.execute(
+            "SELECT id, metrics FROM runs WHERE status = 'done' AND metrics LIKE '%sync.end_fsync_s%' ORDER BY id"
+        ).fetchone()
+        m = json.loads(metrics)
+        assert m["fio.runtime_s"] - m["sync.end_fsync_s"] < m["fio.runtime_s"] - 0.9  # a real fsync tail
+        del m["sync.end_fsync_s"]
+        db.execute("UPDATE runs SET metrics = ? WHERE id = ?", (json.dumps(m), row))
+    (w,) = [w for w in analyse_journal(path).warnings if w.code == "fio-runtime-mismatch"]
+    assert w.run_rows == (row,)

@@ -7,6 +7,7 @@ from pathlib import Path
 from tankbench import model
 from tankbench.fio.jobs import job_text
 from tankbench.guest.layers import backing_test
+from tankbench.guest.testguest import BlockSettings
 from tankbench.spec import expand, load_spec
 from tankbench.targets import kinds
 from tankbench.targets.vmdisk import (
@@ -15,6 +16,7 @@ from tankbench.targets.vmdisk import (
     disk_id,
     disk_settings,
     image_create_argv,
+    settings_mismatches,
 )
 from tests.conftest import ROOT
 
@@ -198,3 +200,64 @@ def test_exported_scripts_describe_the_layers_and_the_copy(tmp_path: Path) -> No
     assert "#   /usr/bin/cp -- /mnt/tbsrc/copy-source.bin /mnt/" in cp and "drop_caches" in cp
     assert "echo 'run the copy inside the test guest (see above)'" in cp and "\nexec " not in cp
     assert f"zfs create -V {512 << 20} " in cp
+
+
+def _readback(**kw: object) -> BlockSettings:
+    """qemu's answer for a disk as block_settings builds it (values as QMP gives them), overridable."""
+    base: dict[str, object] = dict(
+        node="tbx",
+        device="dev-tbx",
+        driver="qcow2",
+        file="/tankbench/x.qcow2",
+        cache_mode="none",
+        cache={"writeback": True, "direct": True, "no-flush": False},
+        cluster_size=8192,
+        write_cache="on",
+        iothread=None,
+        werror="auto",
+        model="scsi-hd",
+    )
+    base.update(kw)
+    return BlockSettings(**base)  # type: ignore[arg-type]
+
+
+def test_qemus_readback_is_compared_with_every_setting_it_reports() -> None:
+    quick = _tests("quick")
+    q8 = next(t for t in quick if t.params.get("qcow2_cluster") == "8k")
+    assert settings_mismatches(q8, _readback()) == []
+    q64 = next(t for t in quick if t.params.get("qcow2_cluster") == "64k")
+    assert settings_mismatches(q64, _readback()) == ["qcow2_cluster 65536: the image has 8192"]
+    zvol = next(t for t in quick if t.params.get("backing") == "zvol")
+    assert settings_mismatches(zvol, _readback(driver="raw", cluster_size=None)) == []
+    assert settings_mismatches(zvol, _readback(driver="qcow2", cluster_size=None)) == ["format raw: qemu opened qcow2"]
+    # the full form's default bus: virtio-blk, on q35 (-pci) or microvm (-device); a SCSI disk is wrong
+    full = next(t for t in _tests() if t.params.get("qcow2_cluster") == "8k")
+    assert settings_mismatches(full, _readback(model="virtio-blk-pci")) == []
+    assert settings_mismatches(full, _readback(model="virtio-blk-device")) == []
+    assert settings_mismatches(full, _readback()) == ["bus virtio-blk: qemu's device is scsi-hd"]
+    wanted = dict(full.params, disk_cache="writeback", iothread=True, werror="report")
+    t = model.Test(
+        number=1, name="w", target=full.target, params=wanted, fio_options=full.fio_options, runtime=1, ramp=0
+    )
+    assert settings_mismatches(t, _readback(model="virtio-blk-pci")) == [
+        "disk_cache writeback: qemu's cache mode is none",
+        "iothread true: qemu's is none",
+        "werror report: qemu's is auto",
+    ]
+    ok = _readback(model="virtio-blk-pci", cache_mode="writeback", iothread="io-tbx", werror="report")
+    assert settings_mismatches(t, ok) == []
+
+
+def test_iothread_is_a_virtio_blk_axis_and_does_not_duplicate_scsi_tests(tmp_path: Path) -> None:
+    text = LAYERED.replace('bus = ["virtio-scsi"]', 'bus = ["virtio-blk", "virtio-scsi"]\niothread = [false, true]')
+    text = text.replace('guest_luks = [false, true]\nguest_fs = ["none", "ext4", "xfs"]\n', "")
+    text = text.replace('workload = ["fio", "cp", "rsync", "dd"]\n', "")
+    tests = _layered(tmp_path, text)
+    by_bus: dict[str, list[model.Test]] = {}
+    for t in tests:
+        by_bus.setdefault(str(t.params["bus"]), []).append(t)
+    # 2 backings; virtio-blk also x 2 iothread settings, virtio-scsi without the axis (and no duplicates)
+    assert {k: len(v) for k, v in by_bus.items()} == {"virtio-blk": 4, "virtio-scsi": 2}
+    assert all("iothread" not in t.params for t in by_bus["virtio-scsi"])
+    assert {disk_settings(t)["iothread"] for t in by_bus["virtio-blk"]} == {False, True}
+    assert len({t.id for t in tests}) == len(tests)

@@ -17,7 +17,7 @@ from tankbench.model import COPY_WORKLOADS, FILL, Fingerprint, test_case_for
 # The metric and check keys analysis reads for every run (the journal extracts only these: journals get large).
 # The figures themselves come from the registry (tankbench.metrics); these extra keys feed per-run validity checks.
 # ZFS checks (zfs.*, arc.*) are the same for every run of a test: they are read from its last measured run only.
-EXTRA_METRIC_KEYS = ("fio.runtime_s", "zfs.compressratio")
+EXTRA_METRIC_KEYS = ("fio.runtime_s", "sync.end_fsync_s", "zfs.compressratio")
 METRIC_KEYS = tuple(dict.fromkeys(raw_keys() + EXTRA_METRIC_KEYS))
 CHECK_KEYS = (
     "layout.sparse",
@@ -36,6 +36,8 @@ CHECK_KEYS = (
     "sync.early_ack",
     "sync.note",
     "sync.early_ack_note",
+    "guest.settings_match",
+    "guest.settings_mismatch",
     *FILL_CHECK_KEYS,
 )
 ZFS_KINDS = ("dataset", "zvol", "vm-disk")  # vm-disk: a guest's disk backed by a zvol or an image on a dataset

@@ -187,6 +187,7 @@ def check_runs_detail(ds: Dataset) -> Iterator[Warning]:
     unverified: list[tuple[TestSummary, int]] = []
     dirty: list[tuple[TestSummary, int]] = []
     short: list[tuple[TestSummary, int]] = []
+    qemu_wrong: list[tuple[TestSummary, int]] = []
     for t, r in ((x, r) for x in ds.tests for r in x.runs if r.status == "done"):
         c = r.extra
         if _sparse(c):
@@ -195,9 +196,13 @@ def check_runs_detail(ds: Dataset) -> Iterator[Warning]:
             compressible.append((t, r.row_id))
         if t.target_kind in ("file", "dataset") and not c.get("layout.verified"):
             unverified.append((t, r.row_id))
+        if c.get("guest.settings_match") is False:
+            qemu_wrong.append((t, r.row_id))
         if max(c.get("preflight.dirty_bytes") or 0, c.get("drain.dirty_end_bytes") or 0) > DIRTY_LIMIT:
             dirty.append((t, r.row_id))
         rt = c.get("fio.runtime_s")
+        if rt is not None:  # fio counts a job's final fsync (end_fsync) in its runtime: the I/O phase is shorter
+            rt -= c.get("sync.end_fsync_s") or 0.0
         steady_early = bool(c.get("steadystate.attained")) and rt is not None and rt < t.runtime  # campaign.ss
         if rt is not None and t.runtime and abs(rt - t.runtime) > 0.1 * t.runtime + 0.5 and not steady_early:
             short.append((t, r.row_id))
@@ -232,10 +237,19 @@ def check_runs_detail(ds: Dataset) -> Iterator[Warning]:
             "raise the drain timeout or add a pause between tests",
         ),
         (
+            "qemu-settings-mismatch",
+            "error",
+            qemu_wrong,
+            "qemu reports other settings for the guest's disk than the test asked for (bus, format, qcow2 cluster, "
+            "cache mode, iothread or werror; the run's check guest.settings_mismatch says which): its numbers "
+            "belong to the settings qemu used",
+            "check the qemu version on the host (`tankbench show` the run) and file an issue with its checks",
+        ),
+        (
             "fio-runtime-mismatch",
             "warning",
             short,
-            "fio's runtime differs from the configured runtime",
+            "fio's runtime (less its final fsync) differs from the configured runtime",
             "check fio's stderr; a short runtime means fio stopped early (size reached or error)",
         ),
     ):

@@ -212,6 +212,7 @@ class BlockSettings:
     write_cache: str  # the device's write-cache property ("on"/"off"/"auto")
     iothread: str | None
     werror: str = ""  # the device's werror property ("auto": the block backend's default, enospc)
+    model: str = ""  # the device's QOM type: virtio-blk-pci (q35), virtio-blk-device (microvm), scsi-hd
 
 
 class TestGuest:
@@ -544,6 +545,7 @@ class TestGuest:
                 continue
             qdev = f"/machine/peripheral/dev-{node}"
             wce = self.qmp("qom-get", path=qdev, property="write-cache")
+            model = self.qmp("qom-get", path=qdev, property="type")
             werror = self.qmp("qom-get", path=qdev, property="werror")
             iothread = None
             if self.disks[node].bus == "virtio-blk":
@@ -561,6 +563,7 @@ class TestGuest:
                 write_cache=str(wce),
                 iothread=iothread,
                 werror=str(werror),
+                model=str(model),
             )
         return out
 

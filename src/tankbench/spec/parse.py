@@ -1045,6 +1045,15 @@ def _vm_axes(ctx: _Ctx, out: Mapping[str, tuple[Any, ...]]) -> None:
                 f"applies only to backing = {' or '.join(needs)}, and the matrix has backing = {list(backings)}",
                 f'add "{needs[0]}" to matrix.backing, or remove the axis',
             )
+    buses = out.get("bus", ("virtio-blk",))
+    if True in out.get("iothread", ()) and "virtio-blk" not in buses:
+        raise ctx.err(
+            "matrix.iothread",
+            list(out["iothread"]),
+            f"applies only to bus = virtio-blk, and the matrix has bus = {list(buses)} (tankbench hot-plugs "
+            "virtio-scsi disks on the guest's one SCSI controller, which has no iothread of its own)",
+            'add "virtio-blk" to matrix.bus, or remove the axis',
+        )
 
 
 def _match_value(ctx: _Ctx, key: str, axis: str, v: object, targets: tuple[Target, ...]) -> Any:

@@ -27,6 +27,7 @@ from tankbench.targets.zfsbase import ZfsKind
 from tankbench.units import fmt_size
 
 if TYPE_CHECKING:
+    from tankbench.guest.testguest import BlockSettings
     from tankbench.targets.vmfill import FillRun
 
 BACKINGS = ("zvol", "qcow2", "raw")
@@ -54,7 +55,10 @@ class VmDiskKind(ZfsKind):
     @classmethod
     def adjust(cls, params: Mapping[str, Any]) -> dict[str, Any]:
         backing = str(params.get("backing", "zvol"))
-        return {k: v for k, v in params.items() if k not in ONLY_FOR or backing in ONLY_FOR[k]}
+        kept = {k: v for k, v in params.items() if k not in ONLY_FOR or backing in ONLY_FOR[k]}
+        if kept.get("bus") == "virtio-scsi":  # hot-plugged on the one SCSI controller: no iothread per disk
+            kept.pop("iothread", None)
+        return kept
 
     @classmethod
     def fio_filename(cls, test: Test) -> str:
@@ -379,14 +383,19 @@ class VmDiskKind(ZfsKind):
         st = self.guest.block_settings().get(self.attached[1])
         if st is not None:
             c["guest.qemu"] = {
+                "model": st.model,
                 "driver": st.driver,
                 "cache_mode": st.cache_mode,
                 "write_cache": st.write_cache,
                 "cluster_size": st.cluster_size,
                 "iothread": st.iothread,
+                "werror": st.werror,
                 "file": st.file,
             }
-            c["guest.settings_match"] = st.cache_mode == disk_settings(test)["cache"]
+            wrong = settings_mismatches(test, st)
+            c["guest.settings_match"] = not wrong
+            if wrong:
+                c["guest.settings_mismatch"] = wrong
         return m, c, s
 
     @classmethod
@@ -418,6 +427,39 @@ def disk_settings(test: Test) -> dict[str, Any]:
         "l2_cache": parse_size(str(l2)) if l2 else None,
         **({"werror": str(p["werror"])} if "werror" in p else {}),  # absent: qemu's default (enospc)
     }
+
+
+#: the QOM type qemu gives a disk on each bus (virtio-blk: -pci on q35/pc, -device on microvm's virtio-mmio)
+BUS_MODELS = {"virtio-blk": ("virtio-blk-pci", "virtio-blk-device"), "virtio-scsi": ("scsi-hd",)}
+#: qcow2's cluster size when the campaign does not set one
+QCOW2_DEFAULT_CLUSTER = 65536
+
+
+def settings_mismatches(test: Test, st: BlockSettings) -> list[str]:
+    """What qemu reports for the test's disk that differs from what the test asked (empty: all took effect):
+    the device model (bus), image format, qcow2 cluster size, cache mode, iothread (virtio-blk: per device) and
+    write-error policy. aio and the L2 cache size are not in what QMP reports, so they are not compared. Pure."""
+    from tankbench.units import parse_size
+
+    want = disk_settings(test)
+    p = test.params
+    out = []
+    if st.model not in BUS_MODELS.get(want["bus"], ()):
+        out.append(f"bus {want['bus']}: qemu's device is {st.model or 'unknown'}")
+    fmt = "qcow2" if p.get("backing") == "qcow2" else "raw"
+    if st.driver != fmt:
+        out.append(f"format {fmt}: qemu opened {st.driver or 'unknown'}")
+    if fmt == "qcow2":
+        cluster = parse_size(str(p["qcow2_cluster"])) if p.get("qcow2_cluster") else QCOW2_DEFAULT_CLUSTER
+        if st.cluster_size != cluster:
+            out.append(f"qcow2_cluster {cluster}: the image has {st.cluster_size}")
+    if st.cache_mode != want["cache"]:
+        out.append(f"disk_cache {want['cache']}: qemu's cache mode is {st.cache_mode}")
+    if want["bus"] == "virtio-blk" and bool(st.iothread) != want["iothread"]:
+        out.append(f"iothread {str(want['iothread']).lower()}: qemu's is {st.iothread or 'none'}")
+    if "werror" in want and st.werror != want["werror"]:
+        out.append(f"werror {want['werror']}: qemu's is {st.werror or 'unknown'}")
+    return out
 
 
 def config_key(test: Test) -> str:
