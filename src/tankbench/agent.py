@@ -10,6 +10,10 @@ hosts/base.py: it is never installed as a file); then one JSON request line on s
 Ops: probe, prepare_file, prepare_raw, fio_run, cooldown, end_pids, dirs, key, noise.
 """
 
+# annotations stay unevaluated strings: the agent runs on whatever python3 >= 3.7 a host has, so they may use
+# newer syntax (dict[str, int], X | None), while the typing names used at run time exist since 3.7
+from __future__ import annotations
+
 import glob
 import json
 import os
@@ -20,17 +24,45 @@ import sys
 import threading
 import time
 import zlib
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:  # typing-only names (TypedDict is 3.8+): never imported on the host
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import TypedDict
+
+    #: device name -> (reads, read_sectors, writes, write_sectors), from /proc/diskstats
+    DiskStats = dict[str, tuple[int, int, int, int]]
+
+    class Measure(TypedDict):
+        """What _measure_file found about one test file."""
+
+        apparent: int
+        allocated: int
+        data: int | None
+        ratio: float
+        zeros: float
+
+    class Snapshot(TypedDict):
+        """One Sampler reading of the kernel's counters."""
+
+        t: float
+        stat: dict[str, Any]
+        disk: DiskStats
+        mem: dict[str, int]
+        load: tuple[float, float, float]
+        arc: dict[str, int]
+
 
 #: where the kernel's views are; tests point these at fake trees (tests/unit/test_agent_*.py)
 PROC = "/proc"
 SYS = "/sys"
 
-_children = []  # type: list[int]  # process groups started by this agent
+_children: list[int] = []  # process groups started by this agent
 _lock = threading.Lock()
 _stdout_lock = threading.Lock()
 
 
-def emit(event, **fields):
+def emit(event: str, **fields: Any) -> None:
     """Print one event line (thread-safe)."""
     fields["event"] = event
     with _stdout_lock:
@@ -38,7 +70,7 @@ def emit(event, **fields):
         sys.stdout.flush()
 
 
-def _end_children():
+def _end_children() -> None:
     with _lock:
         pids = list(_children)
     for pid in pids:
@@ -53,7 +85,7 @@ def _end_children():
 _stop = threading.Event()  # set by a {"stop": true} line after the request (an observing fio_run ends)
 
 
-def _watch_stdin():
+def _watch_stdin() -> None:
     """EOF on stdin means our parent is gone: stop what we started and exit. A {"stop": true} line ends an
     observing fio_run (the job ran elsewhere, e.g. in a test guest)."""
     buf = b""
@@ -77,7 +109,11 @@ def _watch_stdin():
 
 
 # ---------------------------------------------------------------- /proc readers
-def read_text(path, default=""):
+@overload
+def read_text(path: str, default: str = ...) -> str: ...
+@overload
+def read_text(path: str, default: None) -> str | None: ...
+def read_text(path: str, default: str | None = "") -> str | None:
     try:
         with open(path) as f:
             return f.read()
@@ -85,7 +121,7 @@ def read_text(path, default=""):
         return default
 
 
-def meminfo(root=""):
+def meminfo(root: str = "") -> dict[str, int]:
     out = {}
     for line in read_text(root + PROC + "/meminfo").splitlines():
         parts = line.split()
@@ -95,13 +131,14 @@ def meminfo(root=""):
     return out
 
 
-def loadavg(root=""):
+def loadavg(root: str = "") -> tuple[float, float, float]:
     parts = read_text(root + PROC + "/loadavg", "0 0 0 0/0 0").split()
     return float(parts[0]), float(parts[1]), float(parts[2])
 
 
-def procstat():
-    out = {}
+def procstat() -> dict[str, Any]:
+    """/proc/stat: "cpu" -> [user nice system idle iowait irq softirq steal] jiffies, the other fields -> int."""
+    out: dict[str, Any] = {}
     for line in read_text(PROC + "/stat").splitlines():
         parts = line.split()
         if not parts:
@@ -115,7 +152,7 @@ def procstat():
     return out
 
 
-def diskstats(names, root=""):
+def diskstats(names: Iterable[str], root: str = "") -> DiskStats:
     """{name: (reads, read_sectors, writes, write_sectors)} for the named devices."""
     out = {}
     wanted = set(names)
@@ -126,7 +163,7 @@ def diskstats(names, root=""):
     return out
 
 
-def vmstat():
+def vmstat() -> dict[str, int]:
     """/proc/vmstat counters (pswpin/pswpout: pages swapped in/out since boot)."""
     out = {}
     for line in read_text(PROC + "/vmstat").splitlines():
@@ -136,7 +173,7 @@ def vmstat():
     return out
 
 
-def arcstats():
+def arcstats() -> dict[str, int]:
     out = {}
     text = read_text(PROC + "/spl/kstat/zfs/arcstats")
     for line in text.splitlines()[2:]:
@@ -150,14 +187,14 @@ def arcstats():
 
 
 # ---------------------------------------------------------------- devices
-def _sys_block_name(major, minor):
+def _sys_block_name(major: int, minor: int) -> str | None:
     link = SYS + "/dev/block/%d:%d" % (major, minor)
     if not os.path.exists(link):
         return None
     return os.path.realpath(link)
 
 
-def physical_devices(path):
+def physical_devices(path: str) -> list[str]:
     """Whole disks under a path (a block device or a file's filesystem); [] when there are none (tmpfs, zfs)."""
     try:
         st = os.stat(path)
@@ -168,7 +205,7 @@ def physical_devices(path):
     return _disks_of(sysdir) if sysdir else []
 
 
-def _disks_of(sysdir, depth=0):
+def _disks_of(sysdir: str, depth: int = 0) -> list[str]:
     if depth > 8:
         return []
     name = os.path.basename(sysdir)
@@ -176,16 +213,16 @@ def _disks_of(sysdir, depth=0):
         return _disks_of(os.path.dirname(sysdir), depth + 1)
     slaves = os.path.join(sysdir, "slaves")
     if os.path.isdir(slaves) and os.listdir(slaves):
-        out = []
+        out: list[str] = []
         for s in sorted(os.listdir(slaves)):
             out += _disks_of(os.path.realpath(os.path.join(slaves, s)), depth + 1)
         return sorted(set(out))
     return [name]
 
 
-def block_info(path):
+def block_info(path: str) -> dict[str, Any]:
     """What the safety check needs about a block device: mounts, holders, partitions, signatures."""
-    info = {"path": path, "exists": os.path.exists(path)}
+    info: dict[str, Any] = {"path": path, "exists": os.path.exists(path)}
     if not info["exists"]:
         return info
     st = os.stat(path)
@@ -200,7 +237,7 @@ def block_info(path):
     info["size_bytes"] = int(read_text(os.path.join(sysdir or "", "size"), "0") or 0) * 512 if sysdir else 0
     holders = os.path.join(sysdir or "", "holders")
     info["holders"] = sorted(os.listdir(holders)) if sysdir and os.path.isdir(holders) else []
-    parts = []
+    parts: list[str] = []
     if sysdir:
         for entry in sorted(os.listdir(sysdir)):
             if entry.startswith(name) and os.path.exists(os.path.join(sysdir, entry, "partition")):
@@ -208,8 +245,8 @@ def block_info(path):
     info["partitions"] = parts
     majmin = {"%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))}
     for p in parts:
-        majmin.add(read_text(os.path.join(sysdir, p, "dev")).strip())
-    mounts = []
+        majmin.add(read_text(os.path.join(sysdir or "", p, "dev")).strip())  # parts come from sysdir
+    mounts: list[str] = []
     for line in read_text(PROC + "/self/mountinfo").splitlines():
         f = line.split()
         if len(f) > 4 and f[2] in majmin:
@@ -220,7 +257,7 @@ def block_info(path):
         if f and os.path.realpath(f[0]) in devnames:
             mounts.append("[swap]")
     info["mounts"] = mounts
-    sigs = []
+    sigs: list[str] = []
     for dev in [real] + ["/dev/" + p for p in parts]:
         try:
             out = subprocess.run(["blkid", "-p", "-o", "export", dev], capture_output=True, text=True, timeout=30)
@@ -244,7 +281,7 @@ class UnsafePath(Exception):
     """A directory tankbench keeps job files or keys in could be changed by another user."""
 
 
-def state_root():
+def state_root() -> str:
     """Where this host's user keeps tankbench's job files and keys: ~/.cache/tankbench of the user the agent
     runs as (from the password database, not $HOME, which sudo may carry over from another user)."""
     import pwd
@@ -258,7 +295,7 @@ def state_root():
     return os.path.join(home, ".cache", "tankbench")
 
 
-def _check_ancestors(path):
+def _check_ancestors(path: str) -> None:
     """Every directory above `path` must be owned by root or us and not writable by others (unless
     sticky, like /tmp: then only the owner of the entry below may replace it, and that is checked next)."""
     uid = os.geteuid()
@@ -275,7 +312,7 @@ def _check_ancestors(path):
             raise UnsafePath("%s is writable by group or others (mode %o)" % (d, stat.S_IMODE(st.st_mode)))
 
 
-def secure_dir(path):
+def secure_dir(path: str) -> str:
     """Create `path` (mode 0700) if needed and prove only this user can change what is in it; return its
     real path. Raise UnsafePath for a symlink, a non-directory, another owner or an unsafe ancestor."""
     uid = os.geteuid()
@@ -296,7 +333,7 @@ def secure_dir(path):
     return os.path.realpath(path)
 
 
-def op_dirs(req):
+def op_dirs(req: dict[str, Any]) -> None:
     """Secure the named subdirectories of state_root() (e.g. "work", "keys") and return their paths."""
     root = req.get("root") or state_root()
     try:
@@ -311,7 +348,7 @@ def op_dirs(req):
     emit("result", dirs=dirs)
 
 
-def op_key(req):
+def op_key(req: dict[str, Any]) -> None:
     """Ensure (or remove) a 32-byte raw ZFS key file, mode 0600, in a secure directory."""
     directory = secure_dir(req["dir"])
     name = req["name"]
@@ -345,7 +382,7 @@ def op_key(req):
 
 
 # ---------------------------------------------------------------- ops
-def op_probe(req):
+def op_probe(req: dict[str, Any]) -> None:
     """Fingerprint facts, plus what the runner needs to know about each path it will use."""
     uname = os.uname()
     cpu_model = ""
@@ -357,27 +394,27 @@ def op_probe(req):
         fio = subprocess.run(["fio", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
     except OSError:
         fio = ""
-    osrel = {}
+    osrel: dict[str, str] = {}
     for line in read_text("/etc/os-release").splitlines():
         if "=" in line:
             k, v = line.split("=", 1)
             osrel[k] = v.strip('"')
     zfs_version = read_text(SYS + "/module/zfs/version").strip()
-    zfs_params = {}
+    zfs_params: dict[str, str] = {}
     pdir = SYS + "/module/zfs/parameters"
     if zfs_version and os.path.isdir(pdir):
         for name in sorted(os.listdir(pdir)):
             zfs_params[name] = read_text(os.path.join(pdir, name)).strip()
-    paths = {}
+    paths: dict[str, dict[str, Any]] = {}
     for p in req.get("paths", []):
-        entry = {"exists": os.path.exists(p), "is_dir": os.path.isdir(p)}
+        entry: dict[str, Any] = {"exists": os.path.exists(p), "is_dir": os.path.isdir(p)}
         parent = os.path.dirname(p.rstrip("/")) or "/"
         entry["parent_is_dir"] = os.path.isdir(parent)
         entry["writable"] = os.access(p if entry["exists"] else parent, os.W_OK)
         entry["devices"] = physical_devices(p if entry["exists"] else parent)
         paths[p] = entry
     blocks = {p: block_info(p) for p in req.get("block_devices", [])}
-    models = {}
+    models: dict[str, str] = {}
     for p in list(paths.values()):
         for d in p["devices"]:
             models[d] = read_text(SYS + "/block/%s/device/model" % d).strip()
@@ -412,7 +449,7 @@ def op_probe(req):
     )
 
 
-def _sample_layout(path, size, samples=16, chunk=65536):
+def _sample_layout(path: str, size: int, samples: int = 16, chunk: int = 65536) -> tuple[float, float]:
     """(compressed/original size, fraction of zero bytes) of evenly spread samples, read once.
     A ratio near 1.0 means incompressible data: the file or region really holds written random blocks."""
     raw = comp = zeros = 0
@@ -431,14 +468,14 @@ def _sample_layout(path, size, samples=16, chunk=65536):
 BLOCK = 4096
 
 
-def layout_block_source(layout):
+def layout_block_source(layout: str) -> Callable[[int], bytes]:
     """A function n -> bytes producing the layout's data (n a multiple of 4 KiB, or the tail)."""
     if layout == "zero":
         return lambda n: bytes(n)
     if layout.startswith("compressible:"):
         keep = BLOCK * (100 - int(layout.split(":")[1].rstrip("%"))) // 100
 
-        def compressible(n):
+        def compressible(n: int) -> bytes:
             out = bytearray(n)
             for off in range(0, n, BLOCK):
                 m = min(keep, n - off)
@@ -449,14 +486,14 @@ def layout_block_source(layout):
     return os.urandom
 
 
-def expected_ratio(layout):
+def expected_ratio(layout: str) -> tuple[float, float]:
     """The sample compress ratio (zlib level 1) a correctly laid-out file shows, and the tolerance."""
     if layout.startswith("compressible:"):
         return (100 - int(layout.split(":")[1].rstrip("%"))) / 100.0, 0.1
     return {"random": (1.0, 0.1), "zero": (0.0, 0.05), "unwritten": (0.0, 0.05)}[layout]
 
 
-def data_bytes(path, size):
+def data_bytes(path: str, size: int) -> int | None:
     """Bytes of the file that are data, not holes (SEEK_DATA/SEEK_HOLE); None where the filesystem cannot say.
     Compressed blocks are data: this tells holes (a sparse, never-written file) from compression."""
     total = 0
@@ -478,12 +515,12 @@ def data_bytes(path, size):
     return total
 
 
-def zfs_dataset_of(path):
+def zfs_dataset_of(path: str) -> tuple[str, str] | tuple[None, None]:
     """(dataset, pool) holding a file (from the mount table) or a zvol device path; (None, None) if not ZFS."""
     if path.startswith("/dev/zvol/"):
         ds = path[len("/dev/zvol/") :]
         return ds, ds.split("/")[0]
-    best = ("", None)
+    best: tuple[str, str | None] = ("", None)
     real = os.path.realpath(path)
     for line in read_text("/proc/self/mountinfo").splitlines():
         f = line.split(" - ")
@@ -497,7 +534,7 @@ def zfs_dataset_of(path):
     return best[1], best[1].split("/")[0]
 
 
-def zfs_space(dataset):
+def zfs_space(dataset: str) -> dict[str, Any]:
     """The dataset's (or zvol's) space figures from `zfs get -Hp`: used, logicalused, referenced, … ({} on error)."""
     props = "used,logicalused,referenced,logicalreferenced,compressratio,compression,volsize"
     try:
@@ -506,7 +543,7 @@ def zfs_space(dataset):
         )
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    out = {}
+    out: dict[str, Any] = {}  # int for a number, else str (e.g. compression, compressratio)
     for line in cp.stdout.splitlines():
         k, _, v = line.partition("\t")
         if v and v != "-":
@@ -514,14 +551,14 @@ def zfs_space(dataset):
     return out
 
 
-def _run_quiet(argv, timeout=600):
+def _run_quiet(argv: Sequence[str], timeout: float = 600) -> None:
     try:
         subprocess.run(argv, timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         pass
 
 
-def _flush(sync_cmd, max_s=600.0):
+def _flush(sync_cmd: Sequence[str] | None, max_s: float = 600.0) -> None:
     """`sync`, then e.g. `zpool sync POOL`: ZFS updates st_blocks (and space figures) only when the txg holding
     the writes has synced."""
     for argv in (["sync"], sync_cmd):
@@ -529,7 +566,7 @@ def _flush(sync_cmd, max_s=600.0):
             _run_quiet(argv, max_s)
 
 
-def _settled_stat(path, max_s=10.0):
+def _settled_stat(path: str, max_s: float = 10.0) -> os.stat_result:
     """stat() once st_blocks stops changing (after a flush it is final; a short poll guards against a txg that
     was still syncing). Compressed files never reach their apparent size on disk: never wait for that."""
     t0 = time.monotonic()
@@ -543,7 +580,7 @@ def _settled_stat(path, max_s=10.0):
     return st
 
 
-def _measure_file(path, settle=False):
+def _measure_file(path: str, settle: bool = False) -> Measure:
     """What a file really is: apparent, allocated and data (not hole) bytes, sampled content."""
     st = _settled_stat(path) if settle else os.stat(path)
     data = data_bytes(path, st.st_size)
@@ -551,7 +588,7 @@ def _measure_file(path, settle=False):
     return {"apparent": st.st_size, "allocated": st.st_blocks * 512, "data": data, "ratio": ratio, "zeros": zeros}
 
 
-def _file_ok(m, size, layout, zero_holes=False):
+def _file_ok(m: Measure, size: int, layout: str, zero_holes: bool = False) -> tuple[bool, str]:
     """(verified, why not) for one measured file against its layout. `zero_holes`: the filesystem stores zero
     blocks as holes (ZFS with compression on), so a zero layout has no data blocks there."""
     want, tol = expected_ratio(layout)
@@ -572,7 +609,7 @@ def _file_ok(m, size, layout, zero_holes=False):
     return True, ""
 
 
-def _write_file(path, size, layout):
+def _write_file(path: str, size: int, layout: str) -> None:
     if layout == "unwritten":  # what fio creates for a new file before it writes: size set, no blocks
         if os.path.exists(path):
             os.unlink(path)
@@ -594,14 +631,21 @@ def _write_file(path, size, layout):
         os.fsync(f.fileno())
 
 
-def layout_checks(layout, files, laid_out, seconds, zfs=None, notes=()):
+def layout_checks(
+    layout: str,
+    files: Sequence[Measure],
+    laid_out: bool,
+    seconds: float,
+    zfs: dict[str, Any] | None = None,
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
     """The checks every layout records: totals over the files, holes vs compression, the verdict."""
     apparent = sum(m["apparent"] for m in files)
     allocated = sum(m["allocated"] for m in files)
     known = all(m["data"] is not None for m in files)
-    data = sum(m["data"] for m in files) if known else None
+    data = sum(m["data"] or 0 for m in files) if known else None  # known: no file's data is None
     n = max(1, len(files))
-    c = {
+    c: dict[str, Any] = {
         "layout.mode": layout,
         "layout.files": len(files),
         "layout.apparent_bytes": apparent,
@@ -626,7 +670,7 @@ def layout_checks(layout, files, laid_out, seconds, zfs=None, notes=()):
     return c
 
 
-def op_prepare_file(req):
+def op_prepare_file(req: dict[str, Any]) -> None:
     """Lay out the test file(s) with the requested layout (random by default), then measure and verify them:
     apparent vs allocated vs data bytes (holes vs compression), sampled content, and on ZFS the dataset's
     logical vs physical space."""
@@ -639,11 +683,11 @@ def op_prepare_file(req):
             created_dir = True
     dataset, pool = zfs_dataset_of(paths[0])
     sync_cmd = req.get("sync_cmd") or (["zpool", "sync", pool] if pool else None)
-    zero_holes = bool(dataset) and zfs_space(dataset).get("compression", "off") != "off"
+    zero_holes = bool(dataset and zfs_space(dataset).get("compression", "off") != "off")
     laid_out = False
     t0 = time.monotonic()
     _flush(sync_cmd)
-    measured = []
+    measured: list[Measure | None] = []
     for path in paths:
         m = _measure_file(path) if os.path.exists(path) and not req.get("force") else None
         if m is None or not _file_ok(m, size, layout, zero_holes)[0]:
@@ -670,7 +714,7 @@ def op_prepare_file(req):
     )
 
 
-def _write_region(path, size, layout):
+def _write_region(path: str, size: int, layout: str) -> None:
     if layout == "unwritten":
         import fcntl
         import struct
@@ -694,7 +738,7 @@ def _write_region(path, size, layout):
         os.close(fd)
 
 
-def _region_ok(path, size, layout, space):
+def _region_ok(path: str, size: int, layout: str, space: dict[str, Any]) -> tuple[bool, str]:
     want, tol = expected_ratio(layout)
     ratio, zeros = _sample_layout(path, size)
     if layout == "unwritten":
@@ -715,7 +759,7 @@ def _region_ok(path, size, layout, space):
     return True, ""
 
 
-def op_prepare_raw(req):
+def op_prepare_raw(req: dict[str, Any]) -> None:
     """Lay out a confirmed raw device's test region or a zvol with the requested layout (random by default)
     unless samples show it already is; measure the device size and, for a zvol, logical vs physical bytes.
 
@@ -726,9 +770,10 @@ def op_prepare_raw(req):
     if layout == "unwritten" and not dataset:
         raise ValueError("layout unwritten needs a zvol: tankbench never discards a raw device's blocks")
 
-    def space():
+    def space() -> dict[str, Any]:
         if not dataset:
             return {}
+        assert pool is not None  # zfs_dataset_of gives a pool with every dataset
         _run_quiet(["sync"])
         _run_quiet(["zpool", "sync", pool])
         return zfs_space(dataset)
@@ -747,7 +792,7 @@ def op_prepare_raw(req):
     sp = space()
     ok, why = _region_ok(path, size, layout, sp)
     ratio, zeros = _sample_layout(path, size)
-    c = {
+    c: dict[str, Any] = {
         "layout.mode": layout,
         "layout.files": 1,
         "layout.device_bytes": device_bytes,
@@ -775,10 +820,10 @@ def op_prepare_raw(req):
 class Sampler:
     """1 Hz series of load, CPU, context switches, processes, dirty memory, device and ARC counters."""
 
-    def __init__(self, devices, interval=1.0):
+    def __init__(self, devices: Iterable[str], interval: float = 1.0) -> None:
         self.devices = list(devices)
         self.interval = interval
-        self.series = {
+        self.series: dict[str, list[float]] = {
             k: []
             for k in (
                 "t",
@@ -805,10 +850,10 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.cpu_s = 0.0
-        self.first = None
-        self.last = None
+        self.first: Snapshot | None = None
+        self.last: Snapshot | None = None
 
-    def snapshot(self):
+    def snapshot(self) -> Snapshot:
         return {
             "t": time.monotonic(),
             "stat": procstat(),
@@ -818,18 +863,18 @@ class Sampler:
             "arc": arcstats(),
         }
 
-    def __enter__(self):
+    def __enter__(self) -> Sampler:
         self.t0 = time.monotonic()
         self.first = self.prev = self.snapshot()
         self._thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
         self.last = self.snapshot()
 
-    def _loop(self):
+    def _loop(self) -> None:
         c0 = time.thread_time()
         while not self._stop.wait(self.interval):
             cur = self.snapshot()
@@ -837,7 +882,7 @@ class Sampler:
             self.prev = cur
         self.cpu_s = time.thread_time() - c0
 
-    def _record(self, a, b):
+    def _record(self, a: Snapshot, b: Snapshot) -> None:
         dt = max(1e-6, b["t"] - a["t"])
         s = self.series
         s["t"].append(round(b["t"] - self.t0, 3))
@@ -861,9 +906,10 @@ class Sampler:
             s["arc_hits_per_s"].append(round((b["arc"].get("hits", 0) - a["arc"].get("hits", 0)) / dt, 1))
             s["arc_misses_per_s"].append(round((b["arc"].get("misses", 0) - a["arc"].get("misses", 0)) / dt, 1))
 
-    def summary(self):
+    def summary(self) -> dict[str, float]:
         """Whole-run figures from the first and last snapshots (not from the rounded series)."""
         a, b, s = self.first, self.last, self.series
+        assert a is not None and b is not None, "Sampler.summary() is for after its with block"
         dt = max(1e-6, b["t"] - a["t"])
         m = {
             "sys.load1_start": a["load"][0],
@@ -889,7 +935,7 @@ class Sampler:
         return m
 
 
-def cpu_pct(a, b):
+def cpu_pct(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
     ca, cb = a.get("cpu", [0] * 8), b.get("cpu", [0] * 8)
     d = [y - x for x, y in zip(ca, cb)]
     total = sum(d) or 1
@@ -900,7 +946,7 @@ def cpu_pct(a, b):
     }
 
 
-def disk_delta(a, b, dt):
+def disk_delta(a: DiskStats, b: DiskStats, dt: float) -> dict[str, float]:
     r = w = rs = ws = 0
     for name, vb in b.items():
         va = a.get(name)
@@ -921,7 +967,7 @@ def disk_delta(a, b, dt):
     }
 
 
-def drain(max_s, threshold_bytes, sync_cmd=None):
+def drain(max_s: float, threshold_bytes: int, sync_cmd: Sequence[str] | None = None) -> tuple[float, int, int]:
     """Seconds until written data is durable: `sync` (and e.g. `zpool sync POOL`), then poll /proc/meminfo
     until dirty + writeback memory is below the threshold; bounded by max_s."""
     t0 = time.monotonic()
@@ -943,7 +989,7 @@ def drain(max_s, threshold_bytes, sync_cmd=None):
     return time.monotonic() - t0, start, left
 
 
-def capture(patterns):
+def capture(patterns: Iterable[str]) -> dict[str, str]:
     """{path: text} of the kernel files to read around a run; a pattern with `*` names every file it matches
     (per-dataset kstats: /proc/spl/kstat/zfs/<pool>/objset-*)."""
     out = {}
@@ -957,7 +1003,7 @@ def capture(patterns):
 IO_LOG_PREFIX = "tbio"
 
 
-def io_log_last(workdir):
+def io_log_last(workdir: str) -> dict[str, str]:
     """{log file name: its last line} of the per-job I/O logs fio wrote in `workdir` (fio/parse.py reads them)."""
     out = {}
     for path in sorted(glob.glob(os.path.join(workdir, IO_LOG_PREFIX + "_*.log"))):
@@ -967,7 +1013,7 @@ def io_log_last(workdir):
     return out
 
 
-def op_fio_run(req):
+def op_fio_run(req: dict[str, Any]) -> None:
     """Run fio (or a given command) once under a watchdog with samplers; measure wall time and drain; return everything."""
     workdir = req["workdir"]
     secure_dir(workdir)  # job.fio decides what fio runs (exec_prerun=...): nobody else may write here
@@ -991,7 +1037,7 @@ def op_fio_run(req):
             0
         ]
     files_before = capture(req.get("capture_files", []))
-    during = None
+    during: subprocess.Popen[bytes] | None = None
     if req.get("during_cmd"):
         during = subprocess.Popen(
             req["during_cmd"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
@@ -1051,7 +1097,7 @@ def op_fio_run(req):
     )
 
 
-def _run_job(argv, deadline, cwd=None):
+def _run_job(argv: Sequence[str], deadline: float, cwd: str | None = None) -> tuple[int, bytes, bool, int]:
     """Run fio (or a copy command) in a process group of its own under the watchdog deadline, in `cwd` (where
     fio writes the logs a job names relatively). Returns (exit status, stderr, timed out, pid)."""
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
@@ -1074,10 +1120,10 @@ def _run_job(argv, deadline, cwd=None):
     return proc.returncode, err, timed_out, proc.pid
 
 
-def op_noise(req):
+def op_noise(req: dict[str, Any]) -> None:
     """Facts about what else is going on before a run: the pool's `zpool status` (scrub/resilver), I/O on the
     given disks and swap traffic over a short window, load and dirty memory. Judged by tankbench.preflight."""
-    status = None
+    status: dict[str, Any] | None = None
     if req.get("pool"):
         try:
             cp = subprocess.run(["zpool", "status", req["pool"]], capture_output=True, text=True, timeout=60)
@@ -1103,7 +1149,7 @@ def op_noise(req):
     )
 
 
-def txg_pending(pool, root=""):
+def txg_pending(pool: str, root: str = "") -> int | None:
     """Bytes still to sync in the pool's txgs (dirty data of open, quiescing, waiting and syncing txgs);
     None when the kstat is missing (no ZFS, or no such pool)."""
     text = read_text(root + PROC + "/spl/kstat/zfs/%s/txgs" % pool, None)
@@ -1121,7 +1167,9 @@ def txg_pending(pool, root=""):
     return pending
 
 
-def _quiet_conditions(state, root, dirty_max, load1_max, pool):
+def _quiet_conditions(
+    state: dict[str, Any], root: str, dirty_max: float | None, load1_max: float | None, pool: str | None
+) -> dict[str, bool]:
     """Read memory, load and txgs once; record them in state; return {condition: met} for those asked for."""
     m = meminfo(root)
     state["dirty_bytes"] = m.get("Dirty", 0) + m.get("Writeback", 0)
@@ -1139,7 +1187,12 @@ def _quiet_conditions(state, root, dirty_max, load1_max, pool):
     return ok
 
 
-def cooldown_wait(req, root="", clock=time.monotonic, sleep=time.sleep):
+def cooldown_wait(
+    req: dict[str, Any],
+    root: str = "",
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> dict[str, Any]:
     """Wait until the host is quiet; return how long it waited and which condition ended the wait.
 
     Fixed mode: `fixed_s`, then until load1 and dirty + writeback memory are below their thresholds (at most
@@ -1156,10 +1209,10 @@ def cooldown_wait(req, root="", clock=time.monotonic, sleep=time.sleep):
     pool = req.get("pool") if auto else None
     idle_iops, idle_s = float(req.get("idle_iops", 5.0)), float(req.get("idle_s", 3.0))
     poll = float(req.get("poll_s", 1.0))
-    met_at = {}  # condition -> when it became (and stayed) true
+    met_at: dict[str, float] = {}  # condition -> when it became (and stayed) true
     idle_since = None
     prev = (clock(), diskstats(devices, root)) if devices else None
-    state = {}
+    state: dict[str, Any] = {}
     if fixed_s > 0:
         sleep(fixed_s)
     first = clock()
@@ -1196,12 +1249,12 @@ def cooldown_wait(req, root="", clock=time.monotonic, sleep=time.sleep):
     return state
 
 
-def op_cooldown(req):
+def op_cooldown(req: dict[str, Any]) -> None:
     """Wait until the host is quiet (see cooldown_wait) and report how long and why the wait ended."""
     emit("result", **cooldown_wait(req))
 
 
-def op_end_pids(req):
+def op_end_pids(req: dict[str, Any]) -> None:
     """End processes a crashed campaign left behind: only the given pids, only if still fio with our job."""
     ended = []
     for pid, marker in req.get("pids", []):
@@ -1228,7 +1281,7 @@ OPS = {
 }
 
 
-def _read_request_line():
+def _read_request_line() -> str:
     """The first line of stdin, read from the raw fd (a buffered reader's lock would stall interpreter exit)."""
     data = b""
     while not data.endswith(b"\n"):
@@ -1239,7 +1292,7 @@ def _read_request_line():
     return data.decode()
 
 
-def main():
+def main() -> int:
     line = _read_request_line()
     try:
         req = json.loads(line)

@@ -16,6 +16,11 @@ ssh connection dropped) ends qemu and then the controller; qemu also gets SIGKIL
 (prctl PR_SET_PDEATHSIG), so a guest never outlives the process that controls it.
 """
 
+# annotations stay unevaluated strings: like the agent, the controller runs on whatever python3 >= 3.7 the host
+# has, so they may use newer syntax (dict[str, Any], X | None), while the typing names used at run time exist
+# since 3.7
+from __future__ import annotations
+
 import base64
 import ctypes
 import io
@@ -30,15 +35,19 @@ import sys
 import tarfile
 import threading
 import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # typing-only names: never imported on the host
+    from collections.abc import Sequence
 
 PR_SET_PDEATHSIG = 1
-_qemu = None  # type: subprocess.Popen | None
+_qemu: subprocess.Popen[bytes] | None = None
 _out_lock = threading.Lock()
 #: set when stdin reached EOF (our owner is gone): the exit status is then 75, whichever thread exits first
 _orphaned = threading.Event()
 
 
-def emit(event, **fields):
+def emit(event: str, **fields: Any) -> None:
     """Print one event line."""
     fields["event"] = event
     with _out_lock:
@@ -46,7 +55,7 @@ def emit(event, **fields):
         sys.stdout.flush()
 
 
-def _die_with_parent():
+def _die_with_parent() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
@@ -54,7 +63,7 @@ def _die_with_parent():
     os.setsid()
 
 
-def end_qemu(grace=5.0):
+def end_qemu(grace: float = 5.0) -> None:
     """SIGTERM, then SIGKILL, the qemu this controller started."""
     proc = _qemu
     if proc is None or proc.poll() is not None:
@@ -67,7 +76,7 @@ def end_qemu(grace=5.0):
         proc.wait()
 
 
-def _read_stdin(requests):
+def _read_stdin(requests: queue.Queue[str]) -> None:
     for line in sys.stdin:
         line = line.strip()
         if line:
@@ -77,7 +86,7 @@ def _read_stdin(requests):
     os._exit(75)
 
 
-def _connect(path, timeout):
+def _connect(path: str, timeout: float) -> socket.socket:
     deadline = time.monotonic() + timeout
     while True:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -95,11 +104,11 @@ class Lines:
     """Lines from a stream socket, read through select(): a socket file object is unusable after one timed-out
     read ("cannot read from timed out object"), and a request that timed out must not end the channel."""
 
-    def __init__(self, sock):
+    def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = b""
 
-    def read(self, timeout):
+    def read(self, timeout: float) -> bytes | None:
         """The next line without its newline, or None after `timeout` seconds without a complete one."""
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buf:
@@ -121,26 +130,26 @@ class Qmp:
 
     EVENT_BACKLOG = 256
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.sock = _connect(path, 30)
         self.lines = Lines(self.sock)
-        self.events = []
+        self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self._message(30)  # greeting
         self.call("qmp_capabilities")
 
-    def _message(self, timeout):
+    def _message(self, timeout: float) -> dict[str, Any] | None:
         """The next JSON message from qemu, or None after `timeout` seconds without one."""
         line = self.lines.read(timeout)
         return None if line is None else json.loads(line)
 
-    def _keep(self, event):
+    def _keep(self, event: dict[str, Any]) -> None:
         self.events.append(event)
         del self.events[: -self.EVENT_BACKLOG]
 
-    def call(self, execute, arguments=None, timeout=120.0):
+    def call(self, execute: str, arguments: dict[str, Any] | None = None, timeout: float = 120.0) -> Any:
         """One command; its "return" value (RuntimeError with qemu's message on an error reply)."""
-        msg = {"execute": execute}
+        msg: dict[str, Any] = {"execute": execute}
         if arguments:
             msg["arguments"] = arguments
         with self.lock:
@@ -156,7 +165,7 @@ class Qmp:
                 elif "return" in reply:
                     return reply["return"]
 
-    def event(self, timeout):
+    def event(self, timeout: float) -> dict[str, Any] | None:
         """The oldest event not yet taken, waiting up to `timeout` seconds for one; None if none came."""
         with self.lock:
             if not self.events:
@@ -165,13 +174,13 @@ class Qmp:
                     self._keep(msg)
             return self.events.pop(0) if self.events else None
 
-    def forget_events(self):
+    def forget_events(self) -> None:
         """Drop the events kept so far (those of earlier requests)."""
         with self.lock:
             self.events.clear()
 
 
-def _event_time(ev):
+def _event_time(ev: dict[str, Any]) -> float:
     ts = ev.get("timestamp") or {}
     return round(ts.get("seconds", 0) + ts.get("microseconds", 0) / 1e6, 6) or round(time.time(), 6)
 
@@ -184,23 +193,24 @@ class PauseWatcher:
     default; stop: on any error); the guest's request simply waits, so the guest never notices. Runs in its
     own thread; the main thread is blocked reading the guest's channel meanwhile and never touches QMP."""
 
-    def __init__(self, qmp, argv, max_pauses=3, argv_timeout=300.0):
+    def __init__(self, qmp: Qmp, argv: Sequence[str] | None, max_pauses: int = 3, argv_timeout: float = 300.0) -> None:
         self.qmp = qmp
         self.argv = list(argv or [])
         self.max_pauses = int(max_pauses)
         self.argv_timeout = float(argv_timeout)
-        self.pauses = []
-        self.io_errors = {}  # (node, operation, action, reason, nospace) -> {..., "count", "first_at"}
-        self.errors_since_pause = []
+        self.pauses: list[dict[str, Any]] = []
+        # (node, operation, action, reason, nospace) -> {..., "count", "first_at"}
+        self.io_errors: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self.errors_since_pause: list[dict[str, Any]] = []
         self.failure = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self):
+    def start(self) -> None:
         self.qmp.forget_events()
         self._thread.start()
 
-    def stop(self):
+    def stop(self) -> dict[str, Any]:
         """End the watch (after the guest answered); the records."""
         self._stop.set()
         self._thread.join(timeout=60)
@@ -210,7 +220,7 @@ class PauseWatcher:
             "watch_error": self.failure,
         }
 
-    def _run(self):
+    def _run(self) -> None:
         try:
             if self.qmp.call("query-status").get("status") == "io-error":  # stopped before the watch began
                 self._paused(round(time.time(), 6))
@@ -225,7 +235,7 @@ class PauseWatcher:
         except Exception as e:  # the watch failed: say so in the result, never hang the request
             self.failure = f"{type(e).__name__}: {e}"
 
-    def _io_error(self, ev):
+    def _io_error(self, ev: dict[str, Any]) -> None:
         d = ev.get("data", {})
         key = (d.get("node-name", ""), d.get("operation", ""), d.get("action", ""), d.get("reason", ""))
         rec = self.io_errors.setdefault(
@@ -244,9 +254,9 @@ class PauseWatcher:
         if len(self.errors_since_pause) < 8:
             self.errors_since_pause.append(dict(d))
 
-    def _paused(self, at):
+    def _paused(self, at: float) -> None:
         """qemu stopped the VM on an I/O error: record, run the host command, resume."""
-        rec = {"at": at, "status": "io-error", "resumed": False}
+        rec: dict[str, Any] = {"at": at, "status": "io-error", "resumed": False}
         rec["io_status"] = {
             b["inserted"]["node-name"]: b.get("io-status", "")
             for b in self.qmp.call("query-block")
@@ -278,12 +288,12 @@ class PauseWatcher:
 class Channel:
     """The virtio-serial control channel: request lines out, "<id> <key> <b64>" lines back."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.sock = _connect(path, 30)
         self.lines = Lines(self.sock)
         self.next_id = 1
 
-    def line(self, timeout):
+    def line(self, timeout: float) -> list[str]:
         try:
             raw = self.lines.read(timeout)
         except OSError:
@@ -292,14 +302,14 @@ class Channel:
             raise TimeoutError(f"no answer from the guest within {timeout:.0f} s")
         return raw.decode(errors="replace").split(" ", 2)
 
-    def request(self, gop, payload, timeout):
+    def request(self, gop: str, payload: str, timeout: float) -> tuple[int, dict[str, str]]:
         """Send one request; its exit status and {file name: text} once the guest says END."""
         rid = str(self.next_id)
         self.next_id += 1
         data = base64.b64encode(payload.encode()).decode() or "-"
         self.sock.sendall(f"{rid} {gop} {data}\n".encode())
-        files = {}
-        chunks = None  # base64 lines of a FILES tar, while one is being received
+        files: dict[str, str] = {}
+        chunks: list[str] | None = None  # base64 lines of a FILES tar, while one is being received
         while True:
             parts = self.line(timeout)
             if chunks is not None and len(parts) == 1:  # base64 has no spaces; every protocol line has
@@ -317,7 +327,7 @@ class Channel:
                 return int(parts[2]), files
 
 
-def untar(data):
+def untar(data: bytes) -> dict[str, str]:
     """{member name: text} of an uncompressed tar."""
     out = {}
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -328,14 +338,14 @@ def untar(data):
     return out
 
 
-def cpu_seconds(pid):
+def cpu_seconds(pid: int) -> float:
     """utime + stime of a process, in seconds."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start(req):
+def start(req: dict[str, Any]) -> tuple[Channel, Qmp, dict[str, Any]]:
     """Start qemu; wait for the guest's READY line; return (channel, qmp, ready event fields)."""
     global _qemu
     run_dir = req["dir"]
@@ -365,8 +375,9 @@ def start(req):
     return chan, qmp, {"pid": _qemu.pid, "boot_s": round(time.monotonic() - t0, 2), "devices": devices}
 
 
-def handle(req, chan, qmp):
+def handle(req: dict[str, Any], chan: Channel, qmp: Qmp) -> dict[str, Any]:
     """One request after start; returns the result event's fields."""
+    assert _qemu is not None  # start() started it
     op = req.get("op")
     if op == "guest":
         t0 = time.monotonic()
@@ -399,8 +410,9 @@ def handle(req, chan, qmp):
     raise ValueError(f"unknown op {op!r}")
 
 
-def quit_guest(chan, timeout=60.0):
+def quit_guest(chan: Channel, timeout: float = 60.0) -> dict[str, int]:
     """Ask the guest to power off; end qemu if it does not exit in time."""
+    assert _qemu is not None  # start() started it
     try:
         chan.request("quit", "", 30)
     except (OSError, TimeoutError, ValueError):
@@ -413,8 +425,8 @@ def quit_guest(chan, timeout=60.0):
     return {"returncode": _qemu.returncode}
 
 
-def main():
-    requests = queue.Queue()
+def main() -> int:
+    requests: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_stdin, args=(requests,), daemon=True).start()
     first = json.loads(requests.get())
     try:
@@ -424,6 +436,7 @@ def main():
         end_qemu()
         message = f"{type(e).__name__}: {e}"
         if exited:
+            assert _qemu is not None  # exited says so
             with open(os.path.join(first["dir"], "qemu.log"), errors="replace") as f:
                 message = f"qemu exited with status {_qemu.returncode}: {f.read()[-1500:].strip()}"
         try:
@@ -433,6 +446,7 @@ def main():
             pass
         emit("error", message=message)
         return 1
+    assert _qemu is not None  # start() started it
     emit("ready", **ready)
     while True:
         req = json.loads(requests.get())
