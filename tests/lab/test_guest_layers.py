@@ -1,6 +1,6 @@
 """Guest layers and in-guest copies in the lab (nested TCG), through the CLI: ext4 on a zvol, xfs on LUKS2 on a
-qcow2 image, and a cp copy test, in one guest boot; the journal must prove that the layers existed and that
-fio and cp wrote through them to the host's backing."""
+qcow2 image, and cp, rsync and dd copy tests, in one guest boot; the journal must prove that the layers existed
+and that fio and the copies wrote through them to the host's backing."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ size = "64M"
 backing = ["zvol"]
 bus = ["virtio-scsi"]      # hot-plugs on microvm, the fastest nested boot
 guest_fs = ["ext4"]
-workload = ["fio", "cp"]
+workload = ["fio", "cp", "rsync", "dd"]
 rw = ["randwrite"]
 bs = ["4k"]
 iodepth = [4]
@@ -126,7 +126,9 @@ def assert_guest_layers(rows: Sequence[Row]) -> int:
         else:
             size = parse_size(str(p["copy_size"]))
             assert r["metrics"]["copy.bytes"] == size and r["metrics"]["copy.durable_bw_bytes"] > 0, where
-            assert c["copy.where"] == "guest" and c["copy.command"].endswith(c["layers.path"]), where
+            tool, dest = c["copy.command"].split()[0], c["layers.path"]
+            assert c["copy.where"] == "guest" and tool.rsplit("/", 1)[-1] == p["workload"], where  # GNU cp, rsync, dd
+            assert (f"of={dest}" if p["workload"] == "dd" else f" {dest}") in c["copy.command"], where
             assert c["copy.guest_disk_write_bytes"] >= size, where  # through the layers onto the guest's disk
             assert c["copy.guest_source_read_bytes"] >= size, where  # the source was read from its disk
             assert c["copy.backing_allocated_after_bytes"] >= 0.9 * size, where
@@ -135,7 +137,7 @@ def assert_guest_layers(rows: Sequence[Row]) -> int:
     return checked
 
 
-def test_guest_layers_and_a_copy_in_one_guest(lab: LabHost, tmp_path: Path) -> None:
+def test_guest_layers_and_copies_in_one_guest(lab: LabHost, tmp_path: Path) -> None:
     campaign = tmp_path / "guest-layers.toml"
     campaign.write_text(CAMPAIGN.format(lab=LAB))
     journal = tmp_path / "j.sqlite"
@@ -149,9 +151,11 @@ def test_guest_layers_and_a_copy_in_one_guest(lab: LabHost, tmp_path: Path) -> N
         assert {r["name"] for r in rows} == {
             "zfs-vm-zvol-randwrite-4k-ext4",
             "zfs-vm-zvol-copy-cp-32M-ext4",
+            "zfs-vm-zvol-copy-rsync-32M-ext4",
+            "zfs-vm-zvol-copy-dd-32M-ext4",
             "zfs-vm-qcow2-randwrite-4k-xfs-luks",
         }
-        assert assert_guest_layers(rows) == 3
+        assert assert_guest_layers(rows) == 5
         for r in rows:
             c = r["checks"]
             print(r["name"], {k: c.get(k) for k in ("layers.seconds", "layers.setup_s", "layout.seconds")})
