@@ -87,3 +87,25 @@ def short_tmp() -> Iterator[Path]:
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def tiny_initramfs(tmp: Path, userland: Path | None = None) -> Path:
+    """A test guest initramfs built from stand-ins (a 2-byte "busybox" and "fio", no modules), optionally with a
+    userland tree; its path."""
+    from tankbench.guest import initramfs
+
+    (tmp / "m").mkdir()
+    (tmp / "m" / "modules.dep").write_text("")
+    (tmp / "b").write_bytes(b"bb")
+    out = tmp / "i.img"
+    initramfs.build_initramfs(
+        out,
+        busybox=tmp / "b",
+        fio=tmp / "b",
+        init=b"x",
+        modules_dir=tmp / "m",
+        kernel_abi="k",
+        modules=[],
+        userland=userland,
+    )
+    return out

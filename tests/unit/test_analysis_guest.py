@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import openpyxl
 
 from tankbench.analysis.analyse import analyse_journal
+from tankbench.analysis.checks import Warning
 from tankbench.analysis.guest import CheckCount, setup_text
 from tankbench.reports.json import analysis_dict
 from tankbench.reports.markdown import summary_markdown
@@ -72,18 +75,38 @@ def test_setup_text_names_the_backing_then_the_settings(tmp_path: Path) -> None:
     assert texts["zfs-zvol-randwrite-4k-sync"].startswith("zvol, volblocksize 8k")
 
 
+def _warnings(path: str, code: str) -> list[Warning]:
+    return [w for w in analyse_journal(path).warnings if w.code == code]
+
+
+def _edit_first_run(path: str, column: str, key: str, edit: Callable[[dict[str, Any]], None]) -> int:
+    """Apply `edit` to the JSON `column` (checks or metrics) of the journal's first done run that has `key` in
+    it, write it back; the run's row id."""
+    db = sqlite3.connect(path)
+    try:
+        row, text = db.execute(
+            f"SELECT id, {column} FROM runs WHERE status = 'done' AND {column} LIKE ? ORDER BY id LIMIT 1",
+            (f"%{key}%",),
+        ).fetchone()
+        values = json.loads(text)
+        edit(values)
+        with db:
+            db.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (json.dumps(values), row))
+        return int(row)
+    finally:
+        db.close()
+
+
 def test_a_disk_qemu_set_up_otherwise_is_an_error_naming_the_run(tmp_path: Path) -> None:
     path = lab_vmdisk_journal(tmp_path)
-    assert not [w for w in analyse_journal(path).warnings if w.code == "qemu-settings-mismatch"]
-    with sqlite3.connect(path) as db:
-        row, checks = db.execute(
-            "SELECT id, checks FROM runs WHERE status = 'done' AND checks LIKE '%guest.qemu%' ORDER BY id LIMIT 1"
-        ).fetchone()
-        c = json.loads(checks)
+    assert not _warnings(path, "qemu-settings-mismatch")
+
+    def mismatch(c: dict[str, Any]) -> None:
         c["guest.settings_match"] = False
         c["guest.settings_mismatch"] = ["disk_cache none: qemu's cache mode is writeback"]
-        db.execute("UPDATE runs SET checks = ? WHERE id = ?", (json.dumps(c), row))
-    (w,) = [w for w in analyse_journal(path).warnings if w.code == "qemu-settings-mismatch"]
+
+    row = _edit_first_run(path, "checks", "guest.qemu", mismatch)
+    (w,) = _warnings(path, "qemu-settings-mismatch")
     assert w.severity == "error" and w.run_rows == (row,) and len(w.test_ids) == 1
 
 
@@ -91,14 +114,12 @@ def test_the_final_fsync_is_not_taken_for_a_runtime_that_differs(tmp_path: Path)
     """fio counts end_fsync in its runtime (3 s of I/O + 1–2 s of fsync here): only an I/O phase of another
     length than the campaign's runtime is a mismatch."""
     path = lab_vmdisk_journal(tmp_path)
-    assert not [w for w in analyse_journal(path).warnings if w.code == "fio-runtime-mismatch"]
-    with sqlite3.connect(path) as db:
-        row, metrics = db.execute(
-            "SELECT id, metrics FROM runs WHERE status = 'done' AND metrics LIKE '%sync.end_fsync_s%' ORDER BY id"
-        ).fetchone()
-        m = json.loads(metrics)
+    assert not _warnings(path, "fio-runtime-mismatch")
+
+    def no_fsync_figure(m: dict[str, Any]) -> None:
         assert m["fio.runtime_s"] - m["sync.end_fsync_s"] < m["fio.runtime_s"] - 0.9  # a real fsync tail
         del m["sync.end_fsync_s"]
-        db.execute("UPDATE runs SET metrics = ? WHERE id = ?", (json.dumps(m), row))
-    (w,) = [w for w in analyse_journal(path).warnings if w.code == "fio-runtime-mismatch"]
+
+    row = _edit_first_run(path, "metrics", "sync.end_fsync_s", no_fsync_figure)
+    (w,) = _warnings(path, "fio-runtime-mismatch")
     assert w.run_rows == (row,)

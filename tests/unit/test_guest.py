@@ -22,6 +22,7 @@ from tankbench.guest.testguest import (
     parse_stat,
 )
 from tankbench.hosts.local import LocalHost
+from tests.conftest import tiny_initramfs
 
 DEP = """kernel/fs/ext4/ext4.ko.xz: kernel/lib/crc16.ko.xz kernel/fs/mbcache.ko.xz kernel/fs/jbd2/jbd2.ko.xz
 kernel/lib/crc16.ko.xz:
@@ -284,19 +285,7 @@ def test_iothread_on_microvm_needs_kvm() -> None:
 
 
 def test_initramfs_is_uncompressed_by_default(tmp_path: Path) -> None:
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "modules.dep").write_text("")
-    (tmp_path / "b").write_bytes(b"bb")
-    out = tmp_path / "i.img"
-    initramfs.build_initramfs(
-        out,
-        busybox=tmp_path / "b",
-        fio=tmp_path / "b",
-        init=b"x",
-        modules_dir=tmp_path / "m",
-        kernel_abi="k",
-        modules=[],
-    )
+    out = tiny_initramfs(tmp_path)
     assert out.read_bytes().startswith(b"070701")
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tankbench.guest import initramfs, userland
-from tests.conftest import FIXTURES
+from tankbench.guest import userland
+from tests.conftest import FIXTURES, tiny_initramfs
 
 LDD = (FIXTURES / "guest" / "ldd-cryptsetup.txt").read_text()
 
@@ -75,20 +75,7 @@ def test_copy_tree_follows_soname_links_and_adds_debian_links(tmp_path: Path) ->
 def test_initramfs_holds_the_userland_at_its_debian_paths(tmp_path: Path) -> None:
     root, tree = _chroot(tmp_path), tmp_path / "tree"
     userland.copy_tree(root, tree, ["/usr/sbin/mke2fs", "/lib/x86_64-linux-gnu/libext2fs.so.2", "/etc/mke2fs.conf"])
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "modules.dep").write_text("")
-    (tmp_path / "b").write_bytes(b"bb")
-    out = tmp_path / "i.img"
-    initramfs.build_initramfs(
-        out,
-        busybox=tmp_path / "b",
-        fio=tmp_path / "b",
-        init=b"x",
-        modules_dir=tmp_path / "m",
-        kernel_abi="k",
-        modules=[],
-        userland=tree,
-    )
+    out = tiny_initramfs(tmp_path, userland=tree)
     names = subprocess.run(["cpio", "-it"], input=out.read_bytes(), capture_output=True, check=True).stdout.split()
     assert len(names) == len(set(names)), "no entry twice (lib and etc exist already)"
     listing = subprocess.run(["cpio", "-itv"], input=out.read_bytes(), capture_output=True, check=True).stdout.decode()
