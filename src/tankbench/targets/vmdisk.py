@@ -24,7 +24,7 @@ from tankbench.model import FILL, Target, Test, short_hash
 from tankbench.targets import zfs
 from tankbench.targets.base import Capture, Workspace
 from tankbench.targets.zfsbase import ZfsKind
-from tankbench.units import fmt_size
+from tankbench.units import fmt_size, parse_size
 
 if TYPE_CHECKING:
     from tankbench.guest.testguest import BlockSettings
@@ -415,8 +415,6 @@ def image_tag(test: Test) -> str:
 
 def disk_settings(test: Test) -> dict[str, Any]:
     """The guest disk's qemu settings for a test: its axes, else the defaults."""
-    from tankbench.units import parse_size
-
     p = test.params
     l2 = p.get("l2_cache")
     return {
@@ -439,8 +437,6 @@ def settings_mismatches(test: Test, st: BlockSettings) -> list[str]:
     """What qemu reports for the test's disk that differs from what the test asked (empty: all took effect):
     the device model (bus), image format, qcow2 cluster size, cache mode, iothread (virtio-blk: per device) and
     write-error policy. aio and the L2 cache size are not in what QMP reports, so they are not compared. Pure."""
-    from tankbench.units import parse_size
-
     want = disk_settings(test)
     p = test.params
     out = []
@@ -477,8 +473,6 @@ def image_create_argv(test: Test) -> list[str]:
     p = test.params
     opts = []
     if p.get("backing") == "qcow2" and p.get("qcow2_cluster"):
-        from tankbench.units import parse_size
-
         opts.append(f"cluster_size={parse_size(str(p['qcow2_cluster']))}")
     if p.get("preallocation"):
         opts.append(f"preallocation={p['preallocation']}")
