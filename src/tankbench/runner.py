@@ -19,27 +19,18 @@ from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
-from tankbench.schedule import (
-    Decision,
-    Estimator,
-    Scheduler,
-    config_key,
-    cooldown_checks,
-    cooldown_request,
-    decided_from_runs,
-    history_from_runs,
-    observation,
-    priors_for,
-    steady_state_from_text,
-)
+from tankbench.schedule.configs import config_key
+from tankbench.schedule.cooldown import cooldown_checks, cooldown_request
+from tankbench.schedule.estimate import Estimator, priors_for
+from tankbench.schedule.rules import FINISHED, Decision, observation
+from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
+from tankbench.schedule.steady import steady_state_from_text
 from tankbench.spec import Spec, expand
 from tankbench.targets import TargetKind, Workspace, kind_of
 from tankbench.targets.zfs import Tunables, prepare_cache
 from tankbench.units import fmt_duration
 from tankbench.verdict import decide_run
 from tankbench.zfs.checks import direct_io_confirm, run_validity
-
-FINISHED = ("done", "failed", "timeout")
 
 
 def default_journal_path(spec: Spec) -> str:
