@@ -173,6 +173,18 @@ def vmstat() -> dict[str, int]:
     return out
 
 
+def counters(devices: Iterable[str]) -> dict[str, Any]:
+    """A snapshot of what a noise window compares: the clock, the devices' I/O counters and swap counters. The
+    noise op of a later request can start its window here instead of waiting one out (see op_noise)."""
+    vm = vmstat()
+    return {
+        "t": time.monotonic(),
+        "boot_id": read_text(PROC + "/sys/kernel/random/boot_id", "").strip(),
+        "disk": diskstats(devices),
+        "vm": {"pswpin": vm.get("pswpin", 0), "pswpout": vm.get("pswpout", 0)},
+    }
+
+
 def arcstats() -> dict[str, int]:
     out = {}
     text = read_text(PROC + "/spl/kstat/zfs/arcstats")
@@ -1089,6 +1101,7 @@ def op_fio_run(req: dict[str, Any]) -> None:
             "drain.dirty_end_bytes": dirty_end,
             "preflight.presync_s": round(presync_s, 3),
         },
+        counters=counters(req.get("devices", [])),
         pid=pid,
         files_before=files_before,
         files_after=files_after,
@@ -1131,14 +1144,21 @@ def op_noise(req: dict[str, Any]) -> None:
         except (OSError, subprocess.TimeoutExpired) as e:
             status = {"rc": -1, "stdout": "", "stderr": str(e)}
     devices = list(req.get("devices", []))
-    t0, disk0, vm0 = time.monotonic(), diskstats(devices), vmstat()
-    time.sleep(float(req.get("window_s", 1.0)))
+    since = _usable_since(req.get("since"), devices)
+    if since is not None:  # the window began earlier (the previous run's end, or the cooldown's start): no wait
+        t0, disk0, vm0 = float(since["t"]), {k: tuple(v) for k, v in since["disk"].items()}, dict(since["vm"])
+        window_from = str(req.get("since_from", "earlier"))
+    else:
+        t0, disk0, vm0 = time.monotonic(), diskstats(devices), vmstat()
+        time.sleep(float(req.get("window_s", 1.0)))
+        window_from = "wait"
     t1, disk1, vm1 = time.monotonic(), diskstats(devices), vmstat()
     mem = meminfo()
     emit(
         "result",
         zpool_status=status,
         window_s=round(t1 - t0, 3),
+        window_from=window_from,
         disk=disk_delta(disk0, disk1, t1 - t0),
         devices_seen=sorted(disk1),
         swap_in_pages=vm1.get("pswpin", 0) - vm0.get("pswpin", 0),
@@ -1147,6 +1167,18 @@ def op_noise(req: dict[str, Any]) -> None:
         cpu_count=os.cpu_count() or 1,
         dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
     )
+
+
+def _usable_since(since: Any, devices: Sequence[str]) -> dict[str, Any] | None:
+    """`since` counters when a window can start there: same boot, in the past, every device counted."""
+    if not isinstance(since, dict) or not isinstance(since.get("disk"), dict) or not isinstance(since.get("vm"), dict):
+        return None
+    boot = read_text(PROC + "/sys/kernel/random/boot_id", "").strip()
+    if since.get("boot_id") != boot or not 0 < time.monotonic() - float(since.get("t", 0)) < 3600:
+        return None
+    if any(d not in since["disk"] for d in diskstats(devices)):
+        return None
+    return since
 
 
 def txg_pending(pool: str, root: str = "") -> int | None:
@@ -1213,6 +1245,8 @@ def cooldown_wait(
     idle_since = None
     prev = (clock(), diskstats(devices, root)) if devices else None
     state: dict[str, Any] = {}
+    if "counters_devices" in req and not root:  # where a noise window can start: this wait is quiet time too
+        state["counters"] = counters(req["counters_devices"])
     if fixed_s > 0:
         sleep(fixed_s)
     first = clock()

@@ -161,6 +161,8 @@ class CampaignRunner:
         self.outcome = Outcome()
         self._copy_source_ready = False
         self._devices: dict[str, list[str]] = {}  # target name -> physical devices sampled
+        #: the agent's counters where the next noise window can start (the last run's end, a cooldown's start)
+        self._since: dict[str, Any] | None = None
 
     def make_fingerprint(self) -> Fingerprint:
         """The host's facts, each target kind's (after setup: e.g. how a test guest is emulated) and the extras."""
@@ -226,8 +228,11 @@ class CampaignRunner:
                 **measured,
             )
 
+        self._since = None
         try:
             res = self.kinds[test.target.kind].run_fio(test, request, on_event, deadline + spec.drain_max + 120)
+            if isinstance(res.get("counters"), dict):
+                self._since = dict(res["counters"], **{"from": "previous run"})
         except HostError as e:
             self.journal.finish_run(row, unprocessed("crashed", f"the host failed during the run: {e}"))
             raise
@@ -324,9 +329,10 @@ class CampaignRunner:
             return {}
         pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else ""
         devices = self._devices.get(test.target.name) or self.devices(test)
-        res = self.host.call_agent(
-            cooldown_request(c, devices, pool, self.pre.load1), timeout=c.fixed_s + c.max_s + 120
-        )
+        req = dict(cooldown_request(c, devices, pool, self.pre.load1), counters_devices=devices)
+        res = self.host.call_agent(req, timeout=c.fixed_s + c.max_s + 120)
+        if isinstance(res.get("counters"), dict):
+            self._since = dict(res["counters"], **{"from": "cooldown"})
         return cooldown_checks(res)
 
     def run(self, tests: list[Test]) -> Outcome:
@@ -361,13 +367,7 @@ class CampaignRunner:
         while batch := sched.next_batch():
             for slot in batch:
                 test = slot.test
-                tunables = self.tunables.apply(test) if self.tunables else {}
-                checks = self.prepare(test)
-                checks.update(tunables)
-                pool = self.spec.pool.name if self.spec.pool is not None and self.spec.pool.creates else None
-                checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
-                checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
-                checks.update(self.noise_check(test, checks["devices"]))
+                checks = self.between_runs(test, prev_end)
                 self.progress.start(
                     test.number,
                     len(tests),
@@ -386,6 +386,35 @@ class CampaignRunner:
                 last_row[test.id] = run.row_id
                 self.record(sched.observe(test.id, observation(run)), last_row, estimator)
             self.record(sched.end_batch(), last_row, estimator)
+
+    def between_runs(self, test: Test, prev_end: float | None) -> dict[str, Any]:
+        """Everything before a run (tunables, prepare, cache, cooldown, noise check), each step's seconds in the
+        run's checks (`harness.*_s`; `harness.gap_s`: from the previous run's end, journalling included)."""
+        steps: dict[str, float] = {}
+        t = time.monotonic()
+
+        def step(name: str) -> None:
+            nonlocal t
+            now = time.monotonic()
+            steps[f"harness.{name}_s"] = round(now - t, 4)
+            t = now
+
+        tunables = self.tunables.apply(test) if self.tunables else {}
+        step("tunables")
+        checks = self.prepare(test)
+        checks.update(tunables)
+        step("prepare")
+        pool = self.spec.pool.name if self.spec.pool is not None and self.spec.pool.creates else None
+        checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
+        step("cache")
+        checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
+        step("cooldown")
+        checks.update(self.noise_check(test, checks["devices"]))
+        step("noise")
+        checks.update(steps)
+        if prev_end is not None:
+            checks["harness.gap_s"] = round(time.time() - prev_end, 4)
+        return checks
 
     def skip_crashed(self, sched: Scheduler) -> None:
         """Tests that crashed twice are skipped (with a note in the journal), as before."""
@@ -413,7 +442,7 @@ class CampaignRunner:
         if all(getattr(policy, k) == "off" for k in ("scrub", "disk_io", "swap", "load")):
             return {}
         pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else None
-        verdict = preflight_mod.before_run(self.host, pool, devices, policy, note=self.progress.note)
+        verdict = preflight_mod.before_run(self.host, pool, devices, policy, note=self.progress.note, since=self._since)
         if verdict.action == "refuse":
             raise UserError(*verdict.refusal())
         for warning in verdict.warnings:

@@ -205,3 +205,33 @@ def test_bad_policy_names_file_key_and_value(table: dict[str, Any], text: str) -
     with pytest.raises(SpecError) as e:
         pf.policy_from_table(table, "c.toml")
     assert str(e.value).startswith(text) and e.value.hint
+
+
+def test_a_borrowed_window_costs_no_wait_and_noise_in_it_is_confirmed_over_a_window_of_its_own() -> None:
+    since = {"t": 1.0, "boot_id": "b", "disk": {}, "vm": {}, "from": "previous run"}
+    quiet = agent_result(window_s=0.05, window_from="previous run")
+    host = ScriptedHost([quiet])
+    v = pf.before_run(host, "tbparse", ["vdb"], pf.PreflightPolicy(), sleep=lambda s: None, since=since)
+    assert len(host.requests) == 1 and host.requests[0]["since"] == since
+    assert host.requests[0]["since_from"] == "previous run"
+    assert v.checks()["preflight.window_from"] == "previous run" and v.checks()["preflight.window_s"] == 0.05
+    # I/O seen in the borrowed window (it may be tankbench's own layout) is measured again before it counts
+    busy = agent_result(window_s=0.05, window_from="previous run", disk={"iops": 500.0, "bw_bytes": 0.0})
+    host = ScriptedHost([busy, agent_result()])
+    v = pf.before_run(host, "tbparse", ["vdb"], pf.PreflightPolicy(), sleep=lambda s: None, since=since)
+    assert len(host.requests) == 2 and "since" not in host.requests[1] and v.warnings == ()
+    assert v.checks()["preflight.window_from"] == "wait"
+
+
+def test_the_real_agent_starts_a_noise_window_at_earlier_counters() -> None:
+    """The agent's counters (as a fio run or a cooldown returns them) start the next noise window: no wait."""
+    host = LocalHost()
+    disks = host.call_agent({"op": "probe", "paths": ["/"]}, timeout=60)["paths"]["/"]["devices"]
+    since = host.call_agent({"op": "cooldown", "fixed_s": 0, "max_s": 0, "counters_devices": disks}, timeout=60)
+    policy = pf.PreflightPolicy(load="off", swap="off", disk_io="off", window_s=30)
+    v = pf.before_run(host, None, disks, policy, since=dict(since["counters"], **{"from": "cooldown"}))
+    assert v.facts.window_from == "cooldown" and v.facts.devices == tuple(disks)
+    # counters from another boot (or naming other disks) cannot start a window: the agent watches its own
+    stale = dict(since["counters"], boot_id="another boot")
+    res = host.call_agent({"op": "noise", "devices": disks, "window_s": 0.01, "since": stale}, timeout=60)
+    assert res["window_from"] == "wait"
