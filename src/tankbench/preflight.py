@@ -334,15 +334,43 @@ def measure(
 ) -> NoiseFacts:
     """One `noise` measurement on the host: over policy.window_s, or with no wait over the time since `since`
     (the agent's counters at the previous run's end or the cooldown's start; `since["from"]` names which)."""
-    req: dict[str, Any] = {"op": "noise", "pool": pool, "devices": list(devices), "window_s": policy.window_s}
-    if since:
-        req["since"] = dict(since)
-        req["since_from"] = str(since.get("from", "earlier"))
+    req = dict(noise_request(pool, devices, policy, since), op="noise")
     return facts_from_agent(host.call_agent(req, timeout=policy.window_s + 120), pool)
 
 
-#: noise a borrowed window can show but should not decide alone: it may hold tankbench's own layout I/O
-_CONFIRM = ("disk_io", "swap")
+def noise_request(
+    pool: str | None, devices: Sequence[str], policy: PreflightPolicy, since: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the agent's noise measurement needs (the `noise` op, or the `noise` field of a `fio_run`). With
+    `since` the window starts there (no wait); disk or swap noise seen in such a borrowed window (it may hold
+    tankbench's own layout I/O) is watched again over a fresh window before it counts (`confirm`)."""
+    req: dict[str, Any] = {"pool": pool, "devices": list(devices), "window_s": policy.window_s}
+    if since:
+        req["since"] = dict(since)
+        req["since_from"] = str(since.get("from", "earlier"))
+        confirm: dict[str, Any] = {}
+        if policy.disk_io != "off":
+            confirm.update(disk_iops=policy.disk_iops, disk_bw_bytes=policy.disk_bw_bytes)
+        if policy.swap != "off":
+            confirm["swap"] = True
+        req["confirm"] = confirm
+    return req
+
+
+def deferrable(policy: PreflightPolicy, pool: str | None) -> bool:
+    """Whether the noise check can be measured by the run's own agent request, just before fio starts (one
+    round trip less per run): true when no check that applies here can hold or stop the run (all "warn"/"off")."""
+    checks = ["disk_io", "swap", "load"] + (["scrub"] if pool else [])
+    return all(policy.action(c) in ("warn", "off") for c in checks)
+
+
+def verdict_of(res: Mapping[str, Any], pool: str | None, policy: PreflightPolicy) -> PreflightVerdict:
+    """The verdict on a noise measurement a run's own request made (see deferrable): `run`, with warnings."""
+    facts = facts_from_agent(res, pool)
+    decision = decide(facts, policy, 0.0)
+    return PreflightVerdict(
+        facts=facts, waited_s=0.0, action="run", warnings=_warnings(decision.findings, 0.0), findings=decision.findings
+    )
 
 
 def before_run(
@@ -360,13 +388,10 @@ def before_run(
 
     `pool` is the ZFS pool under the target (None for raw/file targets), `devices` the physical disks the
     run will sample (names as in /proc/diskstats). With `since` the first window is the time since those
-    counters (no wait); disk or swap noise seen in it is confirmed over a window of its own before it counts.
-    Never acts on the pool itself (no scrub is paused)."""
+    counters (no wait; see noise_request). Never acts on the pool itself (no scrub is paused)."""
     t0 = clock()
     while True:
         facts = measure(host, pool, devices, policy, since)
-        if since and any(f.check in _CONFIRM for f in findings(facts, policy)):
-            facts = measure(host, pool, devices, policy)
         since = None
         waited = clock() - t0
         decision = decide(facts, policy, waited)

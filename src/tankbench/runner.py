@@ -163,6 +163,8 @@ class CampaignRunner:
         self._devices: dict[str, list[str]] = {}  # target name -> physical devices sampled
         #: the agent's counters where the next noise window can start (the last run's end, a cooldown's start)
         self._since: dict[str, Any] | None = None
+        #: a noise measurement the next run's own fio_run request makes (preflight.deferrable): (request, pool)
+        self._noise: tuple[dict[str, Any], str | None] | None = None
 
     def make_fingerprint(self) -> Fingerprint:
         """The host's facts, each target kind's (after setup: e.g. how a test guest is emulated) and the extras."""
@@ -204,6 +206,9 @@ class CampaignRunner:
             request["sync_cmd"] = ["sync"]
             request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + spec.deadline_grace + 60
         request.update(self.kinds[test.target.kind].capture(test))
+        noise, self._noise = self._noise, None
+        if noise is not None:
+            request["noise"] = noise[0]
 
         def on_event(ev: dict[str, Any]) -> None:
             if ev.get("event") == "started":
@@ -236,6 +241,10 @@ class CampaignRunner:
         except HostError as e:
             self.journal.finish_run(row, unprocessed("crashed", f"the host failed during the run: {e}"))
             raise
+        if noise is not None and isinstance(res.get("noise"), dict):
+            checks = dict(
+                checks, **self.noise_verdict(test, preflight_mod.verdict_of(res["noise"], noise[1], spec.preflight))
+            )
         try:
             run = self.result_to_run(test, run_no, warm, attempt, started, res, checks)
         except (KeyError, ValueError, TypeError) as e:  # a bug of ours must not lose what was measured
@@ -442,9 +451,17 @@ class CampaignRunner:
         if all(getattr(policy, k) == "off" for k in ("scrub", "disk_io", "swap", "load")):
             return {}
         pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else None
+        # measured by the run's own request (one round trip less), where that request is the host agent's fio_run
+        if preflight_mod.deferrable(policy, pool) and not kind_of(test.target).runs_in_guest:
+            self._noise = (preflight_mod.noise_request(pool, devices, policy, self._since), pool)
+            return {}
         verdict = preflight_mod.before_run(self.host, pool, devices, policy, note=self.progress.note, since=self._since)
         if verdict.action == "refuse":
             raise UserError(*verdict.refusal())
+        return self.noise_verdict(test, verdict)
+
+    def noise_verdict(self, test: Test, verdict: preflight_mod.PreflightVerdict) -> dict[str, Any]:
+        """Say the verdict's warnings; return its checks for the run."""
         for warning in verdict.warnings:
             self.progress.note(f"warning: {test.name}: {warning}")
         return dict(verdict.checks())
