@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tankbench import preflight as preflight_mod
+from tankbench.analysis.cases import index_for_reports
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import deadline_s, job_text, run_job_text, test_file_path
@@ -532,6 +533,7 @@ def run_campaign(
         with JournalLock(journal_path):
             journal = Journal(journal_path)
             try:
+                index_for_reports(journal)
                 crashed = journal.mark_crashed({host.name: pre.boot_id} if pre.boot_id else None)
                 end_stale(host, crashed, spec)
                 journal.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
