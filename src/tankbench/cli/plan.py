@@ -60,7 +60,7 @@ def estimate(
     sched = Scheduler(tests, spec.schedule, history_from_runs(runs), decided_from_runs(runs))
     est = Estimator(spec, priors_for(runs_in_emulated_lab(spec) and not real_host))
     est.learn(runs, tests)
-    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop"))
+    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop", "settled"))
     return est.estimate(sched), sched, bool(runs)
 
 

@@ -182,7 +182,7 @@ COOLDOWN_KEYS = ("fixed", "max", "load1", "dirty", "auto", "idle_iops", "idle_fo
 #: time to answer (issue 11): where warm-ups go, in which order runs go, when repeats stop
 WARMUP_MODES = ("per-test", "per-config", "none")
 ORDERS = ("sequential", "round-robin", "shuffle")
-REPEATS_KEYS = ("min", "max", "ci")
+REPEATS_KEYS = ("min", "max", "ci", "settle")
 RACING_KEYS = ("margin", "min")
 SS_RE = re.compile(r"^(iops|bw)(_slope)?:[0-9]+(\.[0-9]+)?%?$")
 
@@ -286,6 +286,8 @@ class Schedule:
     racing: bool = False
     racing_margin: float = 0.05
     racing_min: int = 2
+    #: repeat only where the order is in doubt (`repeats.settle`, the margin within which order does not matter)
+    settle: float | None = None
     ss: str = ""
     ss_dur_s: float = 0.0
     ss_ramp_s: float = 0.0
@@ -293,7 +295,7 @@ class Schedule:
     @property
     def adaptive(self) -> bool:
         """Whether the number of repeats is decided while the campaign runs."""
-        return self.repeats_min < self.repeats_max and (self.ci is not None or self.racing)
+        return self.repeats_min < self.repeats_max and (self.ci is not None or self.racing or self.settle is not None)
 
 
 @dataclass(frozen=True)
@@ -697,6 +699,7 @@ def _schedule(ctx: _Ctx, camp: Mapping[str, Any], runtime: float, name: str) -> 
         racing=racing,
         racing_margin=margin,
         racing_min=race_min,
+        settle=_settle(ctx, camp.get("repeats")),
         ss=ss,
         ss_dur_s=dur,
         ss_ramp_s=ss_ramp,
@@ -709,7 +712,7 @@ def _repeats(ctx: _Ctx, value: object) -> tuple[int, int, float | None]:
         n = ctx.integer("campaign.repeats", value, 1, 1000)
         return n, n, None
     ctx.unknown_keys(value, REPEATS_KEYS, "campaign.repeats.")
-    rmin = ctx.integer("campaign.repeats.min", value.get("min", 2), 1, 1000)
+    rmin = ctx.integer("campaign.repeats.min", value.get("min", 1 if "settle" in value and "ci" not in value else 2), 1, 1000)
     rmax = ctx.integer("campaign.repeats.max", value.get("max", max(rmin, 10)), 1, 1000)
     if rmax < rmin:
         raise ctx.err("campaign.repeats.max", rmax, f"is smaller than min ({rmin})", f"e.g. max = {max(rmin, 10)}")
@@ -724,6 +727,26 @@ def _repeats(ctx: _Ctx, value: object) -> tuple[int, int, float | None]:
         if rmin < 2:
             raise ctx.err("campaign.repeats.min", rmin, "a confidence interval needs at least 2 repeats", "min = 2")
     return rmin, rmax, ci
+
+
+def _settle(ctx: _Ctx, value: object) -> float | None:
+    """`repeats = { min = 1, max = 4, settle = "5%" }`: further runs only for tests whose place in their test
+    case is in doubt (docs/schedule.md); None without it."""
+    if not isinstance(value, dict) or "settle" not in value:
+        return None
+    if "ci" in value:
+        raise ctx.err(
+            "campaign.repeats.settle",
+            value["settle"],
+            "cannot be combined with repeats.ci",
+            'keep one: settle = "5%" repeats where the order is in doubt, ci = "5%" until every mean is known to ±5 %',
+        )
+    return _fraction(
+        ctx,
+        "campaign.repeats.settle",
+        value["settle"],
+        'e.g. settle = "5%": repeat a test while its interval overlaps a neighbour\'s by more than 5 % of the mean',
+    )
 
 
 def _racing(ctx: _Ctx, value: object, rmin: int) -> tuple[bool, float, int]:
