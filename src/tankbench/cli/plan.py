@@ -132,6 +132,8 @@ def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, lear
     repeats = (
         f"{s.repeats_min}–{s.repeats_max} repeats (95 % CI within ±{s.ci:.0%})"
         if s.ci is not None and s.repeats_min < s.repeats_max
+        else f"{s.repeats_min}–{s.repeats_max} repeats (more only where the order is in doubt, margin {s.settle:.0%})"
+        if s.settle is not None and s.repeats_min < s.repeats_max
         else f"{s.repeats_max} repeat(s)"
     )
     warm = {"per-test": "a warm-up per test", "per-config": "a warm-up per configuration", "none": "no warm-up"}[

@@ -712,7 +712,9 @@ def _repeats(ctx: _Ctx, value: object) -> tuple[int, int, float | None]:
         n = ctx.integer("campaign.repeats", value, 1, 1000)
         return n, n, None
     ctx.unknown_keys(value, REPEATS_KEYS, "campaign.repeats.")
-    rmin = ctx.integer("campaign.repeats.min", value.get("min", 1 if "settle" in value and "ci" not in value else 2), 1, 1000)
+    rmin = ctx.integer(
+        "campaign.repeats.min", value.get("min", 1 if "settle" in value and "ci" not in value else 2), 1, 1000
+    )
     rmax = ctx.integer("campaign.repeats.max", value.get("max", max(rmin, 10)), 1, 1000)
     if rmax < rmin:
         raise ctx.err("campaign.repeats.max", rmax, f"is smaller than min ({rmin})", f"e.g. max = {max(rmin, 10)}")
