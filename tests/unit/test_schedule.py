@@ -158,10 +158,22 @@ def test_resume_continues_the_same_order(order: str) -> None:
 
     tests = expand(spec)
     full = drive(Scheduler(tests, spec.schedule, {}), lambda s: value(s.test.id, s.run_no))
+    group_of = {t.id: i for i, g in enumerate(config_groups(tests)) for t in g}
     for cut in (1, 5, 11, 17):
         first = full[:cut]
         sched = Scheduler(tests, spec.schedule, history(first, value))
-        assert first + drive(sched, lambda s: value(s.test.id, s.run_no)) == full, f"resume after {cut} runs"
+        rest = drive(sched, lambda s: value(s.test.id, s.run_no))
+        measured = [r for r in first + rest if not r[2]]
+        assert measured == [r for r in full if not r[2]], f"resume after {cut} runs: same measured runs, same order"
+        # every configuration the resumed run works on gets one warm-up in it, the one the cut fell in too (its
+        # warm-up in the earlier run has gone cold), and it comes first
+        warmups_rest = [group_of[r[0]] for r in rest if r[2]]
+        assert sorted(warmups_rest) == sorted({group_of[r[0]] for r in rest}), f"resume after {cut}"
+        assert rest[0][2], f"resume after {cut}: a warm-up first"
+        labels = [s.label(6) for s in Scheduler(tests, spec.schedule, history(first, value)).next_batch()]
+        assert labels[0] == "warm-up (resumed)" or not any(
+            r[2] for r in first if group_of[r[0]] == group_of[rest[0][0]]
+        )
 
 
 def test_adaptive_repeats_stop_early_on_stable_tests_and_decisions_have_evidence() -> None:

@@ -193,7 +193,7 @@ class Estimator:
             for st in live:
                 lo = max(0, s.repeats_min - st.measured)
                 hi = max(0, s.repeats_max - st.measured)
-                warm = 1 if st.warmup and not st.finished(0, True) else 0
+                warm = 1 if sched.needs_warmup(st) else 0
                 runs = (lo + warm, lo + (hi - lo) * spread + warm, hi + warm)
                 run = self.run_time(st.test)
                 over = _triple(self.overheads.get(cost_kind(st.test), []), self.priors.run_overhead_s)

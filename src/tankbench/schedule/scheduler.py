@@ -60,10 +60,11 @@ class Slot:
     warmup: bool
     attempt: int
     round_no: int
+    resumed: bool = False  # a warm-up again: the configuration was warmed by an earlier `run`
 
     def label(self, rmax: int) -> str:
         """Progress text: "warm-up" or "run 2/10"."""
-        text = "warm-up" if self.warmup else f"run {self.run_no}/{rmax}"
+        text = ("warm-up (resumed)" if self.resumed else "warm-up") if self.warmup else f"run {self.run_no}/{rmax}"
         return text + (f" (attempt {self.attempt}, after a crash)" if self.attempt > 1 else "")
 
 
@@ -88,6 +89,9 @@ class Scheduler:
         self.groups = [[self.states[t.id] for t in g] for g in config_groups(tests)]
         self.decisions: list[Decision] = []
         self.round_no = 0
+        #: tests whose warm-up finished in this `run`: one from an earlier run does not warm a resumed
+        #: configuration (the caches, metaslabs and disks it warmed have gone cold since)
+        self.warmed: set[str] = set()
         for tid, kind in (decided or {}).items():
             if tid in self.states:
                 self.states[tid].final = kind
@@ -121,11 +125,11 @@ class Scheduler:
             live.sort(key=lambda st: short_hash([sched.shuffle_seed, self.round_no, st.test.id]))
         slots: list[Slot] = []
         group_warm = next((st for st in group if st.warmup and st.final != "skip"), None)
-        if sched.warmup == "per-config" and group_warm is not None and not group_warm.finished(0, True):
-            return [Slot(group_warm.test, 0, True, group_warm.attempt(0, True), 0)]
+        if sched.warmup == "per-config" and group_warm is not None and self.needs_warmup(group_warm):
+            return [self._warm_slot(group_warm)]
         for st in live:
-            if sched.warmup == "per-test" and st.warmup and not st.finished(0, True):
-                slots.append(Slot(st.test, 0, True, st.attempt(0, True), 0))
+            if sched.warmup == "per-test" and self.needs_warmup(st):
+                slots.append(self._warm_slot(st))
             run_no = self._next_run_no(st)
             slots.append(Slot(st.test, run_no, False, st.attempt(run_no, False), self.round_no))
         return slots
@@ -145,16 +149,26 @@ class Scheduler:
             if not members:
                 continue
             warm = next((st for st in group if st.warmup and st.final != "skip"), None)
-            if sched.warmup == "per-config" and warm is not None and not warm.finished(0, True):
-                slots.append(Slot(warm.test, 0, True, warm.attempt(0, True), 0))
+            if sched.warmup == "per-config" and warm is not None and self.needs_warmup(warm):
+                slots.append(self._warm_slot(warm))
             if sched.order == "shuffle":
                 members.sort(key=lambda st: short_hash([sched.shuffle_seed, self.round_no, st.test.id]))
             for st in members:
-                if sched.warmup == "per-test" and st.warmup and not st.finished(0, True):
-                    slots.append(Slot(st.test, 0, True, st.attempt(0, True), 0))
+                if sched.warmup == "per-test" and self.needs_warmup(st):
+                    slots.append(self._warm_slot(st))
                 run_no = self._next_run_no(st)
                 slots.append(Slot(st.test, run_no, False, st.attempt(run_no, False), self.round_no))
         return slots
+
+    def needs_warmup(self, st: _TestState) -> bool:
+        """A warm-up is due: the test gets one and none finished in this `run` (resumed: again)."""
+        return st.warmup and st.test.id not in self.warmed
+
+    def _warm_slot(self, st: _TestState) -> Slot:
+        """A warm-up run; `resumed` when an earlier `run` warmed this already (not a retry after a crash)."""
+        earlier = st.finished(0, True)
+        attempt = 1 if earlier else st.attempt(0, True)
+        return Slot(st.test, 0, True, attempt, 0, resumed=earlier)
 
     @staticmethod
     def _next_run_no(st: _TestState) -> int:
@@ -169,6 +183,8 @@ class Scheduler:
         """Record a finished run; returns the decisions it causes (stop, max, skip) for that test."""
         st = self.states[test_id]
         st.obs.append(obs)
+        if obs.warmup and obs.status in FINISHED:
+            self.warmed.add(test_id)
         before = len(self.decisions)
         if st.crashes >= 2 and not st.final:
             st.final = "skip"
@@ -258,7 +274,7 @@ class Scheduler:
                 continue
             if any(st.measured == 0 for st in live):
                 configs += 1
-            warm += sum(1 for st in group if st.warmup and not st.finished(0, True))
+            warm += sum(1 for st in group if self.needs_warmup(st))
             low += sum(max(0, s.repeats_min - st.measured) for st in live)
             high += sum(max(0, s.repeats_max - st.measured) for st in live)
         return Remaining(low, high, warm, configs)
