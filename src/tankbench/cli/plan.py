@@ -14,7 +14,7 @@ from tankbench.journal import Journal
 from tankbench.model import Test
 from tankbench.progress import fmt_estimate
 from tankbench.runner import default_journal_path, local_has_zfs
-from tankbench.schedule.estimate import Estimate, Estimator, priors_for
+from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.spec import Spec, expand, load_spec
 from tankbench.units import fmt_duration
@@ -116,9 +116,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for t in tests:
         out.write(f"{t.number:04d}  {t.id}  {t.name:{width}}  {t.test_case}\n")
     out.write("\n" + summary(spec, tests, est, sched, learned) + "\n")
+    settle = spec.schedule.settle is not None
+    if not learned:
+        out.write(f"Priors: {describe_priors(priors_for(real is not None), settle)}.\n")
     if real is not None and not learned:
         out.write(
             f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(real)}.\n"
+            f"Real-host priors: {describe_priors(priors_for(False), settle)}.\n"
         )
     if args.export:
         out.write(f"Exported {len(tests)} job scripts to {args.export}/ (run any NNNN-job.sh with plain fio).\n")

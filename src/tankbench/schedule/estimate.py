@@ -52,6 +52,21 @@ LAB_PRIORS = Priors(
 )
 
 
+def describe_priors(p: Priors, settle: bool = False) -> str:
+    """The priors an estimate assumes, in words (plan prints them until the journal has measured the costs)."""
+    parts = [
+        f"{p.run_overhead_s:g} s per run beyond fio (agent, samplers, drain)",
+        f"{p.config_s:g} s per new dataset/zvol",
+        f"layout at {p.layout_bytes_per_s / 2**20:g} MiB/s",
+        f"an automatic cooldown {p.cooldown_auto_s:g} s",
+        "steady state ending a run halfway between ramp + ss_dur and ramp + runtime",
+        f"run-to-run variation {p.run_cv:.0%}",
+    ]
+    if settle:
+        parts.append(f"tests in doubt going {p.settle_spread:.0%} of the way from min to max repeats")
+    return "; ".join(parts)
+
+
 def priors_for(emulated: bool) -> Priors:
     """Priors for a host: a lab VM under emulation is several times slower at everything but fio's clock."""
     return LAB_PRIORS if emulated else Priors()
