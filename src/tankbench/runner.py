@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tankbench import preflight as preflight_mod
+from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import deadline_s, job_text, run_job_text, test_file_path
@@ -34,7 +35,7 @@ from tankbench.schedule import (
 )
 from tankbench.spec import Spec, expand
 from tankbench.targets import TargetKind, Workspace, kind_of
-from tankbench.targets.zfs import Tunables, prepare_cache
+from tankbench.tunables import Tunables
 from tankbench.units import fmt_duration
 from tankbench.verdict import decide_run
 from tankbench.zfs.checks import direct_io_confirm, run_validity
@@ -374,6 +375,7 @@ class CampaignRunner:
                 checks = self.prepare(test)
                 checks.update(tunables)
                 pool = self.spec.pool.name if self.spec.pool is not None and self.spec.pool.creates else None
+                pool = pool if kind_of(test.target).cold_cache_cycles_pool else None
                 checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
                 checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
                 checks.update(self.noise_check(test, checks["devices"]))
