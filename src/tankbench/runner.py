@@ -9,12 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tankbench import __version__
 from tankbench import preflight as preflight_mod
 from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import deadline_s, job_text, run_job_text, test_file_path
-from tankbench.hosts.base import Host, work_root
+from tankbench.hosts.base import Host, agent_sha256, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
@@ -177,6 +178,7 @@ class CampaignRunner:
         fp = dict(self.pre.fingerprint)
         fp["accelerator"] = self.host.accelerator
         fp["host"] = self.host.name
+        fp.update(tankbench_version=__version__, agent_sha256=agent_sha256())  # what produced the run (pyperf)
         for kind in self.kinds.values():
             fp.update(kind.fingerprint())
         fp.update(self._extra_fingerprint)
