@@ -240,13 +240,13 @@ AXES: tuple[Axis, ...] = (
     ),
     (
         "zvol vs dataset",
-        lambda t: t.target_kind if t.target_kind in ("zvol", "dataset") else "",
+        lambda t: t.target_kind if t.traits.host_zfs else "",
         lambda t: (_workload_key(t),),
     ),
     (
         # seed 001: the same workload inside a test guest (on any backing) and on the host's zvol or dataset
         "guest vs host",
-        lambda t: "guest" if t.target_kind == "vm-disk" else "host" if t.target_kind in ("zvol", "dataset") else "",
+        lambda t: "guest" if t.traits.runs_in_guest else "host" if t.traits.host_zfs else "",
         lambda t: (_workload_key(t),),
     ),
     (

@@ -9,14 +9,8 @@ from typing import Any
 
 from tankbench.errors import UserError
 from tankbench.model import FILL, Target, Test
-from tankbench.spec.parse import (
-    AXES,
-    DATA_AXES,
-    FIO_AXES,
-    HOST_AXES,
-    ZFS_AXES_FOR,
-    Spec,
-)
+from tankbench.spec.schema import Spec
+from tankbench.spec.vocab import AXES, DATA_AXES, FIO_AXES, HOST_AXES, axes_of
 from tankbench.targets import kind_of
 from tankbench.tunables import canonical_tunables, parse_tunables
 from tankbench.units import fmt_size
@@ -101,7 +95,7 @@ def copy_params(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
 
 def axes_for(target: Target, axes: list[str]) -> list[str]:
     """The axes that apply to a target: fio axes always, ZFS axes only where they mean something."""
-    return [a for a in axes if a in FIO_AXES or a in DATA_AXES or a in HOST_AXES or a in ZFS_AXES_FOR[target.kind]]
+    return [a for a in axes if a in FIO_AXES or a in DATA_AXES or a in HOST_AXES or a in axes_of(target.kind)]
 
 
 def run_settings(params: dict[str, Any], spec: Spec) -> dict[str, Any]:

@@ -15,6 +15,11 @@ class DatasetKind(ZfsKind):
     kind = "dataset"
     short = "fs"
     block_axis = "recordsize"
+    zfs_object = "filesystem"
+    test_file = True
+    axes = ("slog", "encryption", "recordsize", "compression", "sync", "logbias", "primarycache", "atime", "direct")
+    size_means = "the test file's size"
+    foreign_props = ("volblocksize",)
 
     @classmethod
     def always_names_block(cls) -> bool:

@@ -69,9 +69,11 @@ def from_capture(
     params: dict[str, str],
     run_metrics: dict[str, float],
     qemu_cache: str | None = None,
+    zfs_object: str = "",
 ) -> tuple[dict[str, float], dict[str, Any], dict[str, list[float]]]:
     """(metrics, checks, samples) from what the agent captured around one fio run on a ZFS target
-    (`qemu_cache`: the cache mode of the test guest's disk, for vm-disk targets)."""
+    (`qemu_cache`: the cache mode of the test guest's disk, for vm-disk targets; `zfs_object`: the kind's
+    trait, "filesystem" or "volume" when fio opens a dataset's file or a zvol on the host)."""
     from tankbench.zfs import parse as zparse
 
     pool = test.target.pool.split("/")[0]
@@ -132,7 +134,7 @@ def from_capture(
     if "dev.write_bytes" in run_metrics:
         metrics["zfs.physical_bytes_written"] = float(run_metrics["dev.write_bytes"])
     metrics["zfs.logical_bytes_written"] = float(run_metrics.get("write.io_bytes", 0.0))
-    checks.update(_honesty(test, version_text, props, arc_after, params, _after(res, "zpool get")))
+    checks.update(_honesty(test, version_text, props, arc_after, params, _after(res, "zpool get"), zfs_object))
     checks.update(sync_checks(test, props, {**run_metrics, **metrics}, res, qemu_cache))
     return metrics, checks, samples
 
@@ -177,7 +179,13 @@ def _zfs_value(key: str, value: str) -> str:
 
 
 def _honesty(
-    test: Test, version_text: str, props: dict[str, str], arc: dict[str, int], params: dict[str, str], zpool_get: str
+    test: Test,
+    version_text: str,
+    props: dict[str, str],
+    arc: dict[str, int],
+    params: dict[str, str],
+    zpool_get: str,
+    zfs_object: str,
 ) -> dict[str, Any]:
     """The checks the report's validity warnings read: direct I/O, alignment, working set, txg interval."""
     from tankbench.zfs import checks as zchecks
@@ -189,7 +197,7 @@ def _honesty(
     out.update(
         zchecks.direct_io_check(
             version,
-            test.target.kind,
+            zfs_object,
             str(test.params.get("io", "direct")),
             props.get("direct"),
             params.get("zfs_dio_enabled"),

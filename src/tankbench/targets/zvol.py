@@ -16,6 +16,10 @@ class ZvolKind(ZfsKind):
     short = "zvol"
     block_axis = "volblocksize"
     block_device = True
+    zfs_object = "volume"
+    axes = ("slog", "encryption", "volblocksize", "compression", "sync", "logbias", "primarycache")
+    size_means = "the zvol's volsize"
+    foreign_props = ("recordsize",)
 
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
