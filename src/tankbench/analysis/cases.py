@@ -12,7 +12,7 @@ from tankbench.analysis.stats import Summary, summarise
 from tankbench.guest.fill import FILL_CHECK_KEYS
 from tankbench.journal.db import Journal, TestRow
 from tankbench.metrics import METRICS, Times, applicable, raw_keys, run_values
-from tankbench.model import COPY_WORKLOADS, FILL, Fingerprint, test_case_for
+from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES, Fingerprint, test_case_for
 from tankbench.targets import KindTraits, traits_of
 
 # The metric and check keys analysis reads for every run (the journal extracts only these: journals get large).
@@ -41,20 +41,7 @@ CHECK_KEYS = (
     "guest.settings_mismatch",
     *FILL_CHECK_KEYS,
 )
-WORKLOAD = (
-    "rw",
-    "bs",
-    "iodepth",
-    "numjobs",
-    "size",
-    "io",
-    "sync_mode",
-    "rwmixread",
-    "ioengine",
-    "runtime",
-    "workload",
-    "copy_size",
-)
+WORKLOAD = (*FIO_JOB_AXES, "runtime", "workload", "copy_size")
 
 
 class RunView(NamedTuple):

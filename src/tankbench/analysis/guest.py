@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from tankbench.analysis.cases import Dataset, RunView, TestSummary
 from tankbench.analysis.leaderboard import Ratio, rank, ratio
+from tankbench.model import FIO_JOB_AXES
 
 #: what decides a workload (the same fio job on either side); the rest of the params is the storage setup
-WORKLOAD_KEYS = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine", "workload")
+WORKLOAD_KEYS = (*FIO_JOB_AXES, "workload")
 #: the settings that tell guest configurations apart, in the order a reader compares them
 SETUP_KEYS = (
     "backing",

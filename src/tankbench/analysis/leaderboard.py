@@ -10,6 +10,7 @@ from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import TestResult, welch
 from tankbench.metrics import METRICS
+from tankbench.model import FIO_JOB_AXES
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ def _recordsize(t: TestSummary) -> str:
     return ""
 
 
-WORKLOAD = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
+WORKLOAD = FIO_JOB_AXES
 
 
 def _workload_key(t: TestSummary) -> tuple[Any, ...]:

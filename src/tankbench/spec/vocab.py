@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tankbench.model import COPY_WORKLOADS, FILL
+from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES
 from tankbench.targets import kind_axes, kind_names, kinds
 
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
@@ -17,20 +17,7 @@ RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randr
 HOST_KINDS = ("auto", "local", "lab", "ssh")
 
 #: fio axes tankbench understands; any other fio option goes under [fio] (same for every test)
-FIO_AXES = (
-    "workload",
-    "rw",
-    "bs",
-    "iodepth",
-    "numjobs",
-    "size",
-    "io",
-    "sync_mode",
-    "rwmixread",
-    "ioengine",
-    "buffer_compress_percentage",
-    "refill_buffers",
-)
+FIO_AXES = ("workload", *FIO_JOB_AXES, "buffer_compress_percentage", "refill_buffers")
 
 #: what the test file holds and whether caches are emptied before a run (all target kinds; not copy tests)
 DATA_AXES = ("layout", "cache")

@@ -6,7 +6,7 @@ from typing import Any
 
 from tankbench.model import Test
 from tankbench.targets.file import lay_out_file, layout_script_lines
-from tankbench.targets.zfsbase import ZfsKind
+from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 
 
 class DatasetKind(ZfsKind):
@@ -17,7 +17,7 @@ class DatasetKind(ZfsKind):
     block_axis = "recordsize"
     zfs_object = "filesystem"
     test_file = True
-    axes = ("slog", "encryption", "recordsize", "compression", "sync", "logbias", "primarycache", "atime", "direct")
+    axes = zfs_axes("volblocksize")
     size_means = "the test file's size"
     foreign_props = ("volblocksize",)
 

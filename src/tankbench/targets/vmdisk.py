@@ -25,7 +25,7 @@ from tankbench.keys import Keys
 from tankbench.model import FILL, Target, Test, short_hash
 from tankbench.targets import zfs
 from tankbench.targets.base import Capture, Workspace
-from tankbench.targets.zfsbase import ZfsKind
+from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 from tankbench.units import fmt_size, parse_size
 
 if TYPE_CHECKING:
@@ -75,18 +75,8 @@ class VmDiskKind(ZfsKind):
     short = "vm"
     block_device = True
     runs_in_guest = True
-    #: the ZFS axes (direct: fio's O_DIRECT in the guest never reaches the host's dataset), then the disk's
-    axes = (
-        "slog",
-        "encryption",
-        "recordsize",
-        "volblocksize",
-        "compression",
-        "sync",
-        "logbias",
-        "primarycache",
-        "atime",
-    )
+    #: the ZFS axes but direct (fio's O_DIRECT in the guest never reaches the host's dataset); the disk's are inner
+    axes = zfs_axes("direct")
     inner_axes = VM_AXES
     size_means = "the guest disk's size"
 

@@ -8,6 +8,7 @@ from tankbench.hosts.base import Host
 from tankbench.model import Test
 from tankbench.targets.zfs import buffer_check, dataset_name, zfs_props
 from tankbench.units import parse_size
+from tankbench.zfs.props import REPORTED
 
 ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
 #: pool-wide ZIL counters (OpenZFS >= 0.8); per dataset in each objset kstat from 2.2 on
@@ -96,31 +97,7 @@ def from_capture(
         checks["zil.source"] = zil_source  # "dataset": this test's own; "global": every dataset of the host
     props = zparse.parse_zfs_get(_after(res, "zfs get")).get(ds, {})
     checks["zfs.dataset"] = ds
-    checks["zfs.props"] = {
-        k: props[k]
-        for k in sorted(props)
-        if k
-        in (
-            "recordsize",
-            "volblocksize",
-            "compression",
-            "compressratio",
-            "encryption",
-            "sync",
-            "logbias",
-            "primarycache",
-            "secondarycache",
-            "atime",
-            "direct",
-            "used",
-            "logicalused",
-            "referenced",
-            "logicalreferenced",
-            "volsize",
-            "checksum",
-            "dedup",
-        )
-    }
+    checks["zfs.props"] = {k: props[k] for k in sorted(props) if k in REPORTED}
     checks["zfs.expected_props"] = zfs_props(test)
     checks["zfs.props_match"] = all(
         props.get(k) == _zfs_value(k, v) for k, v in zfs_props(test).items() if k != "encryption"

@@ -14,6 +14,11 @@ from tankbench.targets.base import Capture, TargetKind
 from tankbench.zfs import props as zprops
 
 
+def zfs_axes(*without: str) -> tuple[str, ...]:
+    """The ZFS axes of a kind, outermost first: `slog` (a pool change), then the property axes but `without`."""
+    return ("slog", *(a for a in zprops.PROPERTY_AXES if a not in without))
+
+
 class ZfsKind(TargetKind):
     """A dataset or zvol that tankbench creates (tagged) under the campaign's [pool], one per property set."""
 
@@ -25,7 +30,7 @@ class ZfsKind(TargetKind):
     #: block-size properties this kind's `props` may not set (a filesystem has no volblocksize, …)
     foreign_props: ClassVar[tuple[str, ...]] = ()
     #: the ZFS axes seed 000 names in test names, in order (`-sync-disabled`, `-logbias-throughput`)
-    NAMED_AXES = ("encryption", "compression", "sync", "logbias", "primarycache", "atime", "direct")
+    NAMED_AXES = tuple(a for a in zprops.PROPERTY_AXES if a not in zprops.BLOCK_SIZES)
     #: "fs" or "zvol" in test names; the property that is the block size
     short = ""
     block_axis = ""

@@ -6,7 +6,7 @@ import shlex
 from typing import Any
 
 from tankbench.model import Test
-from tankbench.targets.zfsbase import ZfsKind
+from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 
 
 class ZvolKind(ZfsKind):
@@ -17,7 +17,7 @@ class ZvolKind(ZfsKind):
     block_axis = "volblocksize"
     block_device = True
     zfs_object = "volume"
-    axes = ("slog", "encryption", "volblocksize", "compression", "sync", "logbias", "primarycache")
+    axes = zfs_axes("recordsize", "atime", "direct")
     size_means = "the zvol's volsize"
     foreign_props = ("recordsize",)
 

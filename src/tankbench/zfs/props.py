@@ -43,6 +43,20 @@ SETTABLE = (
     "dnodesize",
     "special_small_blocks",
 )
+#: what a run records of `zfs get` on its dataset/zvol (checks zfs.props): the property axes, a few more that
+#: change what is measured, and the space it reports
+REPORTED = (
+    *PROPERTY_AXES,
+    "secondarycache",
+    "checksum",
+    "dedup",
+    "compressratio",
+    "used",
+    "logicalused",
+    "referenced",
+    "logicalreferenced",
+    "volsize",
+)
 #: the property that is the block size: a filesystem's, a volume's
 BLOCK_SIZES = ("recordsize", "volblocksize")
 CHOICES = {
