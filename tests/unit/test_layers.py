@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("guest", "lab", "preflight", "secrets", "tunables", "coldcache"),
     ("hosts",),
     ("fio", "fio.parse", "fio.layout", "fio.importer", "zfs", "journal", "metrics", "copytest", "safety"),
-    ("model", "units", "errors", "agent", "analysis.stats", ""),  # "": the package itself (its version)
+    ("model", "units", "errors", "keys", "agent", "analysis.stats", ""),  # "": the package itself (its version)
 )
 
 #: exporters read the Analysis, never the journal or fio's output themselves
@@ -85,7 +85,7 @@ def layer_of(module: str) -> int:
     best, best_len = -1, -1
     for i, names in enumerate(LAYERS):
         for n in names:
-            if (n == "" and best_len < 0) or (n and (module == n or module.startswith(n + "."))):
+            if module == n or (n and module.startswith(n + ".")):
                 if len(n) > best_len:
                     best, best_len = i, len(n)
     return best

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.analysis.cases import ZFS_KINDS, Dataset, RunView, TestSummary
+from tankbench.analysis.cases import Dataset, RunView, TestSummary
 from tankbench.analysis.stats import monotonic_increase
 
 CV_LIMIT = 0.10
@@ -317,7 +317,7 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "info",
         "Allocated size of the test file was not verified",
         "use a file target laid out by tankbench",
-        lambda t, r: t.target_kind in ("file", "dataset") and not r.extra.get("layout.verified"),
+        lambda t, r: t.traits.test_file and not r.extra.get("layout.verified"),
         _done,
     ),
     RunCheck(
@@ -358,7 +358,7 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "runtime covers several txgs, whether O_DIRECT was ignored, or whether recordsize aligns "
         "with ashift",
         "run with a tankbench that records ZFS metrics (ZFS host or lab VM)",
-        lambda t: t.target_kind in ZFS_KINDS,
+        lambda t: t.traits.zfs,
         lambda ds: not any(t.zfs for t in ds.tests),
     ),
     TestCheck(

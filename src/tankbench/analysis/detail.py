@@ -25,7 +25,7 @@ def select_series_tests(a: Analysis, limit: int = MAX_SERIES_TESTS) -> list[Test
             picked.setdefault(lb.winner.test.id, lb.winner.test)
     for lb in a.leaderboards:
         for r in lb.rows[:5]:
-            if r.test.target_kind == "zvol" or r.test.is_baseline:
+            if r.test.traits.volume or r.test.is_baseline:
                 picked.setdefault(r.test.id, r.test)
     return [t for t in picked.values() if t.measured][:limit]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from tankbench.fio.layout import layout_request
 from tankbench.model import Test
-from tankbench.targets.zfsbase import ZfsKind
+from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 
 
 class ZvolKind(ZfsKind):
@@ -18,6 +18,10 @@ class ZvolKind(ZfsKind):
     short = "zvol"
     block_axis = "volblocksize"
     block_device = True
+    zfs_object = "volume"
+    axes = zfs_axes("recordsize", "atime", "direct")
+    size_means = "the zvol's volsize"
+    foreign_props = ("recordsize",)
 
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
