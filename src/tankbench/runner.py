@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -608,7 +607,3 @@ def summary_line(o: Outcome) -> str:
     if o.tests_skipped:
         parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing twice")
     return f"{', '.join(parts)} in {fmt_duration(o.seconds)}; journal: {o.journal}"
-
-
-def dump_outcome(o: Outcome) -> str:
-    return json.dumps(o.__dict__, default=str)
