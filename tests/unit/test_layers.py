@@ -153,6 +153,16 @@ def test_every_module_has_a_layer() -> None:
     assert not unplaced, f"place these modules in LAYERS and docs/architecture.md: {unplaced}"
 
 
+def test_docs_name_every_layer_entry() -> None:
+    """docs/architecture.md is the written form of LAYERS: each entry stands in its table."""
+    doc = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = [line for line in doc.splitlines() if line.startswith("| ")]
+    for i, names in enumerate(LAYERS):
+        row = next((line for line in table if line.startswith(f"| {i} |")), "")
+        missing = [n for n in names if n and f"`{n.replace('.', '/')}" not in row]
+        assert not missing, f"layer {i} of docs/architecture.md lacks {missing}"
+
+
 def test_no_module_imports_a_higher_layer() -> None:
     upward = upward_imports(import_graph())
     assert not upward, "imports against the layer order (docs/architecture.md):\n" + "\n".join(upward)
