@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import tomllib
@@ -10,6 +11,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from tankbench.cli._common import print_json
+from tankbench.errors import UserError
 
 
 def preset_files() -> list[Traversable]:
@@ -40,6 +42,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Preset campaigns reproduce the experiments of the seed write-ups. "
         "Run one by name: `tankbench run zvol-issues --scale quick`.",
     )
+    p.add_argument(
+        "action", nargs="?", choices=["list", "show"], default="list", help="list (default) or show one preset's file"
+    )
+    p.add_argument("name", nargs="?", metavar="NAME", help="the preset to show (`presets show NAME > my.toml`)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_presets)
 
@@ -61,7 +67,30 @@ def list_presets() -> list[dict[str, object]]:
     return out
 
 
+def show_preset(name: str | None) -> str:
+    """The text of preset `name`, to copy into a campaign file of one's own."""
+    names = [f.name[: -len(".toml")] for f in preset_files()]
+    if not name:
+        raise UserError("presets show: which preset?", f"name one: {', '.join(names)}")
+    path = preset_path(name)
+    if path is None:
+        close = difflib.get_close_matches(name, names, n=1)
+        raise UserError(
+            f"no preset named {name!r}",
+            f"did you mean {close[0]!r}?" if close else f"presets: {', '.join(names)}",
+        )
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def cmd_presets(args: argparse.Namespace) -> int:
+    if args.action == "show":
+        sys.stdout.write(show_preset(args.name))
+        return 0
+    if args.name:
+        raise UserError(
+            f"presets: unexpected {args.name!r}", "`tankbench presets` lists; `presets show NAME` prints one"
+        )
     rows = list_presets()
     if args.json:
         print_json(rows)

@@ -14,7 +14,10 @@ from tankbench.guest import layers as guest_layers
 from tankbench.guest.pauses import WERROR_VALUES
 from tankbench.model import COPY_WORKLOADS, FILL, IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy, policy_from_table
+from tankbench.safety import BLANK_PREFIX
 from tankbench.spec.fill import DEFAULT_ROOM, check_fill
+from tankbench.spec.overrides import Overrides, apply_overrides, resolve_sizes
+from tankbench.spec.overrides import record as record_overrides
 from tankbench.targets import kind_names
 from tankbench.targets.zfs import PROPERTY_AXES
 from tankbench.tunables import canonical_tunables
@@ -426,7 +429,7 @@ class _Ctx:
         return str(value)
 
 
-def load_spec(path: str, scale: str = "") -> Spec:
+def load_spec(path: str, scale: str = "", overrides: Overrides | None = None) -> Spec:
     """Read and validate a campaign file; raise UserError/SpecError naming the file, key and value."""
     try:
         with open(path, "rb") as f:
@@ -443,7 +446,7 @@ def load_spec(path: str, scale: str = "") -> Spec:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text", "save the campaign file as UTF-8") from None
-    return parse_spec(text, path, scale)
+    return parse_spec(text, path, scale, overrides)
 
 
 def apply_scale(ctx: _Ctx, doc: dict[str, Any], scale: str) -> dict[str, Any]:
@@ -470,8 +473,9 @@ def apply_scale(ctx: _Ctx, doc: dict[str, Any], scale: str) -> dict[str, Any]:
     return out
 
 
-def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
-    """Validate campaign TOML text (pure); `scale` applies that [scale.NAME] table's overrides."""
+def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: Overrides | None = None) -> Spec:
+    """Validate campaign TOML text (pure); `scale` applies that [scale.NAME] table's overrides, then `overrides`
+    the command line's (--set, --disks, --host; relative sizes are resolved through its facts provider)."""
     ctx = _Ctx(path)
     try:
         doc = tomllib.loads(text)
@@ -481,6 +485,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
         ) from None
     ctx.unknown_keys(doc, TOP_KEYS, "")
     doc = apply_scale(ctx, doc, scale)
+    doc = apply_overrides(path, doc, overrides, TOP_KEYS)
     camp = ctx.table(doc, "campaign", required=True)
     ctx.unknown_keys(camp, CAMPAIGN_KEYS, "campaign.")
     name = ctx.string("campaign.name", camp.get("name", ""))
@@ -503,6 +508,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     copy_size = ctx.size("campaign.copy_size", camp.get("copy_size", "256M"))
     fill_room = ctx.size("campaign.fill_room", camp.get("fill_room", "64M"))
     host = _host(ctx, camp.get("host"), doc.get("host"))
+    doc, resolved = resolve_sizes(path, doc, host, overrides)
     targets = _targets(ctx, doc.get("target"))
     pool = _pool(ctx, doc.get("pool"), targets)
     matrix = _matrix(ctx, ctx.table(doc, "matrix", required=True), targets)
@@ -523,9 +529,11 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     _check_new_axes(ctx, matrix, fio, pool, targets, mode)
     check_fill(ctx.err, matrix, excludes, includes, pool, targets, fill_room)
     extras: dict[str, Any] = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
+    if resolved:
+        extras["resolved_sizes"] = tuple(r.line() for r in resolved)
     return Spec(
         path=path,
-        text=text,
+        text=record_overrides(text, overrides, resolved),
         name=name,
         description=str(camp.get("description", "")),
         runtime=runtime,
@@ -1216,7 +1224,7 @@ def _check_devices_once(ctx: _Ctx, lists: Mapping[str, tuple[str, ...]]) -> None
             if d in seen:
                 raise ctx.err(f"pool.{key}", d, f"is already listed in pool.{seen[d]}", "use each device once")
             seen[d] = key
-    missing = [d for d in seen if d not in lists["confirm"]]
+    missing = [d for d in seen if d not in lists["confirm"] and BLANK_PREFIX + d not in lists["confirm"]]
     if missing:
         raise ctx.err(
             "pool.confirm",
