@@ -12,7 +12,20 @@ from tankbench import __version__
 from tankbench.errors import HostError, UserError
 
 # The order subcommands are listed in --help; modules not named here are appended alphabetically.
-ORDER = ["plan", "run", "show", "results", "report", "compare", "advise", "importfio", "presets", "clean", "lab"]
+ORDER = [
+    "plan",
+    "run",
+    "show",
+    "results",
+    "report",
+    "compare",
+    "advise",
+    "importfio",
+    "presets",
+    "doctor",
+    "clean",
+    "lab",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

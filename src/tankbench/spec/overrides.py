@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from tankbench.spec.parse import HostSpec
 
 GROUP_WORDS = ("mirror", "raidz", "raidz1", "raidz2", "raidz3")
+#: what `--set pool.parent=DATASET` drops: the campaign then works under that dataset and creates no pool
+POOL_CREATE_KEYS = ("name", "vdevs", "log", "cache", "special", "confirm", "ashift")
 #: `2x arc`, `0.5x ram`, `50% free`: a size relative to what the host has
 RELATIVE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(x|%)\s*(arc|ram|free)\s*$", re.IGNORECASE)
 BASES = {
@@ -125,6 +127,9 @@ def _set(doc: dict[str, Any], key: str, value: Any, top_keys: tuple[str, ...], s
             )
     if isinstance(node, list):
         raise UserError(f"{where}: {'.'.join(parts[:-1])} is an array", _array_hint(parts[0]))
+    if key == "pool.parent":  # an existing dataset instead of the pool the campaign would create on its disks
+        for k in POOL_CREATE_KEYS:
+            node.pop(k, None)
     node[parts[-1]] = _copy(value)
 
 
