@@ -20,9 +20,15 @@ def preset_files() -> list[Traversable]:
     return sorted((f for f in folder.iterdir() if f.name.endswith(".toml") and f.is_file()), key=lambda f: f.name)
 
 
+def example_files() -> list[Traversable]:
+    """The example campaigns shipped inside the package (tankbench/examples/*.toml: the quick start)."""
+    folder = resources.files("tankbench").joinpath("examples")
+    return sorted((f for f in folder.iterdir() if f.name.endswith(".toml") and f.is_file()), key=lambda f: f.name)
+
+
 def preset_path(name: str) -> str | None:
-    """The file of preset `name` (or `name.toml`), or None when there is no such preset."""
-    for f in preset_files():
+    """The file of preset (or example) `name` (or `name.toml`), or None when there is no such campaign."""
+    for f in preset_files() + example_files():
         if f.name in (name, f"{name}.toml"):
             return str(f)  # an installed package (wheel or editable) is a directory on disk
     return None
@@ -69,7 +75,7 @@ def list_presets() -> list[dict[str, object]]:
 
 def show_preset(name: str | None) -> str:
     """The text of preset `name`, to copy into a campaign file of one's own."""
-    names = [f.name[: -len(".toml")] for f in preset_files()]
+    names = [f.name[: -len(".toml")] for f in preset_files() + example_files()]
     if not name:
         raise UserError("presets show: which preset?", f"name one: {', '.join(names)}")
     path = preset_path(name)
