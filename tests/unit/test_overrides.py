@@ -79,7 +79,7 @@ def test_relative_sizes_are_resolved_rounded_and_recorded():
     assert spec.targets[0].size == 10 << 30
     assert {t.params["size"] for t in expand(spec)} == {"10G"}
     lines = spec.extras["resolved_sizes"]
-    assert lines[0] == "target[0].size = '2.5x arc' -> 10G (arc = 4G from stub arcstats)"
+    assert lines[0] == "target[0].size = '2.5x arc' -> 10G (arc = 4 GiB from stub arcstats)"
     assert "resolved target[0].size" in spec.text
 
 

@@ -68,10 +68,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         )
     findings = diagnose(v, args.pool)
     if args.json:
-        print_json({"host": where, "pools": sorted(v.pools), "findings": [f.to_json() for f in findings]})
+        print_json(
+            {
+                "host": where,
+                "zfs_version": v.zfs_version,
+                "pools": sorted(v.pools),
+                "vms": [vm.name for vm in v.vms],
+                "findings": [f.to_json() for f in findings],
+            }
+        )
         return 1 if findings else 0
     out = sys.stdout
     out.write(f"doctor: {where}: pools {', '.join(sorted(v.pools)) or 'none'}; {len(v.vms)} VM config(s) read\n")
+    if not v.zfs_version:
+        out.write("Note: ZFS is not loaded on this host (no /sys/module/zfs/version): only VM and memory checks ran.\n")
     if not findings:
         out.write("No findings.\n")
         return 0

@@ -22,6 +22,7 @@ from tankbench.doctor.parse import (
     parse_pve_storage,
     parse_swaps,
 )
+from tankbench.spec.overrides import human
 from tankbench.units import fmt_size
 from tankbench.zfs.parse import parse_arcstats, parse_module_params, parse_zfs_get, parse_zpool_status, zfs_get_sources
 
@@ -65,6 +66,7 @@ class HostView:
     vms: list[VmConfig] = field(default_factory=list)
     pve_storage: dict[str, str] = field(default_factory=dict)
     host_option: str = ""
+    zfs_version: str = ""
 
     def run(self, preset: str, *overrides: str) -> str:
         """A ready-to-paste `tankbench run` for this host."""
@@ -94,6 +96,8 @@ def view(text: str, host_option: str = "") -> HostView:
     """Parse the collect script's output (pure)."""
     s = split_sections(text)
     v = HostView(host_option=host_option)
+    version = s.get("zfs-version", "").strip()
+    v.zfs_version = version if re.match(r"^\d+\.\d+", version) else ""
     for part in split_status(s.get("zpool-status", "")):
         st = parse_zpool_status(part)
         if st.get("pool"):
@@ -125,14 +129,6 @@ def view(text: str, host_option: str = "") -> HostView:
     v.swaps = parse_swaps(s.get("swaps", ""))
     v.pve_storage = parse_pve_storage(s.get("pve-storage", ""))
     return v
-
-
-def human(n: int) -> str:
-    """Bytes for people: 3121381376 -> "2.9 GiB"."""
-    for unit, mult in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= mult:
-            return f"{n / mult:.1f} {unit}".replace(".0 ", " ")
-    return f"{n} B"
 
 
 def _own(v: HostView, ds: str, prop: str) -> bool:

@@ -291,11 +291,15 @@ class Resolved:
     where: str
 
     def line(self) -> str:
-        return (
-            f"{self.key} = {self.expr!r} -> {fmt_size(self.size)} "
-            f"({self.base} = {fmt_size(self.base_bytes) if self.base_bytes % 1024 == 0 else self.base_bytes} "
-            f"from {self.where})"
-        )
+        return f"{self.key} = {self.expr!r} -> {fmt_size(self.size)} ({self.base} = {human(self.base_bytes)} from {self.where})"
+
+
+def human(n: int) -> str:
+    """Bytes for people: 3121381376 -> "2.9 GiB", 4294967296 -> "4 GiB"."""
+    for unit, mult in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= mult:
+            return f"{n / mult:.1f} {unit}".replace(".0 ", " ")
+    return f"{n} B"
 
 
 def relative_sizes(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
