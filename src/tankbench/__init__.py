@@ -37,3 +37,8 @@ def version_line() -> str:
     """`tankbench 0.1.0 (commit 1a2b3c4d5e6f)`: what --version prints."""
     commit = build_commit()
     return f"tankbench {__version__} (commit {commit[:12] + ('-dirty' if commit.endswith('-dirty') else '')})"
+
+
+#: the layout of tankbench's JSON exports (results.json, compare --json, advise --json): bump it when a key
+#: changes meaning or goes away, so a reader can tell which layout it holds
+EXPORT_FORMAT = 1

@@ -100,7 +100,7 @@ def open_doctor_host(option: str) -> Host:
     """The Host named by --host (never boots a lab: a lab must be up)."""
     from tankbench.cli._campaign import host_option
     from tankbench.doctor.facts import open_host_no_boot
-    from tankbench.spec.parse import HostSpec
+    from tankbench.spec.schema import HostSpec
 
     table, _, _ = host_option(option)
     t = table or {"kind": "local"}

@@ -11,7 +11,7 @@ from tankbench.hosts.base import Host
 from tankbench.zfs.parse import parse_arcstats
 
 if TYPE_CHECKING:
-    from tankbench.spec.parse import HostSpec
+    from tankbench.spec.schema import HostSpec
 
 GROUPS = {"mirror": 0, "raidz": 1, "raidz1": 1, "raidz2": 2, "raidz3": 3}
 

@@ -16,7 +16,7 @@ from tankbench.safety import BLANK_PREFIX, STABLE_PREFIX
 from tankbench.units import fmt_size
 
 if TYPE_CHECKING:
-    from tankbench.spec.parse import HostSpec
+    from tankbench.spec.schema import HostSpec
 
 GROUP_WORDS = ("mirror", "raidz", "raidz1", "raidz2", "raidz3")
 #: what `--set pool.parent=DATASET` drops: the campaign then works under that dataset and creates no pool
