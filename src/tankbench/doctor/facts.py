@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import HostError, UserError
 from tankbench.hosts.base import Host
+from tankbench.targets import traits_of
 from tankbench.zfs.parse import parse_arcstats
 
 if TYPE_CHECKING:
@@ -77,6 +78,12 @@ def host_facts(host: Host, doc: Mapping[str, Any], bases: frozenset[str]) -> dic
     return out
 
 
+def _file_in_a_directory(table: Mapping[str, Any]) -> bool:
+    """A [[target]] table whose kind lays out a test file in a directory it is given (not on a pool)."""
+    t = traits_of(str(table.get("kind", "")))
+    return t.test_file and not t.needs_pool
+
+
 def free_space(host: Host, doc: Mapping[str, Any]) -> tuple[int, str]:
     """Available bytes where the campaign's targets live: its pool (or the capacity it will have), else the
     directory of its first file target."""
@@ -98,7 +105,7 @@ def free_space(host: Host, doc: Mapping[str, Any]) -> tuple[int, str]:
         return pool_capacity(vdevs, sizes), f"{host.name}: capacity of the pool {name} to be created"
     targets = doc.get("target", [])
     for t in targets if isinstance(targets, list) else []:
-        if isinstance(t, dict) and t.get("kind") == "file" and isinstance(t.get("path"), str):
+        if isinstance(t, dict) and _file_in_a_directory(t) and isinstance(t.get("path"), str):
             path = t["path"]
             while path not in ("", "/") and host.run(["test", "-d", path], timeout=60).returncode != 0:
                 path = os.path.dirname(path)

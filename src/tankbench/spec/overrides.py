@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import UserError
 from tankbench.safety import BLANK_PREFIX, STABLE_PREFIX
+from tankbench.targets import traits_of
 from tankbench.units import fmt_size
 
 if TYPE_CHECKING:
@@ -191,13 +192,19 @@ def _name_devices(path: str, doc: dict[str, Any], ov: Overrides) -> None:
     _replace(doc, mapping, ov)
 
 
+def _on_a_disk(table: Mapping[str, Any]) -> bool:
+    """A [[target]] table whose kind writes to a whole block device it is given (a raw target)."""
+    t = traits_of(str(table.get("kind", "")))
+    return t.block_device and not t.needs_pool
+
+
 def _data_slots(doc: Mapping[str, Any], pool: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
     """The campaign's data disks in order (pool vdevs, then raw targets' devices) and the pool's vdev words."""
     vdevs = [v for v in (pool or {}).get("vdevs", []) if isinstance(v, str)]
     slots = [v for v in vdevs if v not in GROUP_WORDS]
     targets = doc.get("target", [])
     for t in targets if isinstance(targets, list) else []:
-        if isinstance(t, dict) and t.get("kind") == "raw" and isinstance(t.get("path"), str):
+        if isinstance(t, dict) and _on_a_disk(t) and isinstance(t.get("path"), str):
             if t["path"] not in slots:
                 slots.append(t["path"])
     return slots, [v for v in vdevs if v in GROUP_WORDS]
@@ -271,7 +278,7 @@ def _replace(doc: dict[str, Any], mapping: Mapping[str, str], ov: Overrides) -> 
         pool["confirm"] = kept + [confirmation(d) for d in devices if d in named]
     targets = doc.get("target", [])
     for t in targets if isinstance(targets, list) else []:
-        if isinstance(t, dict) and t.get("kind") == "raw" and t.get("path") in mapping:
+        if isinstance(t, dict) and _on_a_disk(t) and t.get("path") in mapping:
             t["path"] = mapping[t["path"]]
             t["confirm"] = confirmation(t["path"])
 
