@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,10 +31,104 @@ LONG_FIRST = (
 )
 
 
+#: every process a test starts inherits this mark through its environment, so each pytest process (the xdist
+#: controller and every worker set their own) can find what its tests left running when it ends
+SESSION_MARK = "TANKBENCH_TEST_SESSION"
+#: how long processes may take to end by themselves after the last test (a lab powering off, a guest's qemu)
+STRAY_GRACE_S = 60.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ[SESSION_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def marked_processes(mark: str) -> dict[int, str]:
+    """Live processes (not this one) whose environment carries `mark`: {pid: command line}."""
+    found: dict[int, str] = {}
+    needle = f"{SESSION_MARK}={mark}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+        except OSError:
+            continue
+        cmd = proc_cmdline(int(entry))
+        if cmd is not None:
+            found[int(entry)] = cmd
+    return found
+
+
+def zombie_children() -> dict[int, str]:
+    """Children of this process that ended and were never waited for: {pid: name}."""
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                head, tail = f.read().rsplit(")", 1)
+        except (OSError, ValueError):
+            continue
+        fields = tail.split()
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found[int(entry)] = head.split("(", 1)[1]
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_stray_processes() -> Iterator[None]:
+    """Torn down last: the session fails if a process its tests started (qemu, a guest controller, fio, ssh,
+    tankbench) still runs, or one of its children is an unreaped zombie. Strays are then ended, by pid."""
+    yield
+    mark = os.environ[SESSION_MARK]
+    deadline = time.monotonic() + STRAY_GRACE_S
+    while (left := marked_processes(mark)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    zombies = zombie_children()
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)  # ours: it carries this session's mark
+        except ProcessLookupError:
+            pass
+    problems = [
+        f"pid {pid} still running {STRAY_GRACE_S:.0f} s after the last test: {cmd[:300]}" for pid, cmd in left.items()
+    ]
+    problems += [f"pid {pid} ({name}) is a zombie nobody reaped" for pid, name in zombies.items()]
+    assert not problems, "the tests left processes behind:\n" + "\n".join(problems)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest files first; the others keep their order (a stable sort)."""
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).relative_to(ROOT).as_posix(), len(rank)))
+
+
+def proc_cmdline(pid: int) -> str | None:
+    """A process's command line (NULs as spaces), or None once it has ended or is a zombie.
+
+    One read, no check first: a process can end between an exists() test and the read (that race made the
+    kill -9 test fail under load)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, IndexError):
+        return None
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: Callable[[], str] | str) -> None:
+    """Poll `predicate` until it is true; AssertionError naming `what` after `timeout` seconds (a deadline, never
+    a fixed sleep: the loop ends as soon as the condition holds, however loaded the machine)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(what() if callable(what) else what)
+        time.sleep(0.1)
 
 
 def zfs_fixture(name: str) -> str:
