@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -12,8 +13,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tankbench import bootlog
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -38,8 +42,71 @@ SESSION_MARK = "TANKBENCH_TEST_SESSION"
 STRAY_GRACE_S = 60.0
 
 
+#: the suite's budget per tier on a 2-core machine, in seconds of wall time (README, next to the test command);
+#: the whole of scripts/test, the image build included, has 45 minutes
+BUDGET_S = {"unit": 120.0, "integration": 300.0, "lab": 1800.0, "browser": 120.0}
+#: per test (node id): its tier, its seconds (setup + call + teardown) and its first start and last stop
+_TIMES: dict[str, list[float]] = {}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[SESSION_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): one boot log for all workers
+        fd, path = tempfile.mkstemp(prefix="tankbench-boots-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[bootlog.ENV] = path
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's time, phase by phase (xdist hands every worker's reports to the controller)."""
+    t = _TIMES.setdefault(report.nodeid, [0.0, report.start, report.stop])
+    t[0] += report.duration
+    t[1], t[2] = min(t[1], report.start), max(t[2], report.stop)
+
+
+def _tier(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """What the run cost: time per tier against its budget, the ten slowest tests, and every VM boot (printed by
+    every run, so the next regression shows in CI's own output)."""
+    if hasattr(config, "workerinput") or not _TIMES:
+        return
+    tr = terminalreporter
+    tr.section("tankbench: time per tier (budget for a 2-core machine; README)")
+    tr.write_line(f"{'tier':<12} {'tests':>5} {'test time':>10} {'wall span':>10} {'budget':>8}")
+    for tier in sorted({_tier(n) for n in _TIMES}):
+        rows = [t for n, t in _TIMES.items() if _tier(n) == tier]
+        total, span = sum(t[0] for t in rows), max(t[2] for t in rows) - min(t[1] for t in rows)
+        budget = BUDGET_S.get(tier)
+        over = "  OVER BUDGET" if budget is not None and span > budget else ""
+        shown = f"{budget:.0f} s" if budget is not None else "-"
+        tr.write_line(f"{tier:<12} {len(rows):>5} {total:>8.0f} s {span:>8.0f} s {shown:>8}{over}")
+    tr.write_line("(test time: summed over tests and workers; wall span: first start to last end of the tier)")
+    tr.section("tankbench: the ten slowest tests")
+    for nodeid, t in sorted(_TIMES.items(), key=lambda kv: -kv[1][0])[:10]:
+        tr.write_line(f"{t[0]:8.1f} s  {nodeid}")
+    boots = _boots()
+    tr.section(f"tankbench: VM boots ({len(boots)}, {sum(b['seconds'] for b in boots):.0f} s to ready in all)")
+    for b in boots:
+        extra = f", {b['panics']} panicked first" if b.get("panics") else ""
+        tr.write_line(f"{b['seconds']:8.1f} s  {b['what']} {b['name']} ({b.get('accelerator', '?')}{extra})")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        Path(os.environ.get(bootlog.ENV, "/nonexistent")).unlink(missing_ok=True)
+
+
+def _boots() -> list[dict[str, Any]]:
+    path = os.environ.get(bootlog.ENV, "")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except OSError:
+        return []
 
 
 def marked_processes(mark: str) -> dict[int, str]:

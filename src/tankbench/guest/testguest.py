@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from tankbench import bootlog
 from tankbench.errors import HostError, UserError
 from tankbench.guest import qemu
 from tankbench.guest.initramfs import IN_IMAGE_DIR
@@ -400,6 +401,7 @@ class TestGuest:
         self.boot_s = float(ev["boot_s"])
         self.devices = parse_devices(ev.get("devices", ""))
         self.progress(f"guest {self.name}: ready in {self.boot_s:.0f} s (qemu pid {self.pid})")
+        bootlog.record("guest", self.name, self.boot_s, accelerator=accel, machine=self.machine, on=self.host.name)
 
     def close(self) -> None:
         """Power the guest off (its qemu is ended if it does not) and stop the controller."""
