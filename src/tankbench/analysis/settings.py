@@ -27,6 +27,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from tankbench import units
 from tankbench.errors import SpecError, UserError
 
 GOAL_METRICS = {"MiB/s": "mibs", "durable MiB/s": "durable_mibs", "IOPS": "iops", "p99_ms": "p99_ms"}
@@ -69,12 +70,14 @@ class Settings:
 
 
 def parse_threshold(text: Any, path: str = "", key: str = "report.timing_threshold") -> tuple[float, float]:
-    """ "10%" -> (0.10, 0); "30s" -> (0, 30)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%|s)\s*", str(text))
-    if not m:
-        raise SpecError(path, key, text, "not a percentage or a number of seconds", 'write e.g. "10%" or "30s"')
-    v = float(m.group(1))
-    return (v / 100.0, 0.0) if m.group(2) == "%" else (0.0, v)
+    """ "10%" -> (0.10, 0); "30s" -> (0, 30); a plain number is a fraction (units.parse_threshold, the grammar
+    campaign.timing_threshold shares)."""
+    try:
+        return units.parse_threshold(text)
+    except ValueError:
+        raise SpecError(
+            path, key, text, "not a percentage or a number of seconds", 'write e.g. "10%" or "30s"'
+        ) from None
 
 
 def parse_mix_text(text: str) -> tuple[tuple[str, float], ...]:
