@@ -20,6 +20,7 @@ from tankbench.spec.fiotable import parse_fio
 from tankbench.spec.host import parse_host
 from tankbench.spec.matrix import parse_include, parse_matrix, parse_rule, parse_tunables_table, table_list
 from tankbench.spec.pool import parse_pool
+from tankbench.spec.report import settings_from_doc
 from tankbench.spec.rules import check_guest_copies, check_new_axes
 from tankbench.spec.schema import Cooldown, HostSpec, PoolSpec, Schedule, Spec
 from tankbench.spec.targettable import parse_targets
@@ -107,7 +108,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     tunables = parse_tunables_table(ctx, ctx.table(doc, "tunables"))
     check_new_axes(ctx, matrix, fio, pool, targets, settings["mode"])
     check_fill(ctx.err, matrix, excludes, includes, pool, targets, settings["fill_room"])
-    extras: dict[str, Any] = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
+    report = settings_from_doc(doc, path)  # the report reads these again from the journal's copy of the text
     return Spec(
         path=path,
         text=text,
@@ -117,7 +118,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
         excludes=excludes,
         includes=includes,
         fio=frozen_map(fio),
-        extras=frozen_map(extras),
+        report=report,
         pool=pool,
         scale=scale,
         preflight=policy_from_table(ctx.table(doc, "preflight"), path),

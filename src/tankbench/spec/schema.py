@@ -9,6 +9,7 @@ from typing import Any
 from tankbench.model import Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy
 from tankbench.spec.fill import DEFAULT_ROOM
+from tankbench.spec.report import Settings
 from tankbench.spec.vocab import VDEV_GROUPS
 
 
@@ -146,7 +147,8 @@ class Spec:
     excludes: tuple[Mapping[str, tuple[Any, ...]], ...]
     includes: tuple[Mapping[str, Any], ...]
     fio: Mapping[str, Any]
-    extras: Mapping[str, Any] = field(default_factory=frozen_map)
+    #: [report], [mix] and [[goal]]: what the report reads (checked when the campaign is read)
+    report: Settings = field(default_factory=Settings)
     pool: PoolSpec | None = None
     scale: str = ""
     #: what to do before each run about noise on the host (scrub, other I/O, swap, load): [preflight]
