@@ -319,6 +319,12 @@ def summarise_test(
     )
 
 
+def index_for_reports(journal: Journal) -> None:
+    """Have a writable journal keep the compact per-run copy of what load_dataset reads (schema 3: written with
+    each run from now on, older runs indexed once): loading then parses small arrays, not every run's JSON."""
+    journal.set_input_keys(METRIC_KEYS, CHECK_KEYS)
+
+
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:
     """Read tests, runs (without the heavy samples) and fingerprints once."""
     grouped: dict[str, list[dict[str, Any]]] = {}

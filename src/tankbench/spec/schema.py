@@ -149,6 +149,8 @@ class Spec:
     fio: Mapping[str, Any]
     #: [report], [mix] and [[goal]]: what the report reads (checked when the campaign is read)
     report: Settings = field(default_factory=Settings)
+    #: what the command line resolved for this campaign (`resolved_sizes`: relative sizes made absolute)
+    extras: Mapping[str, Any] = field(default_factory=frozen_map)
     pool: PoolSpec | None = None
     scale: str = ""
     #: what to do before each run about noise on the host (scrub, other I/O, swap, load): [preflight]
