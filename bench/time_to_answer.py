@@ -6,8 +6,9 @@ throughput is known in advance (min(iops limit, bandwidth limit / bs)). One camp
 (5 devices x randread/randwrite x 4k/16k: four test cases of five entries) runs twice through `tankbench run`:
 
 - reference: the seed's kind of schedule: a warm-up per test, a long fixed runtime, 3 repeats, a fixed cooldown;
-- adaptive: steady state ends runs early, a warm-up per configuration, 2-4 repeats until the 95 % CI is within
-  5 %, racing, round-robin rounds, an automatic cooldown.
+- adaptive: steady state ends runs early, a warm-up per configuration, one run per test and then further runs
+  (up to 4) only for tests whose place in their test case is in doubt (`repeats.settle` 5 %), in rounds across
+  configurations, an automatic cooldown.
 
 It prints the wall-time ratio, Kendall's tau between the two leaderboards of each test case (and of each against
 the known truth), whether the winners agree, and where the adaptive schedule got an order wrong.
@@ -64,7 +65,7 @@ SCHEDULES = {
     "reference": 'runtime = "3s"\nwarmup = true\nrepeats = 3\ncooldown = "1s"\n',
     "adaptive": (
         'runtime = "3s"\nss = "iops:5%"\nss_dur = "2s"\nwarmup = "per-config"\n'
-        'repeats = { min = 2, max = 4, ci = "5%" }\nracing = { margin = "5%" }\norder = "round-robin"\n'
+        'repeats = { min = 1, max = 4, settle = "5%" }\norder = "round-robin"\n'
         'cooldown = { auto = true, max = "2s", load1 = false, idle_for = "1s", idle_iops = 1000000 }\n'
     ),
 }
@@ -158,7 +159,7 @@ def leaderboards(journal: Path) -> tuple[dict[str, dict[str, float]], int, list[
     decisions = []
     for case, target, warm, status, bw, checks in rows:
         c = json.loads(checks or "{}")
-        if c.get("schedule.decision") in ("drop", "stop"):
+        if c.get("schedule.decision") in ("drop", "stop", "settled"):
             decisions.append(f"{case} {target}: {c['schedule.decision']} after {c['schedule.after_runs']} runs")
         if not warm and status == "done" and bw is not None:
             values.setdefault((case, target), []).append(float(bw))
@@ -186,6 +187,25 @@ def run_schedule(name: str, work: Path, loops: dict[str, str]) -> tuple[float, P
     return wall, journal
 
 
+MARGIN = 0.05
+
+
+def tau_beyond_margin(ref: list[float], ada: list[float], margin: float = MARGIN) -> tuple[float, int]:
+    """Kendall's tau between the two leaderboards over the pairs whose reference means differ by more than
+    the margin (closer pairs are ties the schedule need not break), and how many such pairs there are."""
+    concordant = discordant = 0
+    for i in range(len(ref)):
+        for j in range(i + 1, len(ref)):
+            if abs(ref[i] - ref[j]) <= margin * max(abs(ref[i]), abs(ref[j])):
+                continue
+            if (ref[i] - ref[j]) * (ada[i] - ada[j]) > 0:
+                concordant += 1
+            else:
+                discordant += 1
+    n = concordant + discordant
+    return ((concordant - discordant) / n if n else 1.0), n
+
+
 def compare(ref: dict[str, dict[str, float]], ada: dict[str, dict[str, float]]) -> list[str]:
     """Per test case: tau(reference, adaptive), tau of each vs the known truth, winners, wrong orders."""
     lines = []
@@ -205,8 +225,10 @@ def compare(ref: dict[str, dict[str, float]], ada: dict[str, dict[str, float]]) 
             for y in names[i + 1 :]
             if (ref[case][x] - ref[case][y]) * (ada[case][x] - ada[case][y]) < 0
         ]
+        tau_m, pairs = tau_beyond_margin(r, a)
         lines.append(
-            f"  {case:18} tau(ref, adaptive) {kendall_tau(r, a):+.2f}   tau vs truth: ref "
+            f"  {case:18} tau(ref, adaptive) {kendall_tau(r, a):+.2f}, over the {pairs} pairs > {MARGIN:.0%} apart "
+            f"{tau_m:+.2f}   tau vs truth: ref "
             f"{kendall_tau(r, truth):+.2f}, adaptive {kendall_tau(a, truth):+.2f}   winners: ref {win_r}, "
             f"adaptive {win_a} ({'agree' if win_r == win_a else 'DISAGREE'})"
             + (f"   swapped pairs: {', '.join(wrong)}" if wrong else "")

@@ -536,6 +536,14 @@ def _plan(keys: tuple[str, ...] | None) -> tuple[tuple[str, Compute, tuple[str, 
     )
 
 
+def fio_ran_s(ramp_s: float, expected_s: float, fio_runtime_s: float | None) -> float:
+    """How long fio meant to run: ramp + runtime, or ramp + fio's own runtime when that ended earlier (steady
+    state attained). Wall time beyond it is a late exit, even when fio exited before ramp + runtime."""
+    if fio_runtime_s is None or fio_runtime_s <= 0:
+        return expected_s
+    return min(expected_s, ramp_s + fio_runtime_s)
+
+
 # -- what the runner stores ----------------------------------------------------------------------------------
 
 

@@ -443,7 +443,7 @@ class CampaignRunner:
         for d in decisions:
             if d.test_id in last_row:
                 self.journal.merge_run_checks(last_row[d.test_id], d.as_checks())
-            if d.kind in ("stop", "max", "drop"):
+            if d.kind in ("stop", "max", "drop", "settled"):
                 estimator.learn_repeats([d.after_runs])
             if d.kind != "max" or self.spec.schedule.adaptive:
                 self.progress.note(f"    {d.kind}: {d.reason}")

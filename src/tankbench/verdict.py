@@ -9,7 +9,7 @@ from typing import Any
 from tankbench.fio.layout import ends_with_fsync, size_based
 from tankbench.fio.parse import FioOutputError, end_fsync_seconds, load_fio_json, metrics_from_fio
 from tankbench.guest.fill import fill_status
-from tankbench.metrics import copy_metrics, derive
+from tankbench.metrics import copy_metrics, derive, fio_ran_s
 from tankbench.model import Test
 
 TIMING_FLOOR_S = 2.0  # wall-time excess below this is fio start-up noise, never a timing issue
@@ -45,12 +45,15 @@ def decide_run(
     notes: list[str] = []
     status = "done"
     wall = float(res["wall_s"])
+    steady = False  # fio's steady state ended every job early
     if test.is_copy:
         metrics.update(copy_metrics(copy_size, wall, float(res.get("drain_s", 0.0))))
     else:
         try:
             doc = load_fio_json(res.get("fio_json", ""))
             metrics.update(metrics_from_fio(doc))
+            blocks = [j.get("steadystate") for j in doc.get("jobs", []) if isinstance(j, dict)]
+            steady = bool(blocks) and all(isinstance(b, dict) and b.get("attained") for b in blocks)
             if ends_with_fsync(test):  # fio counts its final fsync in the runtime and reports nothing else of it
                 tail = end_fsync_seconds(
                     doc,
@@ -78,7 +81,13 @@ def decide_run(
         )
     threshold = max(timing_threshold * test.expected_s, TIMING_FLOOR_S)
     timed = not test.is_copy and test.params.get("mode") != "size"  # size-based runs have no expected duration
-    checks = {"timing.threshold_s": round(threshold, 3), "timing.issue": wall - test.expected_s > threshold and timed}
+    ran = fio_ran_s(test.ramp, test.expected_s, metrics.get("fio.runtime_s")) if steady else test.expected_s
+    checks: dict[str, Any] = {
+        "timing.threshold_s": round(threshold, 3),
+        "timing.issue": wall - ran > threshold and timed,
+    }
+    if timed and ran < test.expected_s:  # steady state ended fio early: a late exit is late against that end
+        checks["timing.fio_ran_s"] = round(ran, 3)
     derived = derive(
         metrics,
         wall_s=wall,

@@ -66,7 +66,7 @@ def test_zvol_issues_full_scale_fits_the_seeds_time_on_a_real_host() -> None:
         .read_text()
         .replace('runtime = "90s"', 'runtime = "180s"')
         .replace('warmup = "per-config"', "warmup = true")
-        .replace('repeats = { min = 2, max = 3, ci = "5%" }', "repeats = 1")
+        .replace('repeats = { min = 1, max = 3, settle = "5%" }', "repeats = 1")
         .replace('cooldown = { auto = true, max = "2m" }', 'cooldown = "2m"')
         .replace('ss = "iops:5%"', 'ss = ""'),
         "old.toml",

@@ -158,10 +158,22 @@ def test_resume_continues_the_same_order(order: str) -> None:
 
     tests = expand(spec)
     full = drive(Scheduler(tests, spec.schedule, {}), lambda s: value(s.test.id, s.run_no))
+    group_of = {t.id: i for i, g in enumerate(config_groups(tests)) for t in g}
     for cut in (1, 5, 11, 17):
         first = full[:cut]
         sched = Scheduler(tests, spec.schedule, history(first, value))
-        assert first + drive(sched, lambda s: value(s.test.id, s.run_no)) == full, f"resume after {cut} runs"
+        rest = drive(sched, lambda s: value(s.test.id, s.run_no))
+        measured = [r for r in first + rest if not r[2]]
+        assert measured == [r for r in full if not r[2]], f"resume after {cut} runs: same measured runs, same order"
+        # every configuration the resumed run works on gets one warm-up in it, the one the cut fell in too (its
+        # warm-up in the earlier run has gone cold), and it comes first
+        warmups_rest = [group_of[r[0]] for r in rest if r[2]]
+        assert sorted(warmups_rest) == sorted({group_of[r[0]] for r in rest}), f"resume after {cut}"
+        assert rest[0][2], f"resume after {cut}: a warm-up first"
+        labels = [s.label(6) for s in Scheduler(tests, spec.schedule, history(first, value)).next_batch()]
+        assert labels[0] == "warm-up (resumed)" or not any(
+            r[2] for r in first if group_of[r[0]] == group_of[rest[0][0]]
+        )
 
 
 def test_adaptive_repeats_stop_early_on_stable_tests_and_decisions_have_evidence() -> None:
@@ -279,3 +291,56 @@ def test_kendall_tau() -> None:
     assert kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(2 / 3)
     with pytest.raises(ValueError):
         kendall_tau([1.0], [1.0])
+
+
+# ------------------------------------------------------------------ repeat where the order is in doubt
+def test_settle_repeats_only_tests_whose_place_is_in_doubt() -> None:
+    spec = spec_of('warmup = "per-config"\nrepeats = { max = 4, settle = "5%" }')
+    assert spec.schedule.repeats_min == 1 and spec.schedule.settle == 0.05 and spec.schedule.adaptive
+    tests = expand(spec)
+    # read 4k: far apart everywhere; write 4k: two tests 3 % apart at the bottom, the rest far apart
+    truth = {}
+    for t in tests:
+        base = {"read": 100.0, "write": 50.0}[str(t.params["rw"])]
+        truth[t.id] = base * (1.0 if t.target.name == "a" else 4.0) * (1.0 if t.params["iodepth"] == 1 else 2.0)
+    close = [t.id for t in tests if t.params["rw"] == "write" and t.target.name == "a"]
+    truth[close[1]] = truth[close[0]] * 1.03
+    sched = Scheduler(tests, spec.schedule, {})
+    done = drive(sched, lambda s: truth[s.test.id])
+    measured = [d for d in done if not d[2]]
+    assert len(measured) == len(tests) + 2, "one run each, then one more for the two close tests only"
+    assert {tid for tid, n, _ in measured if n == 2} == set(close)
+    assert sum(1 for d in done if d[2]) == 2, "one warm-up per configuration, before its first run"
+    first_round = [tid for tid, _, warm in done[: len(tests) + 2] if not warm]
+    assert set(first_round) == {t.id for t in tests}, "the first round covers every configuration"
+    kinds = {d.test_id: d for d in sched.decisions}
+    assert all(d.kind == "settled" for d in kinds.values()) and len(kinds) == len(tests)
+    ev = kinds[close[0]].evidence
+    assert ev["n"] == 2 and ev["cv"] == 0.0 and ev["cv_df"] == 2, "noise learned from the repeated tests"
+    assert kinds[tests[0].id].evidence["cv_df"] == 0 and "assumed" in kinds[tests[0].id].reason
+
+
+def test_settle_separates_the_winner_or_runs_to_max() -> None:
+    spec = spec_of('repeats = { max = 3, settle = "5%" }')
+    tests = expand(spec)
+    reads = [t.id for t in tests if t.params["rw"] == "read"]
+    truth = {t.id: 100.0 * (i + 1) for i, t in enumerate(tests)}
+    truth[reads[-1]] = truth[reads[-2]] * 1.02  # a near tie for first place: within the margin, still a winner
+    noise = iter([1.0, 0.97, 1.03, 0.99, 1.01, 1.02, 0.98] * 20)
+    sched = Scheduler(tests, spec.schedule, {})
+    done = drive(sched, lambda s: truth[s.test.id] * next(noise))
+    runs = {tid: sum(1 for d in done if d[0] == tid and not d[2]) for tid in truth}
+    assert runs[reads[-1]] == runs[reads[-2]] == 3, "a winner not separated gets every repeat"
+    assert min(runs.values()) == 1
+
+
+def test_settle_is_kept_on_resume_and_cannot_be_combined_with_ci() -> None:
+    from tankbench.model import Run
+    from tankbench.schedule.scheduler import decided_from_runs
+
+    run = Run("t1", 1, False, 1, "done", 0.0, 1.0, "h", "fp", 1.0, checks={"schedule.decision": "settled"})
+    assert decided_from_runs([run]) == {"t1": "settled"}
+    with pytest.raises(SpecError, match="repeats.settle.*cannot be combined with repeats.ci"):
+        spec_of('repeats = { max = 3, ci = "5%", settle = "5%" }')
+    with pytest.raises(SpecError, match="repeats.settle"):
+        spec_of('repeats = { max = 3, settle = "500%" }')

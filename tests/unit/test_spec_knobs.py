@@ -400,3 +400,15 @@ tunables = { zfs_txg_timeout = 10 }
         ("write", "zfs_arc_max=1073741824"),
         ("write", "zfs_arc_max=1073741824,zfs_txg_timeout=10"),
     ]
+
+
+def test_writing_tests_refill_buffers_unless_the_campaign_chose_buffer_contents():
+    """fio's one reused buffer makes small-block writes compressible: the next run had to lay the file out again."""
+    from tankbench.fio.jobs import job_text
+
+    body = FILE_TARGET + '[matrix]\nrw = ["randwrite", "randread", "randrw"]\nbs = ["4k"]\n'
+    jobs = {t.params["rw"]: job_text(t).splitlines() for t in expand(spec(body))}
+    assert "refill_buffers=1" in jobs["randwrite"] and "refill_buffers=1" in jobs["randrw"]
+    assert not any(line.startswith("refill_buffers") for line in jobs["randread"]), "reads write no buffers"
+    (t,) = expand(spec(FILE_TARGET + '[matrix]\nrw = ["write"]\nbs = ["4k"]\n[fio]\nzero_buffers = 1\n'))
+    assert not any(line.startswith("refill_buffers") for line in job_text(t).splitlines())

@@ -69,3 +69,31 @@ def test_copy_tests_have_apparent_and_durable_speed_and_no_timing_issue() -> Non
     assert v.status == "done" and not v.checks["timing.issue"] and "timing.excess_s" not in v.metrics
     assert v.metrics["copy.apparent_bw_bytes"] == 16 << 20 and v.metrics["copy.durable_bw_bytes"] == 8 << 20
     assert "total.bw_bytes" not in v.metrics, "a copy's apparent speed is not fio's bandwidth"
+
+
+def test_a_late_exit_after_steady_state_ended_fio_early_is_a_timing_issue() -> None:
+    """fio attained steady state after 5 s of a 100 s runtime; it exiting 40 s later is late, though before 100 s."""
+    import json
+
+    doc = json.loads(FIO_JSON[FIO_JSON.index("{") :])
+    for job in doc["jobs"]:
+        job["steadystate"] = {"ss": "iops:5%", "duration": 3, "attained": 1}
+    steady = json.dumps(doc)
+    t = _test(runtime=100.0, ramp=2.0)
+    late = _decide({"wall_s": 47.0, "exit_status": 0, "fio_json": steady}, t)
+    assert late.checks["timing.issue"] and late.checks["timing.fio_ran_s"] == pytest.approx(7.005)
+    on_time = _decide({"wall_s": 7.5, "exit_status": 0, "fio_json": steady}, t)
+    assert not on_time.checks["timing.issue"]
+    # without steady state the same fio JSON is judged against ramp + runtime, as before
+    assert not _decide({"wall_s": 47.0, "exit_status": 0, "fio_json": FIO_JSON}, t).checks["timing.issue"]
+    # the report's late flag uses the same end (analysis.cases.run_view)
+    from tankbench.analysis.cases import run_view
+    from tankbench.analysis.settings import parse_settings
+
+    row = {
+        "id": 1, "test_id": "t", "run_no": 1, "warmup": 0, "attempt": 1, "status": "done", "started": 0.0,
+        "fingerprint_id": "", "expected_s": 102.0, "wall_s": 47.0, "drain_s": 0.0, "note": "",
+        "metrics": {"fio.runtime_s": 5.005}, "checks": {"steadystate.attained": True},
+    }  # fmt: skip
+    assert run_view(row, 2.0, parse_settings("", "x")).late
+    assert not run_view(dict(row, checks={}), 2.0, parse_settings("", "x")).late

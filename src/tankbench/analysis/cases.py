@@ -11,7 +11,7 @@ from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
 from tankbench.guest.fill import FILL_CHECK_KEYS
 from tankbench.journal.db import Journal, TestRow
-from tankbench.metrics import METRICS, Times, applicable, raw_keys, run_values
+from tankbench.metrics import METRICS, Times, applicable, fio_ran_s, raw_keys, run_values
 from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES, Fingerprint, test_case_for
 from tankbench.targets import KindTraits, traits_of
 
@@ -238,7 +238,9 @@ def run_view(r: Mapping[str, Any], ramp: float, settings: Settings, keys: tuple[
     values = run_values(m, Times(wall, expected, ramp, drain), keys)
     extra = r["checks"]
     extra.update((k, m[k]) for k in EXTRA_METRIC_KEYS if k in m)
-    excess = None if wall is None else wall - expected
+    # against fio's own end when steady state ended it early: a late exit before ramp + runtime is still late
+    ran = fio_ran_s(ramp, expected, extra.get("fio.runtime_s")) if extra.get("steadystate.attained") else expected
+    excess = None if wall is None else wall - ran
     late = run_late(r["status"], excess, drain, timing_limit(extra, expected, settings))
     return RunView(
         r["id"],

@@ -14,7 +14,7 @@ from tankbench.journal import Journal
 from tankbench.model import Test
 from tankbench.progress import fmt_estimate
 from tankbench.runner import default_journal_path, local_has_zfs
-from tankbench.schedule.estimate import Estimate, Estimator, priors_for
+from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.spec import Spec, expand
 from tankbench.units import fmt_duration
@@ -61,7 +61,7 @@ def estimate(
     sched = Scheduler(tests, spec.schedule, history_from_runs(runs), decided_from_runs(runs))
     est = Estimator(spec, priors_for(runs_in_emulated_lab(spec) and not real_host))
     est.learn(runs, tests)
-    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop"))
+    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop", "settled"))
     return est.estimate(sched), sched, bool(runs)
 
 
@@ -118,10 +118,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for t in tests:
         out.write(f"{t.number:04d}  {t.id}  {t.name:{width}}  {t.test_case}\n")
     out.write("\n" + summary(spec, tests, est, sched, learned) + "\n")
+    settle = spec.schedule.settle is not None
+    if not learned:
+        out.write(f"Priors: {describe_priors(priors_for(real is not None), settle)}.\n")
     out.write(resolved_sizes(spec))
     if real is not None and not learned:
         out.write(
             f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(real)}.\n"
+            f"Real-host priors: {describe_priors(priors_for(False), settle)}.\n"
         )
     if args.export:
         out.write(f"Exported {len(tests)} job scripts to {args.export}/ (run any NNNN-job.sh with plain fio).\n")
@@ -141,6 +145,8 @@ def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, lear
     repeats = (
         f"{s.repeats_min}–{s.repeats_max} repeats (95 % CI within ±{s.ci:.0%})"
         if s.ci is not None and s.repeats_min < s.repeats_max
+        else f"{s.repeats_min}–{s.repeats_max} repeats (more only where the order is in doubt, margin {s.settle:.0%})"
+        if s.settle is not None and s.repeats_min < s.repeats_max
         else f"{s.repeats_max} repeat(s)"
     )
     warm = {"per-test": "a warm-up per test", "per-config": "a warm-up per configuration", "none": "no warm-up"}[

@@ -66,6 +66,26 @@ def deadline_s(test: Test, grace_s: float, min_throughput: int) -> float:
     return test.ramp + total / max(1, min_throughput) + grace_s
 
 
+#: fio options that decide what write buffers hold: a campaign that sets one gets exactly what it asked for
+BUFFER_OPTIONS = frozenset(
+    {
+        "refill_buffers",
+        "buffer_compress_percentage",
+        "buffer_compress_chunk",
+        "zero_buffers",
+        "buffer_pattern",
+        "dedupe_percentage",
+        "scramble_buffers",
+    }
+)
+
+
+def writes_buffers(test: Test) -> bool:
+    """Whether an fio test writes data from fio's buffers (any write or trim pattern; not a copy test)."""
+    rw = str(test.params.get("rw", ""))
+    return not test.is_copy and (any(w in rw for w in ("write", "rw")) or rw == "readwrite")
+
+
 def job_text(test: Test, filename: str | None = None) -> str:
     """An fio job file that runs exactly this test (for a copy test: a comment naming the command)."""
     p = test.params
@@ -96,6 +116,11 @@ def job_text(test: Test, filename: str | None = None) -> str:
         g["buffer_compress_percentage"] = p["buffer_compress_percentage"]
     if "refill_buffers" in p:
         g["refill_buffers"] = 1 if p["refill_buffers"] else 0
+    elif writes_buffers(test) and not BUFFER_OPTIONS & (set(p) | set(test.fio_options)):
+        # fio fills one buffer once: small blocks repeat inside each record and the written file compresses.
+        # Fresh random data per write keeps it as incompressible as its layout, so the next run on it needs no
+        # new layout, and ZFS writes what fio reports.
+        g["refill_buffers"] = 1
     mode = p.get("sync_mode", "async")
     if mode == "sync":
         g["sync"] = 1

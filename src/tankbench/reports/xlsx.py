@@ -214,8 +214,20 @@ def rows_xml(body: list[list[Any]], first_row: int = 2) -> str:
     letters = [get_column_letter(i + 1) for i in range(ncols)]
     out = []
     for n, row in enumerate(body, start=first_row):
-        cells = "".join(_cell(f"{letters[i]}{n}", v) for i, v in enumerate(row))
-        out.append(f'<row r="{n}">{cells}</row>')
+        out.append(f'<row r="{n}">')
+        for letter, v in zip(letters, row):
+            kind = type(v)  # the common types first, without _cell's checks: 100,000 runs are millions of cells
+            if kind is float:
+                if v - v == 0:  # finite (inf - inf and nan - nan are nan)
+                    out.append(f'<c r="{letter}{n}" t="n"><v>{v!r}</v></c>')
+                    continue
+            elif kind is int:
+                out.append(f'<c r="{letter}{n}" t="n"><v>{v}</v></c>')
+                continue
+            elif v is None:
+                continue
+            out.append(_cell(f"{letter}{n}", v))
+        out.append("</row>")
     return "".join(out)
 
 

@@ -34,6 +34,9 @@ class Priors:
     run_cv: float = 0.03  # run-to-run coefficient of variation assumed for the CI stopping rule
     guest_boot_s: float = 10.0  # boot a test guest (vm-disk targets), once per `run`: ~9 s under TCG, less with KVM
     guest_config_s: float = 5.0  # hot-plug a guest disk and check it in the guest (per vm-disk configuration)
+    #: `repeats.settle`: where between min and max repeats a test most likely ends before the journal says: most
+    #: leaderboard neighbours differ by far more than run-to-run noise, so most tests settle after their first run
+    settle_spread: float = 0.15
 
 
 #: an emulated lab VM (qemu TCG), measured on tests/fixtures/journal-lab-zfs.sqlite: ~9 s per 3 s run beyond
@@ -47,6 +50,21 @@ LAB_PRIORS = Priors(
     guest_boot_s=180.0,
     guest_config_s=30.0,
 )
+
+
+def describe_priors(p: Priors, settle: bool = False) -> str:
+    """The priors an estimate assumes, in words (plan prints them until the journal has measured the costs)."""
+    parts = [
+        f"{p.run_overhead_s:g} s per run beyond fio (agent, samplers, drain)",
+        f"{p.config_s:g} s per new dataset/zvol",
+        f"layout at {p.layout_bytes_per_s / 2**20:g} MiB/s",
+        f"an automatic cooldown {p.cooldown_auto_s:g} s",
+        "steady state ending a run halfway between ramp + ss_dur and ramp + runtime",
+        f"run-to-run variation {p.run_cv:.0%}",
+    ]
+    if settle:
+        parts.append(f"tests in doubt going {p.settle_spread:.0%} of the way from min to max repeats")
+    return "; ".join(parts)
 
 
 def priors_for(emulated: bool) -> Priors:
@@ -190,7 +208,7 @@ class Estimator:
             for st in live:
                 lo = max(0, s.repeats_min - st.measured)
                 hi = max(0, s.repeats_max - st.measured)
-                warm = 1 if st.warmup and not st.finished(0, True) else 0
+                warm = 1 if sched.needs_warmup(st) else 0
                 runs = (lo + warm, lo + (hi - lo) * spread + warm, hi + warm)
                 run = self.run_time(st.test)
                 over = _triple(self.overheads.get(cost_kind(st.test), []), self.priors.run_overhead_s)
@@ -211,6 +229,8 @@ class Estimator:
             return 0.0
         if self.repeats_used:
             used = _mean([float(n) for n in self.repeats_used], s.repeats_min)
+        elif s.settle is not None:
+            return self.priors.settle_spread
         else:
             used = float(expected_repeats(s.repeats_min, s.repeats_max, s.ci, self.priors.run_cv))
         return min(1.0, max(0.0, (used - s.repeats_min) / (s.repeats_max - s.repeats_min)))

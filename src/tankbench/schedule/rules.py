@@ -183,3 +183,70 @@ def stop_decision(test_id: str, check: StopCheck, round_no: int, ci: float | Non
         )
         return Decision(test_id, "max", check.n, round_no, text, ev)
     return Decision(test_id, "max", check.n, round_no, f"all {check.n} planned repeats done", ev)
+
+
+# ------------------------------------------------------------------ repeat where the order is in doubt
+#: the run-to-run coefficient of variation assumed until two tests have two runs each (then it is learned)
+PRIOR_CV = 0.03
+
+
+def pooled_cv(values: Mapping[str, Sequence[float]]) -> tuple[float, int] | None:
+    """Run-to-run coefficient of variation pooled over every test with 2+ values, and its degrees of freedom
+    (None before there are any): tests of one campaign share a host, so one noise level fits them all."""
+    num = 0.0
+    df = 0
+    for vs in values.values():
+        if len(vs) < 2:
+            continue
+        s = summarise(vs)
+        if s is None or not s.mean:
+            continue
+        num += (len(vs) - 1) * (s.sd / abs(s.mean)) ** 2
+        df += len(vs) - 1
+    return (math.sqrt(num / df), df) if df else None
+
+
+@dataclass(frozen=True)
+class Place:
+    """Whether a test's place in its test case is settled, with the numbers that decided it."""
+
+    test_id: str
+    settled: bool
+    evidence: Mapping[str, Any]
+
+
+def places(
+    values: Mapping[str, Sequence[float]], candidates: Iterable[str], margin: float, cv: tuple[float, int] | None
+) -> list[Place]:
+    """For each candidate of one test case (higher is better): settled when its interval (mean ± t x cv x |mean|
+    / sqrt(n), cv pooled over the campaign, PRIOR_CV before it is known) overlaps neither neighbour's in the
+    ranking by more than `margin` x the larger mean, and, for the two leaders, does not overlap at all (the
+    winner is separated). Overlap within the margin is a tie the ranking does not need to break."""
+    noise, df = cv if cv is not None else (PRIOR_CV, 0)
+    z = t_quantile(0.975, df) if df else 1.96
+    stats = {}
+    for tid, vs in values.items():
+        if vs:
+            mean = math.fsum(vs) / len(vs)
+            half = z * noise * abs(mean) / math.sqrt(len(vs))
+            stats[tid] = (mean, mean - half, mean + half, len(vs))
+    ranked = sorted(stats, key=lambda t: (-stats[t][0], t))
+    out = []
+    for tid in candidates:
+        if tid not in stats:
+            continue
+        i = ranked.index(tid)
+        mean, low, high, n = stats[tid]
+        worst = 0.0
+        settled = True
+        for j in (i - 1, i + 1):
+            if not 0 <= j < len(ranked):
+                continue
+            m2, lo2, hi2, _ = stats[ranked[j]]
+            overlap = min(high, hi2) - max(low, lo2)
+            allowed = 0.0 if max(i, j) <= 1 else margin * max(abs(mean), abs(m2))
+            worst = max(worst, overlap / max(abs(mean), abs(m2), 1e-300))
+            settled = settled and overlap <= allowed
+        ev = {"n": n, "mean": mean, "ci_low": low, "ci_high": high, "rank": i + 1, "cv": noise, "cv_df": df}
+        out.append(Place(tid, settled, dict(ev, worst_overlap=worst, margin=margin)))
+    return out

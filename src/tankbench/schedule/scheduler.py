@@ -7,7 +7,17 @@ from dataclasses import dataclass, field
 
 from tankbench.model import Run, Test, short_hash
 from tankbench.schedule.configs import config_groups, warmup_tests
-from tankbench.schedule.rules import FINISHED, Decision, Observation, observation, race, stop_decision, stop_rule
+from tankbench.schedule.rules import (
+    FINISHED,
+    Decision,
+    Observation,
+    observation,
+    places,
+    pooled_cv,
+    race,
+    stop_decision,
+    stop_rule,
+)
 from tankbench.spec.parse import Schedule
 
 
@@ -17,7 +27,7 @@ class _TestState:
     position: int
     warmup: bool
     obs: list[Observation] = field(default_factory=list)
-    final: str = ""  # "stop", "drop", "max" or "skip" once decided
+    final: str = ""  # "stop", "drop", "settled", "max" or "skip" once decided
 
     def finished(self, run_no: int, warm: bool) -> bool:
         return any(o.run_no == run_no and o.warmup == warm and o.status in FINISHED for o in self.obs)
@@ -50,10 +60,11 @@ class Slot:
     warmup: bool
     attempt: int
     round_no: int
+    resumed: bool = False  # a warm-up again: the configuration was warmed by an earlier `run`
 
     def label(self, rmax: int) -> str:
         """Progress text: "warm-up" or "run 2/10"."""
-        text = "warm-up" if self.warmup else f"run {self.run_no}/{rmax}"
+        text = ("warm-up (resumed)" if self.resumed else "warm-up") if self.warmup else f"run {self.run_no}/{rmax}"
         return text + (f" (attempt {self.attempt}, after a crash)" if self.attempt > 1 else "")
 
 
@@ -78,6 +89,9 @@ class Scheduler:
         self.groups = [[self.states[t.id] for t in g] for g in config_groups(tests)]
         self.decisions: list[Decision] = []
         self.round_no = 0
+        #: tests whose warm-up finished in this `run`: one from an earlier run does not warm a resumed
+        #: configuration (the caches, metaslabs and disks it warmed have gone cold since)
+        self.warmed: set[str] = set()
         for tid, kind in (decided or {}).items():
             if tid in self.states:
                 self.states[tid].final = kind
@@ -91,6 +105,8 @@ class Scheduler:
 
     def next_batch(self) -> list[Slot]:
         """The next runs to do (a round, or one run in sequential order); [] when the campaign is complete."""
+        if self.schedule.settle is not None:
+            return self._settle_batch()
         for group in self.groups:
             live = [st for st in group if self.active(st)]
             if live:
@@ -109,14 +125,50 @@ class Scheduler:
             live.sort(key=lambda st: short_hash([sched.shuffle_seed, self.round_no, st.test.id]))
         slots: list[Slot] = []
         group_warm = next((st for st in group if st.warmup and st.final != "skip"), None)
-        if sched.warmup == "per-config" and group_warm is not None and not group_warm.finished(0, True):
-            return [Slot(group_warm.test, 0, True, group_warm.attempt(0, True), 0)]
+        if sched.warmup == "per-config" and group_warm is not None and self.needs_warmup(group_warm):
+            return [self._warm_slot(group_warm)]
         for st in live:
-            if sched.warmup == "per-test" and st.warmup and not st.finished(0, True):
-                slots.append(Slot(st.test, 0, True, st.attempt(0, True), 0))
+            if sched.warmup == "per-test" and self.needs_warmup(st):
+                slots.append(self._warm_slot(st))
             run_no = self._next_run_no(st)
             slots.append(Slot(st.test, run_no, False, st.attempt(run_no, False), self.round_no))
         return slots
+
+    def _settle_batch(self) -> list[Slot]:
+        """`repeats.settle`: a round is one more run of every test still in doubt, across configurations (a
+        test's neighbours in its test case usually sit on other ones), configurations in plan order."""
+        sched = self.schedule
+        live = [st for group in self.groups for st in group if self.active(st)]
+        if not live:
+            return []
+        low = min(st.measured for st in live)
+        self.round_no = low + 1
+        slots: list[Slot] = []
+        for group in self.groups:
+            members = [st for st in group if self.active(st) and st.measured == low]
+            if not members:
+                continue
+            warm = next((st for st in group if st.warmup and st.final != "skip"), None)
+            if sched.warmup == "per-config" and warm is not None and self.needs_warmup(warm):
+                slots.append(self._warm_slot(warm))
+            if sched.order == "shuffle":
+                members.sort(key=lambda st: short_hash([sched.shuffle_seed, self.round_no, st.test.id]))
+            for st in members:
+                if sched.warmup == "per-test" and self.needs_warmup(st):
+                    slots.append(self._warm_slot(st))
+                run_no = self._next_run_no(st)
+                slots.append(Slot(st.test, run_no, False, st.attempt(run_no, False), self.round_no))
+        return slots
+
+    def needs_warmup(self, st: _TestState) -> bool:
+        """A warm-up is due: the test gets one and none finished in this `run` (resumed: again)."""
+        return st.warmup and st.test.id not in self.warmed
+
+    def _warm_slot(self, st: _TestState) -> Slot:
+        """A warm-up run; `resumed` when an earlier `run` warmed this already (not a retry after a crash)."""
+        earlier = st.finished(0, True)
+        attempt = 1 if earlier else st.attempt(0, True)
+        return Slot(st.test, 0, True, attempt, 0, resumed=earlier)
 
     @staticmethod
     def _next_run_no(st: _TestState) -> int:
@@ -131,6 +183,8 @@ class Scheduler:
         """Record a finished run; returns the decisions it causes (stop, max, skip) for that test."""
         st = self.states[test_id]
         st.obs.append(obs)
+        if obs.warmup and obs.status in FINISHED:
+            self.warmed.add(test_id)
         before = len(self.decisions)
         if st.crashes >= 2 and not st.final:
             st.final = "skip"
@@ -146,12 +200,12 @@ class Scheduler:
     def end_batch(self) -> list[Decision]:
         """After a round: the race (opt-in) drops tests clearly behind their test case's leader."""
         sched = self.schedule
+        out = self._settle() if sched.settle is not None else []
         if not sched.racing:
-            return []
+            return out
         by_case: dict[str, list[_TestState]] = {}
         for st in self.states.values():
             by_case.setdefault(st.test.test_case, []).append(st)
-        out: list[Decision] = []
         for case, members in sorted(by_case.items()):
             values = {st.test.id: st.values for st in members if st.final != "skip"}
             candidates = [st.test.id for st in members if self.active(st)]
@@ -164,6 +218,37 @@ class Scheduler:
                     f"{ev['ci_high']:.4g} < leader's lower bound {ev['leader_ci_low']:.4g} - {sched.racing_margin:.0%}"
                 )
                 out.append(Decision(drop.test_id, "drop", st.measured, self.round_no, text, ev))
+        self.decisions.extend(d for d in out if d.kind == "drop")
+        return out
+
+    def _settle(self) -> list[Decision]:
+        """After a round: tests whose place in their test case is settled need no more runs (`settled`)."""
+        sched = self.schedule
+        assert sched.settle is not None
+        if any(self.active(st) and st.measured < self.round_no for st in self.states.values()):
+            return []  # the round is not complete (a crash, an interrupted run): judge it once it is
+        live = [st for st in self.states.values() if st.final != "skip"]
+        cv = pooled_cv({st.test.id: st.values for st in live})
+        by_case: dict[str, list[_TestState]] = {}
+        for st in live:
+            by_case.setdefault(st.test.test_case, []).append(st)
+        out: list[Decision] = []
+        for case, members in sorted(by_case.items()):
+            values = {st.test.id: st.values for st in members}
+            candidates = [st.test.id for st in members if self.active(st) and st.measured >= sched.repeats_min]
+            for place in places(values, candidates, sched.settle, cv):
+                if not place.settled:
+                    continue
+                st = self.states[place.test_id]
+                st.final = "settled"
+                ev = dict(place.evidence, test_case=case)
+                text = (
+                    f"place {ev['rank']} in {case} settled after {st.measured} run(s): its interval "
+                    f"{ev['ci_low']:.4g}–{ev['ci_high']:.4g} (run-to-run noise {ev['cv']:.1%}"
+                    f"{' assumed' if not ev['cv_df'] else ''}) overlaps no neighbour's by more than "
+                    f"{sched.settle:.0%}{' (the winner: not at all)' if ev['rank'] <= 2 else ''}"
+                )
+                out.append(Decision(st.test.id, "settled", st.measured, self.round_no, text, ev))
         self.decisions.extend(out)
         return out
 
@@ -189,7 +274,7 @@ class Scheduler:
                 continue
             if any(st.measured == 0 for st in live):
                 configs += 1
-            warm += sum(1 for st in group if st.warmup and not st.finished(0, True))
+            warm += sum(1 for st in group if self.needs_warmup(st))
             low += sum(max(0, s.repeats_min - st.measured) for st in live)
             high += sum(max(0, s.repeats_max - st.measured) for st in live)
         return Remaining(low, high, warm, configs)
@@ -211,7 +296,7 @@ def decided_from_runs(runs: Iterable[Run]) -> dict[str, str]:
     return {
         r.test_id: str(r.checks["schedule.decision"])
         for r in runs
-        if r.checks.get("schedule.decision") in ("stop", "drop")
+        if r.checks.get("schedule.decision") in ("stop", "drop", "settled")
     }
 
 

@@ -213,6 +213,7 @@ def _schedule(ctx: Keys, camp: Mapping[str, Any], runtime: float, name: str) -> 
         racing=racing,
         racing_margin=margin,
         racing_min=race_min,
+        settle=_settle(ctx, camp.get("repeats")),
         ss=ss,
         ss_dur_s=dur,
         ss_ramp_s=ss_ramp,
@@ -225,7 +226,9 @@ def _repeats(ctx: Keys, value: object) -> tuple[int, int, float | None]:
         n = ctx.integer("campaign.repeats", value, 1, 1000)
         return n, n, None
     ctx.unknown_keys(value, REPEATS_KEYS, "campaign.repeats.")
-    rmin = ctx.integer("campaign.repeats.min", value.get("min", 2), 1, 1000)
+    rmin = ctx.integer(
+        "campaign.repeats.min", value.get("min", 1 if "settle" in value and "ci" not in value else 2), 1, 1000
+    )
     rmax = ctx.integer("campaign.repeats.max", value.get("max", max(rmin, 10)), 1, 1000)
     if rmax < rmin:
         raise ctx.err("campaign.repeats.max", rmax, f"is smaller than min ({rmin})", f"e.g. max = {max(rmin, 10)}")
@@ -240,6 +243,26 @@ def _repeats(ctx: Keys, value: object) -> tuple[int, int, float | None]:
         if rmin < 2:
             raise ctx.err("campaign.repeats.min", rmin, "a confidence interval needs at least 2 repeats", "min = 2")
     return rmin, rmax, ci
+
+
+def _settle(ctx: Keys, value: object) -> float | None:
+    """`repeats = { min = 1, max = 4, settle = "5%" }`: further runs only for tests whose place in their test
+    case is in doubt (docs/schedule.md); None without it."""
+    if not isinstance(value, dict) or "settle" not in value:
+        return None
+    if "ci" in value:
+        raise ctx.err(
+            "campaign.repeats.settle",
+            value["settle"],
+            "cannot be combined with repeats.ci",
+            'keep one: settle = "5%" repeats where the order is in doubt, ci = "5%" until every mean is known to ±5 %',
+        )
+    return _fraction(
+        ctx,
+        "campaign.repeats.settle",
+        value["settle"],
+        'e.g. settle = "5%": repeat a test while its interval overlaps a neighbour\'s by more than 5 % of the mean',
+    )
 
 
 def _racing(ctx: Keys, value: object, rmin: int) -> tuple[bool, float, int]:

@@ -112,6 +112,8 @@ class Schedule:
     racing: bool = False
     racing_margin: float = 0.05
     racing_min: int = 2
+    #: repeat only where the order is in doubt (`repeats.settle`, the margin within which order does not matter)
+    settle: float | None = None
     ss: str = ""
     ss_dur_s: float = 0.0
     ss_ramp_s: float = 0.0
@@ -119,7 +121,7 @@ class Schedule:
     @property
     def adaptive(self) -> bool:
         """Whether the number of repeats is decided while the campaign runs."""
-        return self.repeats_min < self.repeats_max and (self.ci is not None or self.racing)
+        return self.repeats_min < self.repeats_max and (self.ci is not None or self.racing or self.settle is not None)
 
 
 @dataclass(frozen=True)

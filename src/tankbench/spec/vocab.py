@@ -123,7 +123,7 @@ WARMUP_MODES = ("per-test", "per-config", "none")
 
 ORDERS = ("sequential", "round-robin", "shuffle")
 
-REPEATS_KEYS = ("min", "max", "ci")
+REPEATS_KEYS = ("min", "max", "ci", "settle")
 
 RACING_KEYS = ("margin", "min")
 
