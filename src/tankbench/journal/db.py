@@ -239,6 +239,21 @@ class Journal:
             self.conn.execute("ROLLBACK")
             raise
 
+    def set_hosts(self, mode: str, hosts: Sequence[tuple[str, str, str]]) -> None:
+        """Record a fleet campaign's hosts (name, kind, address) in its order, and its mode (schema 3)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("DELETE FROM hosts")
+            for i, (name, kind, address) in enumerate(hosts):
+                self.conn.execute(
+                    "INSERT INTO hosts(name, position, mode, kind, address, added) VALUES (?,?,?,?,?,?)",
+                    (name, i, mode, kind, address, time.time()),
+                )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
     def set_skip_note(self, test_id: str, note: str) -> None:
         self._tx("UPDATE tests SET skip_note=? WHERE id=?", (note, test_id))
 

@@ -34,6 +34,15 @@ MIGRATIONS: list[str] = [
     # 2: the host's boot id when a run began: on resume, a changed boot id means the host went down during
     # the run (crashed), the same one means only tankbench was interrupted
     "ALTER TABLE runs ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''",
+    # 3: a campaign over several hosts (fleet.py): which hosts, in the campaign's order, and the mode (split or
+    # each) that tells the report whether hosts are columns to compare; runs name their host (runs.host) already
+    """
+    CREATE TABLE hosts (
+        name TEXT PRIMARY KEY, position INTEGER NOT NULL, mode TEXT NOT NULL, kind TEXT NOT NULL,
+        address TEXT NOT NULL DEFAULT '', added REAL NOT NULL
+    );
+    CREATE INDEX runs_host ON runs(host);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -15,6 +15,7 @@ from tankbench.guest.pauses import WERROR_VALUES
 from tankbench.model import COPY_WORKLOADS, FILL, IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy, policy_from_table
 from tankbench.spec.fill import DEFAULT_ROOM, check_fill
+from tankbench.spec.hosts import FleetSpec, parse_fleet
 from tankbench.targets import kind_names
 from tankbench.targets.zfs import PROPERTY_AXES
 from tankbench.tunables import canonical_tunables
@@ -142,6 +143,8 @@ CAMPAIGN_KEYS = (
     "timing_threshold",
     "max_tests",
     "host",
+    "hosts",
+    "hosts_mode",
     "drain_max",
     "sample_interval",
     "copy_size",
@@ -332,6 +335,8 @@ class Spec:
     tunables: Mapping[str, str] = field(default_factory=frozen_map)
     #: workload = "fill": the pool's free space a fill test leaves before the guest writes (the rest is ballast)
     fill_room: int = DEFAULT_ROOM
+    #: several hosts ([campaign] hosts, hosts_mode): None for a campaign on one host
+    fleet: FleetSpec | None = None
 
     @property
     def size_based(self) -> bool:
@@ -503,6 +508,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     copy_size = ctx.size("campaign.copy_size", camp.get("copy_size", "256M"))
     fill_room = ctx.size("campaign.fill_room", camp.get("fill_room", "64M"))
     host = _host(ctx, camp.get("host"), doc.get("host"))
+    fleet = parse_fleet(path, camp, "host" in camp or "host" in doc)
     targets = _targets(ctx, doc.get("target"))
     pool = _pool(ctx, doc.get("pool"), targets)
     matrix = _matrix(ctx, ctx.table(doc, "matrix", required=True), targets)
@@ -554,6 +560,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
         min_throughput=min_throughput,
         tunables=frozen_map(tunables),
         fill_room=fill_room,
+        fleet=fleet,
     )
 
 

@@ -1,0 +1,106 @@
+"""A campaign over namespace hosts (real sshd, real fio through ssh): split, each, resume per host."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.conftest import tankbench
+from tests.netns import NetnsHost, netns_hosts  # noqa: F401 (fixture)
+
+CAMPAIGN = """
+[campaign]
+name = "fleet-itest"
+runtime = "1s"
+ramp = "0s"
+warmup = false
+repeats = {repeats}
+hosts = [{hosts}]
+hosts_mode = "{mode}"
+
+[[target]]
+name = "scratch"
+kind = "file"
+path = "{dir}"
+size = "8M"
+
+[matrix]
+rw = {rw}
+bs = ["4k", "64k"]
+iodepth = [1]
+io = ["direct"]
+"""
+
+
+def campaign(tmp: Path, hosts: list[NetnsHost], target: Path, mode: str, rw: str, repeats: int = 1) -> Path:
+    c = tmp / f"{mode}.toml"
+    c.write_text(
+        CAMPAIGN.format(
+            hosts=", ".join(h.table() for h in hosts), mode=mode, dir=target / "scratch", rw=rw, repeats=repeats
+        )
+    )
+    return c
+
+
+def rows(journal: Path, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(journal)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_split_gives_each_case_to_one_host_and_resumes(netns_hosts, tmp_path: Path):
+    hosts, target = netns_hosts
+    c = campaign(tmp_path, hosts, target, "split", '["read", "write", "randread"]', repeats=2)
+    j = tmp_path / "j.sqlite"
+    res = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "12 run(s) done" in res.stdout
+    for h in hosts:
+        assert f"{h.name}:" in res.stdout  # the summary names every host
+    per_case = rows(j, "SELECT t.test_case, count(DISTINCT r.host) FROM runs r JOIN tests t ON t.id = r.test_id GROUP BY 1")
+    assert len(per_case) == 6 and all(n == 1 for _, n in per_case), per_case
+    used = {h for (h,) in rows(j, "SELECT DISTINCT host FROM runs")}
+    assert used <= {h.name for h in hosts} and len(used) >= 2, used
+    assert rows(j, "SELECT name, mode FROM hosts ORDER BY position") == [(h.name, "split") for h in hosts]
+    # every host wrote its file target in its own directory (private mounts), none in the shared path
+    assert not (target / "scratch").exists()
+    written = [h for h in hosts if (h.base / "target" / "scratch").exists()]
+    assert {f"ssh:root@{h.address}" for h in written} == used
+    again = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "0 run(s) done" in again.stdout and "12 already in the journal" in again.stdout
+    assert (tmp_path / "report" / "index.html").exists()
+
+
+def test_each_runs_everything_on_every_host_and_compares_them(netns_hosts, tmp_path: Path):
+    hosts, target = netns_hosts
+    two = hosts[:2]
+    c = campaign(tmp_path, two, target, "each", '["read"]')
+    j = tmp_path / "j.sqlite"
+    res = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "4 run(s) done" in res.stdout
+    per_host = dict(rows(j, "SELECT host, count(*) FROM runs WHERE status = 'done' GROUP BY host"))
+    assert per_host == {h.name: 2 for h in two}
+    md = (tmp_path / "report" / "hosts.md").read_text()
+    assert f"{two[0].name} vs {two[1].name}" in md
+    assert "| cpu_model |" in md and f"{two[1].name} / {two[0].name}" in md
+    assert md.count("×") == 2, md  # each test: host B over host A
+    for h in two:
+        slug = h.name.replace(":", "-").replace("@", "-")
+        assert (tmp_path / "report" / slug / "index.html").exists()
+
+
+def test_unreachable_host_is_refused_before_anything_is_written(netns_hosts, tmp_path: Path):
+    hosts, target = netns_hosts
+    c = campaign(tmp_path, hosts[:1], target, "split", '["read"]')
+    c.write_text(c.read_text().replace("hosts = [", 'hosts = ["root@127.0.0.1:1", '))
+    work = tmp_path / "cwd"
+    work.mkdir()
+    res = tankbench("run", str(c), cwd=work)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("Error: ssh:root@127.0.0.1:1: cannot reach 127.0.0.1:1 over ssh"), res.stderr
+    assert "Hint: " in res.stderr
+    assert list(work.iterdir()) == []
