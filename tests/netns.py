@@ -28,8 +28,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 #: where tankbench's agent keeps job files of root (see agent.state_root): mounted privately per host
 WORK_ROOT = "/root/.cache/tankbench/work"
 
@@ -203,10 +201,3 @@ def namespace_hosts(n: int, base: Path) -> Iterator[tuple[list[NetnsHost], Path]
     finally:
         for h in hosts:
             _remove(h)
-
-
-@pytest.fixture
-def netns_hosts(tmp_path: Path) -> Iterator[tuple[list[NetnsHost], Path]]:
-    """Three namespace hosts (see namespace_hosts)."""
-    with namespace_hosts(3, tmp_path / "fleet") as pair:
-        yield pair

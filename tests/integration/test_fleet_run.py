@@ -5,8 +5,18 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import tankbench
-from tests.netns import NetnsHost, netns_hosts  # noqa: F401 (fixture)
+from tests.netns import NetnsHost, namespace_hosts
+
+
+@pytest.fixture
+def netns_hosts(tmp_path: Path):
+    """Three namespace hosts, removed after the test whatever happened."""
+    with namespace_hosts(3, tmp_path / "fleet") as pair:
+        yield pair
+
 
 CAMPAIGN = """
 [campaign]
@@ -59,7 +69,9 @@ def test_split_gives_each_case_to_one_host_and_resumes(netns_hosts, tmp_path: Pa
     assert "12 run(s) done" in res.stdout
     for h in hosts:
         assert f"{h.name}:" in res.stdout  # the summary names every host
-    per_case = rows(j, "SELECT t.test_case, count(DISTINCT r.host) FROM runs r JOIN tests t ON t.id = r.test_id GROUP BY 1")
+    per_case = rows(
+        j, "SELECT t.test_case, count(DISTINCT r.host) FROM runs r JOIN tests t ON t.id = r.test_id GROUP BY 1"
+    )
     assert len(per_case) == 6 and all(n == 1 for _, n in per_case), per_case
     used = {h for (h,) in rows(j, "SELECT DISTINCT host FROM runs")}
     assert used <= {h.name for h in hosts} and len(used) >= 2, used
