@@ -107,33 +107,50 @@ def case_groups(spec: Spec, tests: Sequence[Test]) -> list[list[Test]]:
 
 class CaseQueue:
     """Test cases waiting for a host. A case with runs on a host stays with that host (one machine per
-    leaderboard); the others go to whichever host asks first."""
+    leaderboard); the others go to whichever host asks first. A host that asks when nothing is left for it
+    waits while other hosts still run cases (one of them may fail and give its case back)."""
 
     def __init__(self, groups: list[list[Test]], owner: dict[int, str]) -> None:
         self.groups = groups
-        self.owner = dict(owner)  # group index -> host that already has runs of it
+        self.owner = dict(owner)  # group index -> host that has (or had) runs of it
         self.pending = list(range(len(groups)))
+        self.in_flight: dict[int, str] = {}
         self.failed: set[str] = set()
-        self.lock = threading.Lock()
+        self.cond = threading.Condition()
+
+    def _pick(self, host: str) -> int | None:
+        mine = [i for i in self.pending if self.owner.get(i) == host]
+        free = [i for i in self.pending if i not in self.owner]
+        return (mine or free)[0] if mine or free else None
 
     def take(self, host: str) -> tuple[int, list[Test]] | None:
-        with self.lock:
-            mine = [i for i in self.pending if self.owner.get(i) == host]
-            free = [i for i in self.pending if i not in self.owner]
-            if not (mine or free):
-                return None
-            i = (mine or free)[0]
-            self.pending.remove(i)
-            self.owner[i] = host
-            return i, self.groups[i]
+        """The next case for `host`, or None when no case will come its way any more."""
+        with self.cond:
+            while True:
+                i = self._pick(host)
+                if i is not None:
+                    self.pending.remove(i)
+                    self.owner[i] = host
+                    self.in_flight[i] = host
+                    return i, self.groups[i]
+                if not self.in_flight:
+                    return None
+                self.cond.wait()
+
+    def done(self, i: int) -> None:
+        with self.cond:
+            self.in_flight.pop(i, None)
+            self.cond.notify_all()
 
     def give_back(self, i: int, host: str, started: bool) -> None:
         """A case its host could not finish: another host takes it unless it had measured runs there."""
-        with self.lock:
+        with self.cond:
             self.failed.add(host)
+            self.in_flight.pop(i, None)
             if not started:
                 del self.owner[i]
             self.pending.append(i)
+            self.cond.notify_all()
 
     def waiting(self) -> list[tuple[str, list[Test]]]:
         """Cases left: (the host they wait for, their tests)."""
@@ -202,7 +219,8 @@ def _in_threads(members: Sequence[Member], fn: Callable[[Member], None]) -> None
         except BaseException as e:  # re-raised below, in the caller's thread
             errors.append(e)
 
-    threads = [threading.Thread(target=call, args=(m,), name=m.host.name) for m in members]
+    # daemon: Ctrl-C ends the process (each agent ends its fio when its stdin closes)
+    threads = [threading.Thread(target=call, args=(m,), name=m.host.name, daemon=True) for m in members]
     for t in threads:
         t.start()
     for t in threads:
@@ -303,10 +321,11 @@ def _run_members(
                 try:
                     _run_group(spec, m, journal, progress, group)
                     m.cases += 1
-                except (HostError, UserError) as e:
+                    queue.done(i)
+                except BaseException:  # whatever stopped this host, the case goes back (others may wait on it)
                     started = any(r.status == "done" for t in group for r in journal.runs(t.id, with_samples=False))
                     queue.give_back(i, m.host.name, started)
-                    raise e
+                    raise
         except (HostError, UserError) as e:
             m.error = str(e)
             progress.note(f"host failed, it takes no more test cases: {e}")

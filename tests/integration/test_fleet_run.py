@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +121,51 @@ def test_unreachable_host_is_refused_before_anything_is_written(netns_hosts, tmp
     assert res.stderr.startswith("Error: ssh:root@127.0.0.1:1: cannot reach 127.0.0.1:1 over ssh"), res.stderr
     assert "Hint: " in res.stderr
     assert list(work.iterdir()) == []
+
+
+def _running_on(journal: Path, host: str) -> bool:
+    if not journal.exists():
+        return False
+    conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)  # read-only: never a checkpoint of ours
+    try:
+        return bool(conn.execute("SELECT 1 FROM runs WHERE status = 'running' AND host = ?", (host,)).fetchall())
+    except sqlite3.OperationalError:  # not created yet
+        return False
+    finally:
+        conn.close()
+
+
+def test_a_host_that_fails_stops_alone_and_its_case_moves(netns_hosts, tmp_path: Path):
+    hosts, target = netns_hosts
+    two = hosts[:2]
+    c = campaign(tmp_path, two, target, "split", '["read", "write", "randread"]')
+    c.write_text(c.read_text().replace('runtime = "1s"', 'runtime = "2s"'))
+    j = tmp_path / "j.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 240
+    while not _running_on(j, two[1].name) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling for a condition, not a fixed wait
+    assert proc.poll() is None, "the campaign ended before the host could be taken down: " + "".join(proc.communicate())
+    # the host goes down mid-run: every process in its namespace (sshd, agent, fio) is killed
+    for pid in subprocess.run(["ip", "netns", "pids", two[1].netns], capture_output=True, text=True).stdout.split():
+        os.kill(int(pid), signal.SIGKILL)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 3, out + err
+    assert f"{two[1].name}: " in out and "FAILED" in out, out
+    assert f"[{two[1].name}] host failed" in err, err
+    done = dict(rows(j, "SELECT test_id, host FROM runs WHERE status = 'done'"))
+    assert len(done) == 6, "the case the failed host was running moved to the other host"
+    crashed = rows(j, "SELECT test_id FROM runs WHERE status = 'crashed'")
+    assert len(crashed) == 1 and done[crashed[0][0]] == two[0].name
+    per_case = rows(
+        j,
+        "SELECT t.test_case, count(DISTINCT r.host) FROM runs r JOIN tests t ON t.id = r.test_id"
+        " WHERE r.status = 'done' GROUP BY 1",
+    )
+    assert all(n == 1 for _, n in per_case)
