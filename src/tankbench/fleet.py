@@ -209,6 +209,15 @@ def open_fleet_host(fh: FleetHost, note: Callable[[str], None]) -> Host:
     return host
 
 
+def _open(spec: Spec, i: int, fh: FleetHost, note: Callable[[str], None]) -> Host:
+    """open_fleet_host, its errors naming the campaign file and the entry."""
+    try:
+        return open_fleet_host(fh, note)
+    except UserError as e:
+        shown = fh.name.split(":", 1)[1] if fh.kind == "ssh" else fh.name
+        raise UserError(f"{spec.path}: campaign.hosts[{i}] = {shown!r}: {e.message}", e.hint) from e
+
+
 def _in_threads(members: Sequence[Member], fn: Callable[[Member], None]) -> None:
     """fn(member) for every member at once; the first UserError (bad input) is raised after all ended."""
     errors: list[BaseException] = []
@@ -242,8 +251,8 @@ def run_fleet(
     members: list[Member] = []
     try:
         # ssh and local first: an unreachable host or an unknown key is reported before a lab boots
-        for fh in sorted(spec.fleet.hosts, key=lambda h: h.kind == "lab"):
-            members.append(Member(fh, open_fleet_host(fh, main.note)))
+        for i, fh in sorted(enumerate(spec.fleet.hosts), key=lambda p: p[1].kind == "lab"):
+            members.append(Member(fh, _open(spec, i, fh, main.note)))
 
         def probe(m: Member) -> None:
             m.pre = preflight(m.host, spec)

@@ -118,7 +118,8 @@ def test_unreachable_host_is_refused_before_anything_is_written(netns_hosts, tmp
     work.mkdir()
     res = tankbench("run", str(c), cwd=work)
     assert res.returncode == 2, res.stderr
-    assert res.stderr.startswith("Error: ssh:root@127.0.0.1:1: cannot reach 127.0.0.1:1 over ssh"), res.stderr
+    assert res.stderr.startswith(f"Error: {c}: campaign.hosts[0] = 'root@127.0.0.1:1': "), res.stderr
+    assert "cannot reach 127.0.0.1:1 over ssh" in res.stderr
     assert "Hint: " in res.stderr
     assert list(work.iterdir()) == []
 
