@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tankbench import model
 from tankbench.errors import SpecError, UserError
 from tankbench.fleet import CaseQueue, check_alike, differences
 from tankbench.hosts.hostkeys import ScannedKey, accept_command, classify, known_hosts_name
 from tankbench.journal.db import Journal
 from tankbench.journal.hostview import HostJournal, fleet_mode, journal_hosts
 from tankbench.journal.migrations import SCHEMA_VERSION
-from tankbench import model
 from tankbench.spec.hosts import FleetHost, parse_fleet
 from tests.conftest import FIXTURES
 
@@ -93,7 +93,9 @@ def test_unlike_hosts_are_refused_with_every_difference_and_why():
 
 def _tests(n: int) -> list[list[model.Test]]:
     t = model.Target(name="s", kind="file", path="/tmp/x", size=1 << 20)
-    return [[model.Test(i + 1, f"t{i}", t, {"rw": "read", "bs": f"{4 << i}k"}, {}, runtime=1.0, ramp=0.0)] for i in range(n)]
+    return [
+        [model.Test(i + 1, f"t{i}", t, {"rw": "read", "bs": f"{4 << i}k"}, {}, runtime=1.0, ramp=0.0)] for i in range(n)
+    ]
 
 
 def test_queue_keeps_a_case_with_runs_on_its_host_and_moves_unstarted_ones():
