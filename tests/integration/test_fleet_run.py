@@ -108,6 +108,10 @@ def test_each_runs_everything_on_every_host_and_compares_them(netns_hosts, tmp_p
     for h in two:
         slug = h.name.replace(":", "-").replace("@", "-")
         assert (tmp_path / "report" / slug / "index.html").exists()
+    rep = tankbench("report", "--journal", str(j), "--out", str(tmp_path / "again"), cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert "compare them in hosts.md" in rep.stdout
+    assert (tmp_path / "again" / "hosts.md").read_text() == md
 
 
 def test_unreachable_host_is_refused_before_anything_is_written(netns_hosts, tmp_path: Path):
