@@ -129,13 +129,14 @@ def _start(h: NetnsHost, target: Path) -> None:
     (d / "sshd_config").write_text(_sshd_config(h))
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
     Path(WORK_ROOT).mkdir(mode=0o700, parents=True, exist_ok=True)
-    # `ip netns exec` gives the command its own mount namespace (slave of ours): these mounts stay inside it
+    # `ip netns exec` gives the command its own mount namespace (slave of ours): these mounts stay inside it;
+    # its own UTS namespace gives it its own hostname (fio's client output and fingerprints name it)
     script = (
-        f"mount --bind {d / 'target'} {target} && mount --bind {d / 'work'} {WORK_ROOT} && "
+        f"hostname {h.netns} && mount --bind {d / 'target'} {target} && mount --bind {d / 'work'} {WORK_ROOT} && "
         f"exec /usr/sbin/sshd -D -e -f {d / 'sshd_config'}"
     )
     h.sshd = subprocess.Popen(
-        ["ip", "netns", "exec", h.netns, "sh", "-c", script],
+        ["ip", "netns", "exec", h.netns, "unshare", "--uts", "sh", "-c", script],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,

@@ -137,3 +137,12 @@ def test_host_key_messages():
     assert known_hosts_name("h", 22) == "h" and known_hosts_name("h", 2222) == "[h]:2222"
     key = ScannedKey("[h]:2222 ssh-ed25519 AAAAC3", "ssh-ed25519", "SHA256:x")
     assert accept_command(key, "/tmp/kh") == "printf '%s\\n' '[h]:2222 ssh-ed25519 AAAAC3' >> /tmp/kh"
+
+
+def test_mismatched_fio_versions_are_named():
+    from tankbench.fio.clientserver import check_versions
+
+    check_versions("fio-3.33", {"a": "fio-3.33", "b": "fio-3.33"})
+    with pytest.raises(UserError) as e:
+        check_versions("fio-3.33", {"a": "fio-3.33", "b": "fio-3.36", "c": ""})
+    assert "b: fio-3.36" in e.value.message and "c: no fio" in e.value.message and "a:" not in e.value.message
