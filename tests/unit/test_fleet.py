@@ -1,4 +1,4 @@
-"""Pure parts of campaigns over several hosts: the hosts key, alike fingerprints, the case queue, schema 3."""
+"""Pure parts of campaigns over several hosts: the hosts key, alike fingerprints, the case queue, the hosts table (schema 4)."""
 
 from __future__ import annotations
 

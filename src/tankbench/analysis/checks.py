@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.analysis.cases import ZFS_KINDS, Dataset, TestSummary
+from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.analysis.stats import monotonic_increase
 
 CV_LIMIT = 0.10
@@ -194,7 +194,7 @@ def check_runs_detail(ds: Dataset) -> Iterator[Warning]:
             sparse.append((t, r.row_id))
         if (c.get("layout.sample_compress_ratio") or 1.0) > 1.1:
             compressible.append((t, r.row_id))
-        if t.target_kind in ("file", "dataset") and not c.get("layout.verified"):
+        if t.traits.test_file and not c.get("layout.verified"):
             unverified.append((t, r.row_id))
         if c.get("guest.settings_match") is False:
             qemu_wrong.append((t, r.row_id))
@@ -353,7 +353,7 @@ def _direct_unaligned(t: TestSummary) -> bool:
 
 def check_zfs(ds: Dataset) -> Iterator[Warning]:
     """ARC, txg, direct-ignored and ashift checks need ZFS metrics; say so when the journal has none."""
-    zfs = [t for t in ds.tests if t.target_kind in ZFS_KINDS]
+    zfs = [t for t in ds.tests if t.traits.zfs]
     if not zfs:
         return
     have = _zfs_checks(ds)

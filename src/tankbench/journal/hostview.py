@@ -41,7 +41,7 @@ class HostJournal(Journal):
 
 
 def journal_hosts(journal: Journal) -> list[str]:
-    """The fleet's hosts in the order the campaign named them (the `hosts` table, schema 3), else the hosts that
+    """The fleet's hosts in the order the campaign named them (the `hosts` table, schema 4), else the hosts that
     have runs, in the order they first ran (older journals, single-host campaigns)."""
     c = journal.conn
     if c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='hosts'").fetchone():

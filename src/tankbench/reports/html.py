@@ -95,7 +95,7 @@ def _run_chips(t: TestSummary, key: str) -> str:
 
 def _row_html(r: Row, key: str, lo: float, hi: float, side: tuple[str, ...]) -> str:
     t = r.test
-    cls = " ".join(c for c in ("zvol" if t.target_kind == "zvol" else "", "baseline" if t.is_baseline else "") if c)
+    cls = " ".join(c for c in ("zvol" if t.traits.volume else "", "baseline" if t.is_baseline else "") if c)
     s = t.stats.get(key)
     badges = ('<span class="badge win">winner</span>' if r.is_winner else "") + (
         '<span class="badge">baseline</span>' if t.is_baseline else ""
@@ -132,7 +132,7 @@ def bar_chart(lb: Leaderboard) -> str:
     for i, r in enumerate(rows):
         t, y = r.test, 4 + i * bh
         s = t.stats.get(lb.metric)
-        colour = "#f0a020" if t.target_kind == "zvol" else "#5b8def" if t.is_baseline else "#3fa66b"
+        colour = "#f0a020" if t.traits.volume else "#5b8def" if t.is_baseline else "#3fa66b"
         bw = (w - lab - 90) * (r.value or 0) / top
         parts.append(
             f'<text x="{lab - 4}" y="{y + 12}" text-anchor="end">{e(f"#{t.number} {t.name[:36]}")}'
@@ -209,7 +209,7 @@ def select_series_tests(a: Analysis, limit: int = MAX_SERIES_TESTS) -> list[Test
             picked.setdefault(lb.winner.test.id, lb.winner.test)
     for lb in a.leaderboards:
         for r in lb.rows[:5]:
-            if r.test.target_kind == "zvol" or r.test.is_baseline:
+            if r.test.traits.volume or r.test.is_baseline:
                 picked.setdefault(r.test.id, r.test)
     return [t for t in picked.values() if t.measured][:limit]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from tankbench.model import Test
 from tankbench.targets.file import lay_out_file, layout_script_lines
-from tankbench.targets.zfsbase import ZfsKind
+from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 
 
 class DatasetKind(ZfsKind):
@@ -15,6 +15,11 @@ class DatasetKind(ZfsKind):
     kind = "dataset"
     short = "fs"
     block_axis = "recordsize"
+    zfs_object = "filesystem"
+    test_file = True
+    axes = zfs_axes("volblocksize")
+    size_means = "the test file's size"
+    foreign_props = ("volblocksize",)
 
     @classmethod
     def always_names_block(cls) -> bool:

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tankbench.errors import UserError
+from tankbench.keys import Keys
 from tankbench.model import Target, Test
-from tankbench.targets.base import TargetKind, Workspace, rw_and_bs
+from tankbench.targets.base import TargetKind, Workspace, parse_path_table, rw_and_bs
 
 
 def layout_script_lines(path: str, size: int) -> list[str]:
@@ -42,6 +43,12 @@ class FileKind(TargetKind):
     """A file `tankbench-<target>.fiodata` of the target's size in the target's directory."""
 
     kind = "file"
+    test_file = True
+    table_keys = ("path", "size")
+
+    @classmethod
+    def parse_table(cls, keys: Keys, table: Mapping[str, Any], prefix: str, name: str) -> Target:
+        return parse_path_table(keys, table, prefix, name, cls, size_required=True)
 
     @classmethod
     def fio_filename(cls, test: Test) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tankbench.keys import Keys
 from tankbench.model import Target, Test
 from tankbench.safety import check_raw_target
-from tankbench.targets.base import TargetKind, rw_and_bs
+from tankbench.targets.base import TargetKind, parse_path_table, rw_and_bs
 
 
 class RawKind(TargetKind):
@@ -15,6 +16,11 @@ class RawKind(TargetKind):
 
     kind = "raw"
     block_device = True
+    table_keys = ("path", "size", "confirm")
+
+    @classmethod
+    def parse_table(cls, keys: Keys, table: Mapping[str, Any], prefix: str, name: str) -> Target:
+        return parse_path_table(keys, table, prefix, name, cls, size_required=False)
 
     @classmethod
     def fio_filename(cls, test: Test) -> str:

@@ -12,21 +12,10 @@ from tankbench.hosts.base import Host
 from tankbench.model import Target, Test, short_hash
 from tankbench.secrets import SCRIPT_KEY_DIR, ensure_key, key_file_name, remove_key
 from tankbench.tunables import canonical_tunables, parse_tunables
+from tankbench.zfs.props import PROPERTY_AXES
 
 TAG = "tankbench:campaign"
 MOUNT_BASE = "/tankbench"
-#: params that are ZFS properties of the dataset/zvol (slog is a pool change, not a property)
-PROPERTY_AXES = (
-    "encryption",
-    "recordsize",
-    "volblocksize",
-    "compression",
-    "sync",
-    "logbias",
-    "primarycache",
-    "atime",
-    "direct",
-)
 
 
 def zfs_props(test: Test) -> dict[str, str]:

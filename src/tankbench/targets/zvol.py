@@ -6,7 +6,7 @@ import shlex
 from typing import Any
 
 from tankbench.model import Test
-from tankbench.targets.zfsbase import ZfsKind
+from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 
 
 class ZvolKind(ZfsKind):
@@ -16,6 +16,10 @@ class ZvolKind(ZfsKind):
     short = "zvol"
     block_axis = "volblocksize"
     block_device = True
+    zfs_object = "volume"
+    axes = zfs_axes("recordsize", "atime", "direct")
+    size_means = "the zvol's volsize"
+    foreign_props = ("recordsize",)
 
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
