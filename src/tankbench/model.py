@@ -207,10 +207,3 @@ class Run:
         object.__setattr__(self, "metrics", frozen_map(self.metrics))
         object.__setattr__(self, "checks", frozen_map(self.checks))
         object.__setattr__(self, "samples", frozen_map(self.samples))
-
-    @property
-    def timing_excess_s(self) -> float | None:
-        """Wall time beyond ramp + runtime (seed 000's "timing issue" KPI)."""
-        if self.wall_s is None:
-            return None
-        return self.wall_s - self.expected_s

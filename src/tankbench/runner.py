@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tankbench import __version__
 from tankbench import preflight as preflight_mod
 from tankbench.analysis.cases import index_for_reports
+from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import deadline_s, job_text, run_job_text, test_file_path
-from tankbench.hosts.base import Host, work_root
+from tankbench.hosts.base import Host, agent_sha256, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
@@ -28,7 +29,7 @@ from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_f
 from tankbench.schedule.steady import steady_state_from_text
 from tankbench.spec import Spec, expand
 from tankbench.targets import TargetKind, Workspace, kind_of
-from tankbench.targets.zfs import Tunables, prepare_cache
+from tankbench.tunables import Tunables
 from tankbench.units import fmt_duration
 from tankbench.verdict import decide_run
 from tankbench.zfs.checks import direct_io_confirm, run_validity
@@ -174,6 +175,7 @@ class CampaignRunner:
         fp = dict(self.pre.fingerprint)
         fp["accelerator"] = self.host.accelerator
         fp["host"] = self.host.name
+        fp.update(tankbench_version=__version__, agent_sha256=agent_sha256())  # what produced the run (pyperf)
         for kind in self.kinds.values():
             fp.update(kind.fingerprint())
         fp.update(self._extra_fingerprint)
@@ -417,6 +419,7 @@ class CampaignRunner:
         checks.update(tunables)
         step("prepare")
         pool = self.spec.pool.name if self.spec.pool is not None and self.spec.pool.creates else None
+        pool = pool if kind_of(test.target).cold_cache_cycles_pool else None
         checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
         step("cache")
         checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
@@ -606,7 +609,3 @@ def summary_line(o: Outcome) -> str:
     if o.tests_skipped:
         parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing twice")
     return f"{', '.join(parts)} in {fmt_duration(o.seconds)}; journal: {o.journal}"
-
-
-def dump_outcome(o: Outcome) -> str:
-    return json.dumps(o.__dict__, default=str)

@@ -67,7 +67,7 @@ def cmd_run_fleet(spec: Spec, args: argparse.Namespace) -> int:
     if spec.fleet.mode == "split":
         write_report(o.journal, args.quiet)
         return o.exit_status
-    from tankbench.reports.hosts import write_host_reports
+    from tankbench.fleetreport import write_host_reports
 
     out = os.path.join(os.path.dirname(os.path.abspath(o.journal)), "report")
     paths = write_host_reports(o.journal, out)
@@ -79,12 +79,13 @@ def cmd_run_fleet(spec: Spec, args: argparse.Namespace) -> int:
 def write_report(journal: str, quiet: bool) -> None:
     """The report of the whole journal, in report/ beside it (what `tankbench report` writes)."""
     from tankbench.analysis.analyse import analyse_dataset, load
+    from tankbench.analysis.detail import with_run_detail
     from tankbench.journal.db import Journal
     from tankbench.reports.write import write_all
 
     out = os.path.join(os.path.dirname(os.path.abspath(journal)), "report")
     with Journal.open_readonly(journal) as j:
         analysis = analyse_dataset(load(j), "auto")
-        paths = write_all(analysis, out, j)
+        paths = write_all(with_run_detail(analysis, j), out)
     if not quiet:
         print(f"report: {paths[0]} (and {', '.join(os.path.basename(p) for p in paths[1:])})")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-from tankbench.model import Run
 
 
 def steady_state_checks(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -39,8 +37,3 @@ def steady_state_from_text(fio_json: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return steady_state_checks(doc) if isinstance(doc, dict) else {}
-
-
-def never_steady(runs: Iterable[Run]) -> list[Run]:
-    """Measured runs that asked fio for steady state and never got there (the report marks them)."""
-    return [r for r in runs if not r.warmup and r.status == "done" and r.checks.get("steadystate.attained") is False]

@@ -109,6 +109,8 @@ class TargetKind(ABC):
     block_device: ClassVar[bool] = False
     #: the kind needs the campaign's [pool]
     needs_pool: ClassVar[bool] = False
+    #: a cold-cache run exports and imports the pool the target lives on (when tankbench created it)
+    cold_cache_cycles_pool: ClassVar[bool] = False
     #: fio runs inside a test guest, not on the host (an exported script cannot exec it on the host)
     runs_in_guest: ClassVar[bool] = False
     #: see KindTraits

@@ -13,6 +13,7 @@ class DatasetKind(ZfsKind):
     """fio opens `<mountpoint>/tankbench-<target>.fiodata` on the test's dataset."""
 
     kind = "dataset"
+    cold_cache_cycles_pool = True
     short = "fs"
     block_axis = "recordsize"
     zfs_object = "filesystem"
@@ -36,4 +37,4 @@ class DatasetKind(ZfsKind):
         pool = self.ws.spec.pool
         assert pool is not None
         # the layout is verified after the txg that holds it has synced (allocated sizes settle then)
-        return lay_out_file(self.ws, test, self.fio_filename(test), ["zpool", "sync", pool.pool_name])
+        return lay_out_file(self.ws, test, self, ["zpool", "sync", pool.pool_name])

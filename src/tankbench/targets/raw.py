@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tankbench.fio.layout import layout_of, layout_request
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
 from tankbench.safety import check_raw_target
@@ -53,10 +54,8 @@ class RawKind(TargetKind):
                 "layout.note": "raw device without a size: tankbench does not lay out a whole device; reads of "
                 "never-written blocks may not reach the medium",
             }
-        from tankbench.fio.jobs import layout_of, layout_request
-
         key = f"{t.name}/{layout_of(test)}"
         if key not in self._laid_out or layout_of(test) != "random":  # a write test changes any other layout
-            res = self.host.call_agent(layout_request(test), timeout=max(600.0, t.size / (5 << 20)))
+            res = self.host.call_agent(layout_request(test, self), timeout=max(600.0, t.size / (5 << 20)))
             self._laid_out[key] = dict(res["checks"])
         return dict(self._laid_out[key])

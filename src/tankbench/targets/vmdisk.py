@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import tankbench.targets.zfs as zfs
 from tankbench.errors import HostError
 from tankbench.guest import guestcopy
 from tankbench.guest import layers as guest_layers
@@ -23,7 +24,6 @@ from tankbench.guest.layers import GuestLayers, backing_test
 from tankbench.guest.pauses import WERROR_VALUES
 from tankbench.keys import Keys
 from tankbench.model import FILL, Target, Test, short_hash
-from tankbench.targets import zfs
 from tankbench.targets.base import Capture, Workspace
 from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 from tankbench.units import fmt_size, parse_size

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tankbench.fio.layout import ends_with_fsync, size_based
 from tankbench.hosts.base import Host
 from tankbench.model import Test
 from tankbench.targets.zfs import buffer_check, dataset_name, zfs_props
@@ -122,7 +123,6 @@ def sync_checks(
     """The sync check's inputs from one run: what the job asked for, what ZFS and fio saw. A copy in a test guest
     ends with the guest's `sync` (its flush must reach the ZIL); a copy on the host is drained with `zpool sync`,
     which writes a txg and no ZIL record: nothing to judge there."""
-    from tankbench.fio.jobs import ends_with_fsync, size_based
     from tankbench.zfs import checks as zchecks
 
     if test.is_copy and qemu_cache is None:

@@ -6,10 +6,11 @@ import difflib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import tankbench.targets.zfs as zfs
+import tankbench.targets.zfs_metrics as zfs_metrics
 from tankbench.errors import UserError
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
-from tankbench.targets import zfs, zfs_metrics
 from tankbench.targets.base import Capture, TargetKind
 from tankbench.zfs import props as zprops
 
@@ -139,7 +140,7 @@ class ZfsKind(TargetKind):
 
     def setup(self) -> None:
         if not self.ws.zfs_ready:  # dataset and zvol kinds share one pool: set it up once
-            self.ws.zfs.setup()
+            self.ws.zfs.setup(pool_kinds())
             self.ws.zfs_ready = True
 
     def provision(self, test: Test) -> None:
@@ -180,3 +181,16 @@ class ZfsKind(TargetKind):
         if self.ws.zfs_params:
             fp["zfs_tunables"] = zfs_metrics.tunables(dict(self.ws.zfs_params))
         return fp
+
+
+def pool_kinds() -> set[str]:
+    """The names of the kinds that live on the campaign's pool: every loaded TargetKind that needs it (the
+    registry has loaded them all by the time a pool is set up; asking it from here would be an import cycle)."""
+    found: set[str] = set()
+    todo: list[type[TargetKind]] = list(TargetKind.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.kind and cls.needs_pool:
+            found.add(cls.kind)
+    return found

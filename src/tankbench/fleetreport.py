@@ -10,6 +10,7 @@ from typing import Any
 from tankbench.analysis.analyse import analyse_dataset, load
 from tankbench.analysis.cases import Dataset
 from tankbench.analysis.compare import compare
+from tankbench.analysis.detail import with_run_detail
 from tankbench.journal.hostview import HostJournal, journal_hosts
 from tankbench.metrics import METRICS
 from tankbench.reports.common import fmt
@@ -85,7 +86,7 @@ def write_host_reports(journal_path: str, out_dir: str) -> list[str]:
             if not any(True for _ in hj.iter_runs()):
                 continue
             ds = load(hj)
-            paths += write_all(analyse_dataset(ds, "auto"), os.path.join(out_dir, host_slug(name)), hj)
+            paths += write_all(with_run_detail(analyse_dataset(ds, "auto"), hj), os.path.join(out_dir, host_slug(name)))
         names_with_runs.append(name)
         datasets.append(ds)
     if len(datasets) >= 1:
