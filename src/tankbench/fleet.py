@@ -72,6 +72,17 @@ class _Prefixed:
         return self.stream.fileno()
 
 
+class _HostProgress(Progress):
+    """A host's progress: test numbers count against the whole campaign, not the test case it runs now."""
+
+    def __init__(self, n_tests: int, **kw: Any) -> None:
+        super().__init__(0, **kw)
+        self.n_tests = n_tests
+
+    def start(self, index: int, n_tests: int, number: int, name: str, label: str, expected: float) -> None:
+        super().start(index, self.n_tests, number, name, label, expected)
+
+
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Why two hosts' fingerprints are not alike for `split` (empty: alike). Pure."""
     out = [f"{k}: {a.get(k)!r} vs {b.get(k)!r} ({why})" for k, why in ALIKE.items() if str(a.get(k)) != str(b.get(k))]
@@ -319,7 +330,8 @@ def _run_members(
         main.note(f"split: {len(groups)} test case(s) over {len(members)} host(s)")
 
     def work(m: Member) -> None:
-        progress = Progress(0, stream=_Prefixed(sys.stderr, f"[{m.host.name}] ", lock), quiet=quiet)  # type: ignore[arg-type]
+        stream = _Prefixed(sys.stderr, f"[{m.host.name}] ", lock)
+        progress = _HostProgress(len(tests), stream=stream, quiet=quiet)
         journal = HostJournal.for_host(path, m.host.name)
         try:
             if queue is None:

@@ -140,23 +140,49 @@ def _running_on(journal: Path, host: str) -> bool:
         conn.close()
 
 
+def _start_and_wait_running(c: Path, j: Path, host: str, cwd: Path) -> subprocess.Popen[str]:
+    """`tankbench run` in the background, returned once `host` has a run in progress."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 240
+    while not _running_on(j, host) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling for a condition, not a fixed wait
+    assert proc.poll() is None, "the campaign ended before a run was in progress there: " + "".join(proc.communicate())
+    return proc
+
+
+def test_kill_9_then_resume_finishes_each_case_on_its_host(netns_hosts, tmp_path: Path):
+    hosts, target = netns_hosts
+    two = hosts[:2]
+    c = campaign(tmp_path, two, target, "split", '["read", "write"]')
+    c.write_text(c.read_text().replace('runtime = "1s"', 'runtime = "2s"'))
+    j = tmp_path / "j.sqlite"
+    proc = _start_and_wait_running(c, j, two[1].name, tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    before = dict(rows(j, "SELECT test_id, host FROM runs"))
+    res = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "resuming: " in res.stderr
+    statuses = rows(j, "SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")
+    assert ("done", 4) in statuses and all(s in ("done", "interrupted") for s, _ in statuses), statuses
+    assert {h for (h,) in rows(j, "SELECT host FROM runs WHERE status = 'interrupted'")} <= {h.name for h in two}
+    after = dict(rows(j, "SELECT test_id, host FROM runs"))
+    assert all(after[t] == h for t, h in before.items()), "a case begun on a host finishes there"
+
+
 def test_a_host_that_fails_stops_alone_and_its_case_moves(netns_hosts, tmp_path: Path):
     hosts, target = netns_hosts
     two = hosts[:2]
     c = campaign(tmp_path, two, target, "split", '["read", "write", "randread"]')
     c.write_text(c.read_text().replace('runtime = "1s"', 'runtime = "2s"'))
     j = tmp_path / "j.sqlite"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 240
-    while not _running_on(j, two[1].name) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)  # polling for a condition, not a fixed wait
-    assert proc.poll() is None, "the campaign ended before the host could be taken down: " + "".join(proc.communicate())
+    proc = _start_and_wait_running(c, j, two[1].name, tmp_path)
     # the host goes down mid-run: every process in its namespace (sshd, agent, fio) is killed
     for pid in subprocess.run(["ip", "netns", "pids", two[1].netns], capture_output=True, text=True).stdout.split():
         os.kill(int(pid), signal.SIGKILL)
