@@ -140,8 +140,16 @@ def _running_on(journal: Path, host: str) -> bool:
         conn.close()
 
 
-def _start_and_wait_running(c: Path, j: Path, host: str, cwd: Path) -> subprocess.Popen[str]:
-    """`tankbench run` in the background, returned once `host` has a run in progress."""
+def _start_and_wait_running(
+    netns_hosts, tmp_path: Path, rw: str
+) -> tuple[list[NetnsHost], Path, Path, subprocess.Popen[str]]:
+    """A split campaign (2 s runs) on two hosts running in the background, returned once the second host has a
+    run in progress: (the two hosts, campaign, journal, the process)."""
+    hosts, target = netns_hosts
+    two = hosts[:2]
+    c = campaign(tmp_path, two, target, "split", rw)
+    c.write_text(c.read_text().replace('runtime = "1s"', 'runtime = "2s"'))
+    j, cwd, host = tmp_path / "j.sqlite", tmp_path, two[1].name
     proc = subprocess.Popen(
         [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
         cwd=cwd,
@@ -153,16 +161,11 @@ def _start_and_wait_running(c: Path, j: Path, host: str, cwd: Path) -> subproces
     while not _running_on(j, host) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)  # polling for a condition, not a fixed wait
     assert proc.poll() is None, "the campaign ended before a run was in progress there: " + "".join(proc.communicate())
-    return proc
+    return two, c, j, proc
 
 
 def test_kill_9_then_resume_finishes_each_case_on_its_host(netns_hosts, tmp_path: Path):
-    hosts, target = netns_hosts
-    two = hosts[:2]
-    c = campaign(tmp_path, two, target, "split", '["read", "write"]')
-    c.write_text(c.read_text().replace('runtime = "1s"', 'runtime = "2s"'))
-    j = tmp_path / "j.sqlite"
-    proc = _start_and_wait_running(c, j, two[1].name, tmp_path)
+    two, c, j, proc = _start_and_wait_running(netns_hosts, tmp_path, '["read", "write"]')
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
     before = dict(rows(j, "SELECT test_id, host FROM runs"))
@@ -177,12 +180,7 @@ def test_kill_9_then_resume_finishes_each_case_on_its_host(netns_hosts, tmp_path
 
 
 def test_a_host_that_fails_stops_alone_and_its_case_moves(netns_hosts, tmp_path: Path):
-    hosts, target = netns_hosts
-    two = hosts[:2]
-    c = campaign(tmp_path, two, target, "split", '["read", "write", "randread"]')
-    c.write_text(c.read_text().replace('runtime = "1s"', 'runtime = "2s"'))
-    j = tmp_path / "j.sqlite"
-    proc = _start_and_wait_running(c, j, two[1].name, tmp_path)
+    two, c, j, proc = _start_and_wait_running(netns_hosts, tmp_path, '["read", "write", "randread"]')
     # the host goes down mid-run: every process in its namespace (sshd, agent, fio) is killed
     for pid in subprocess.run(["ip", "netns", "pids", two[1].netns], capture_output=True, text=True).stdout.split():
         os.kill(int(pid), signal.SIGKILL)
