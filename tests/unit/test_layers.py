@@ -26,7 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("guest", "lab", "preflight", "secrets", "tunables", "coldcache", "fio.clientserver"),
     ("hosts",),
     ("fio", "fio.parse", "fio.layout", "fio.importer", "zfs", "journal", "metrics", "copytest", "safety"),
-    ("model", "units", "errors", "keys", "agent", "analysis.stats", ""),  # "": the package itself (its version)
+    # "": the package itself (its version)
+    ("model", "units", "errors", "keys", "agent", "analysis.stats", "bootlog", ""),
 )
 
 #: exporters read the Analysis, never the journal or fio's output themselves
