@@ -23,6 +23,7 @@ from tankbench.spec.matrix import parse_include, parse_matrix, parse_rule, parse
 from tankbench.spec.overrides import Overrides, apply_overrides, resolve_sizes
 from tankbench.spec.overrides import record as record_overrides
 from tankbench.spec.pool import parse_pool
+from tankbench.spec.report import settings_from_doc
 from tankbench.spec.rules import check_guest_copies, check_new_axes
 from tankbench.spec.schema import Cooldown, HostSpec, PoolSpec, Schedule, Spec
 from tankbench.spec.targettable import parse_targets
@@ -114,9 +115,8 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     tunables = parse_tunables_table(ctx, ctx.table(doc, "tunables"))
     check_new_axes(ctx, matrix, fio, pool, targets, settings["mode"])
     check_fill(ctx.err, matrix, excludes, includes, pool, targets, settings["fill_room"])
-    extras: dict[str, Any] = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
-    if resolved:
-        extras["resolved_sizes"] = tuple(r.line() for r in resolved)
+    report = settings_from_doc(doc, path)  # the report reads these again from the journal's copy of the text
+    extras: dict[str, Any] = {"resolved_sizes": tuple(r.line() for r in resolved)} if resolved else {}
     return Spec(
         path=path,
         text=record_overrides(text, overrides, resolved),
@@ -126,6 +126,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
         excludes=excludes,
         includes=includes,
         fio=frozen_map(fio),
+        report=report,
         extras=frozen_map(extras),
         pool=pool,
         scale=scale,
