@@ -65,7 +65,9 @@ def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host
         return lab_host(h.lab_name, disks=h.lab_disks, slog=h.lab_slog, progress=progress)
     from tankbench.hosts.ssh import SshHost
 
-    return SshHost(address=h.address, user=h.user, port=h.port, identity=h.identity)
+    host = SshHost(address=h.address, user=h.user, port=h.port, identity=h.identity)
+    host.check_connection()  # a first contact says which key to accept, an unreachable host says so (exit 2)
+    return host
 
 
 @dataclass

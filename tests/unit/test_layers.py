@@ -18,12 +18,12 @@ PACKAGE = Path(tankbench.__file__).parent
 #: top first; each entry a module or package (its submodules belong to it unless named themselves)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "__main__"),
-    ("runner", "doctor"),
+    ("runner", "doctor", "fleet", "fleetreport"),
     ("reports",),
     ("analysis",),
     ("spec", "schedule", "progress", "verdict", "fio.jobs"),
     ("targets",),
-    ("guest", "lab", "preflight", "secrets", "tunables", "coldcache"),
+    ("guest", "lab", "preflight", "secrets", "tunables", "coldcache", "fio.clientserver"),
     ("hosts",),
     ("fio", "fio.parse", "fio.layout", "fio.importer", "zfs", "journal", "metrics", "copytest", "safety"),
     # "": the package itself (its version)

@@ -9,6 +9,7 @@ import sys
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli.plan import resolved_sizes
 from tankbench.runner import run_campaign, summary_line
+from tankbench.spec import Spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,11 +46,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = load_campaign(args)
     if not args.quiet:
         sys.stdout.write(resolved_sizes(spec))
+    if spec.fleet is not None:  # several hosts: fleet.py drives one single-host runner per host
+        return cmd_run_fleet(spec, args)
     outcome = run_campaign(spec, args.journal, quiet=args.quiet, keep_lab=args.keep_lab)
     print(summary_line(outcome), file=sys.stderr if args.quiet else sys.stdout)
     if not args.no_report:
         write_report(outcome.journal, args.quiet)
     return outcome.exit_status
+
+
+def cmd_run_fleet(spec: Spec, args: argparse.Namespace) -> int:
+    """`run` of a campaign with several hosts: the summary per host, and for hosts_mode = "each" one report per
+    host beside hosts.md, which compares them."""
+    from tankbench.fleet import fleet_summary, run_fleet
+
+    assert spec.fleet is not None
+    o = run_fleet(spec, args.journal, quiet=args.quiet, keep_lab=args.keep_lab)
+    stream = sys.stderr if args.quiet else sys.stdout
+    print(summary_line(o), file=stream)
+    for line in fleet_summary(o):
+        print(line, file=stream)
+    if args.no_report:
+        return o.exit_status
+    if spec.fleet.mode == "split":
+        write_report(o.journal, args.quiet)
+        return o.exit_status
+    from tankbench.fleetreport import write_host_reports
+
+    out = os.path.join(os.path.dirname(os.path.abspath(o.journal)), "report")
+    paths = write_host_reports(o.journal, out)
+    if not args.quiet and paths:
+        print(f"report: {paths[0]} (hosts side by side; each host's own report in {out}/<host>/)")
+    return o.exit_status
 
 
 def write_report(journal: str, quiet: bool) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tankbench.errors import HostError
+from tankbench.hosts import hostkeys
 from tankbench.hosts.base import Host
 
 #: sockets live here when the caller's directory would make the path too long for a unix socket
@@ -132,6 +133,24 @@ class SshHost(Host):
         """argv for a terminal session (`-t`), or a command with a terminal if argv is given."""
         base = ["ssh", "-t", *self.ssh_options(), self.target]
         return base + (["--", shlex.join(argv)] if argv else [])
+
+    def check_connection(self, timeout: float = 60.0) -> None:
+        """Log in once (this also starts the control master). On failure a UserError that says what to do:
+        an unknown or changed host key shows its fingerprint and the command accepting exactly that key."""
+        try:
+            cp = subprocess.run(self.command(["true"]), capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            cp = subprocess.CompletedProcess([], 255, b"", f"Connection timed out after {timeout:.0f} s".encode())
+        if cp.returncode != 0:
+            raise hostkeys.connect_error(
+                self.name,
+                self.address,
+                self.port,
+                self.user,
+                cp.stderr.decode(errors="replace"),
+                self.known_hosts,
+                self.identity,
+            )
 
     def close(self) -> None:
         """Stop the control master, if one is running."""

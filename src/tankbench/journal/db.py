@@ -249,6 +249,21 @@ class Journal:
             self.conn.execute("ROLLBACK")
             raise
 
+    def set_hosts(self, mode: str, hosts: Sequence[tuple[str, str, str]]) -> None:
+        """Record a fleet campaign's hosts (name, kind, address) in its order, and its mode (schema 4)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("DELETE FROM hosts")
+            for i, (name, kind, address) in enumerate(hosts):
+                self.conn.execute(
+                    "INSERT INTO hosts(name, position, mode, kind, address, added) VALUES (?,?,?,?,?,?)",
+                    (name, i, mode, kind, address, time.time()),
+                )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
     def set_input_keys(self, metric_keys: Sequence[str], check_keys: Sequence[str]) -> None:
         """Declare which metric and check keys the compact per-run table `run_inputs` keeps (what `report`
         reads); when they differ from the stored ones, re-index every run once, in one transaction."""

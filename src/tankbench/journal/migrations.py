@@ -44,6 +44,15 @@ MIGRATIONS: list[str] = [
     );
     CREATE TABLE run_inputs (run_id INTEGER PRIMARY KEY, metrics TEXT NOT NULL, checks TEXT NOT NULL);
     """,
+    # 4: a campaign over several hosts (fleet.py): which hosts, in the campaign's order, and the mode (split or
+    # each) that tells the report whether hosts are columns to compare; runs name their host (runs.host) already
+    """
+    CREATE TABLE hosts (
+        name TEXT PRIMARY KEY, position INTEGER NOT NULL, mode TEXT NOT NULL, kind TEXT NOT NULL,
+        address TEXT NOT NULL DEFAULT '', added REAL NOT NULL
+    );
+    CREATE INDEX runs_host ON runs(host);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

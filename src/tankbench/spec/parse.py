@@ -18,6 +18,7 @@ from tankbench.spec.campaign import parse_campaign
 from tankbench.spec.fill import check_fill
 from tankbench.spec.fiotable import parse_fio
 from tankbench.spec.host import parse_host
+from tankbench.spec.hosts import parse_fleet
 from tankbench.spec.matrix import parse_include, parse_matrix, parse_rule, parse_tunables_table, table_list
 from tankbench.spec.overrides import Overrides, apply_overrides, resolve_sizes
 from tankbench.spec.overrides import record as record_overrides
@@ -92,6 +93,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     ctx.unknown_keys(camp, CAMPAIGN_KEYS, "campaign.")
     settings = parse_campaign(ctx, camp)
     host = parse_host(ctx, camp.get("host"), doc.get("host"))
+    fleet = parse_fleet(path, camp, "host" in camp or "host" in doc)
     doc, resolved = resolve_sizes(path, doc, host, overrides)
     targets = parse_targets(ctx, doc.get("target"))
     pool = parse_pool(ctx, doc.get("pool"), targets)
@@ -130,5 +132,6 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
         scale=scale,
         preflight=policy_from_table(ctx.table(doc, "preflight"), path),
         tunables=frozen_map(tunables),
+        fleet=fleet,
         **settings,
     )

@@ -9,6 +9,7 @@ from typing import Any
 from tankbench.model import Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy
 from tankbench.spec.fill import DEFAULT_ROOM
+from tankbench.spec.hosts import FleetSpec
 from tankbench.spec.report import Settings
 from tankbench.spec.vocab import VDEV_GROUPS
 
@@ -163,6 +164,8 @@ class Spec:
     tunables: Mapping[str, str] = field(default_factory=frozen_map)
     #: workload = "fill": the pool's free space a fill test leaves before the guest writes (the rest is ballast)
     fill_room: int = DEFAULT_ROOM
+    #: several hosts ([campaign] hosts, hosts_mode): None for a campaign on one host
+    fleet: FleetSpec | None = None
 
     @property
     def size_based(self) -> bool:

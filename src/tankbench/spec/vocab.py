@@ -74,6 +74,8 @@ CAMPAIGN_KEYS = (
     "timing_threshold",
     "max_tests",
     "host",
+    "hosts",
+    "hosts_mode",
     "drain_max",
     "sample_interval",
     "copy_size",
