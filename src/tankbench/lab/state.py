@@ -31,6 +31,8 @@ class LabConfig:
     disk_size: int = 8 << 30
     slog: bool = False
     memory_mb: int = 3072
+    #: a cache (L2ARC) disk, tbcache0
+    l2arc: bool = False
     cpus: int = 2
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from tankbench.errors import SpecError, UserError
 from tankbench.guest import layers as guest_layers
 from tankbench.guest.pauses import WERROR_VALUES
+from tankbench.lab import diskmodels
+from tankbench.lab.diskmodels import LabMachine
 from tankbench.model import COPY_WORKLOADS, FILL, IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy, policy_from_table
 from tankbench.spec.fill import DEFAULT_ROOM, check_fill
@@ -177,7 +179,7 @@ POOL_KEYS = ("name", "vdevs", "log", "cache", "special", "confirm", "ashift", "p
 VDEV_CLASSES = ("vdevs", "log", "cache", "special")
 #: group keywords and the fewest devices each takes (as zpool create enforces)
 VDEV_GROUPS = {"mirror": 2, "raidz": 2, "raidz1": 2, "raidz2": 3, "raidz3": 4}
-HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog")
+HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog", *diskmodels.HOST_KEYS)
 COOLDOWN_KEYS = ("fixed", "max", "load1", "dirty", "auto", "idle_iops", "idle_for")
 #: time to answer (issue 11): where warm-ups go, in which order runs go, when repeats stop
 WARMUP_MODES = ("per-test", "per-config", "none")
@@ -199,6 +201,8 @@ class HostSpec:
     lab_name: str = "default"
     lab_disks: int = 2
     lab_slog: bool = True
+    #: the lab's disk models and ARC size (lab/diskmodels.py)
+    lab_machine: LabMachine = LabMachine()
 
 
 @dataclass(frozen=True)
@@ -773,7 +777,10 @@ def _host(ctx: _Ctx, shortcut: object, table: object) -> HostSpec:
         lab_name=ctx.string("host.name", table.get("name", "default")),
         lab_disks=ctx.integer("host.disks", table.get("disks", 2), 1, 16),
         lab_slog=ctx.boolean("host.slog", table.get("slog", True)),
+        lab_machine=diskmodels.parse_host_keys(table, ctx.err),
     )
+    if kind in ("local", "ssh") and (given := [k for k in diskmodels.HOST_KEYS if k in table]):
+        raise ctx.err(f"host.{given[0]}", table[given[0]], "only applies to the lab", 'use it with kind = "lab"')
     if kind == "ssh" and not spec.address:
         raise ctx.err("host.address", "", "is required for an ssh host", 'e.g. address = "bench.example.org"')
     if not NAME_RE.match(spec.lab_name):
