@@ -159,3 +159,20 @@ def test_seed_001_tuning_matrix(seeds_lab: LabHost, tmp_path: Path) -> None:
     goals = json.loads((tmp_path / "report" / "results.json").read_text())["goals"]
     assert [g["name"] for g in goals] == ["saturate 1 Gbps"] and not goals[0]["not_measured"], goals
     assert goals[0]["failing"] and not goals[0]["passing"], goals
+
+
+def test_seed_004_recordsize_mix(seeds_lab: LabHost, tmp_path: Path) -> None:
+    rows = run_preset("recordsize-mix", tmp_path)
+    amp: dict[str, float] = {}
+    seq: dict[str, float] = {}
+    for r in rows:
+        p, m = r["params"], r["metrics"]
+        assert isinstance(p, dict) and isinstance(m, dict)
+        if p["rw"] == "randwrite":
+            amp[p["recordsize"]] = float(m["zfs.physical_bytes_written"]) / float(m["zfs.logical_bytes_written"])
+        else:
+            seq[p["recordsize"]] = float(m["read.bw_bytes"]) / 2**20
+    print(f"seed 004 in the lab: physical/logical {amp}, seq 1M MiB/s {seq}")
+    # 4k random writes into large records rewrite whole records: at least 4x the 4k recordsize's bytes
+    assert amp["128k"] >= 4 * amp["4k"] and amp["1M"] >= 4 * amp["4k"], amp
+    assert seq["1M"] >= seq["4k"], seq
