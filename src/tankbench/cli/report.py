@@ -6,8 +6,9 @@ import argparse
 import os
 from typing import Any
 
-from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, load
 from tankbench.analysis.checks import lab_disk_note
+from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, load
+from tankbench.analysis.detail import with_run_detail
 from tankbench.analysis.select import Where, parse_group_by, parse_where
 from tankbench.cli.show import add_journal_args, journal_path
 from tankbench.journal.db import Journal
@@ -69,7 +70,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     with Journal.open_readonly(path) as j:
         a = analyse_dataset(load(j, group_by=group_by, where=where), rank_by, selection=text)
         out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "report")
-        paths = write_all(a, out, j)
+        paths = write_all(with_run_detail(a, j), out)
     if a.emulated:
         print("Note: emulated machine (qemu TCG): the numbers measure the emulator, not your disks.")
         disks = lab_disk_note(fp.data for fp in a.dataset.fingerprints.values())
