@@ -104,8 +104,14 @@ def test_seed_002_compression_cache(seeds_lab: LabHost, tmp_path: Path) -> None:
     print(
         f"seed 002 in the lab: randread {rand_unwritten:.1f} vs {rand_written:.1f} MiB/s, read {seq_unwritten:.1f} vs {seq_written:.1f}"
     )
-    # the seed: 57x and 2.7x; the lab's unwritten reads are CPU-bound under TCG, so its gap shrinks with load
-    assert rand_unwritten >= 4 * rand_written, (rand_unwritten, rand_written)
+    # the seed: 57x and 2.7x. The lab's unwritten reads are CPU-bound under TCG, so the gap shrinks with the
+    # machine's load; the written file's reads grow as the ARC warms (below), so its first run is the cold figure
+    first_written = mibs(rows, rw="randread", layout=written)[0]
+    assert rand_unwritten >= 6 * first_written and rand_unwritten >= 3 * rand_written, (
+        rand_unwritten,
+        first_written,
+        rand_written,
+    )
     assert seq_unwritten >= 2 * seq_written, (seq_unwritten, seq_written)
     # written-file randreads grow over the 5 repeats while MFU hits rise (the ARC warming, as in the seed)
     series = [r for r in rows if r["params"]["rw"] == "randread" and r["params"]["layout"] == written]  # type: ignore[index]

@@ -21,7 +21,7 @@ def test_every_issue_model_exists_and_none_is_unthrottled() -> None:
 def test_rate_counts_large_requests_by_size_and_bytes() -> None:
     hdd = MODELS["hdd"]
     assert hdd.rate(4096) == (40, 40 * 4096 / MIB)
-    assert hdd.rate(MIB)[1] == 32  # the bandwidth limit governs sequential 1M
+    assert hdd.rate(MIB)[1] == 16  # the bandwidth limit governs sequential 1M
     ssd = MODELS["ssd"]
     assert ssd.rate(MIB)[0] == pytest.approx(250 / 4)  # 1M counts as four 256k ops
     assert MODELS["none"].rate(4096)[0] == float("inf")
@@ -30,7 +30,7 @@ def test_rate_counts_large_requests_by_size_and_bytes() -> None:
 def test_throttle_arguments_are_complete_for_qmp() -> None:
     args = MODELS["hdd"].throttle()
     assert {"bps", "bps_rd", "bps_wr", "iops", "iops_rd", "iops_wr"} <= set(args)
-    assert args["iops"] == 40 and args["bps"] == 32 * MIB and args["iops_size"] == MIB
+    assert args["iops"] == 40 and args["bps"] == 16 * MIB and args["iops_size"] == MIB
 
 
 def test_parse_host_keys_defaults_and_values() -> None:

@@ -6,8 +6,8 @@ import argparse
 import os
 from typing import Any
 
-from tankbench.analysis.checks import lab_disk_note
 from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, load
+from tankbench.analysis.checks import lab_disk_note
 from tankbench.analysis.detail import with_run_detail
 from tankbench.analysis.select import Where, parse_group_by, parse_where
 from tankbench.cli.show import add_journal_args, journal_path

@@ -74,7 +74,7 @@ MODELS: dict[str, DiskModel] = {
     m.name: m
     for m in (
         DiskModel("none", 0, 0, 0, "a sparse file in the host's page cache: the emulator's speed"),
-        DiskModel("hdd", 40, 32, 1 * MIB, "a 7200 rpm disk: ~150 random IOPS, ~150 MB/s, scaled down"),
+        DiskModel("hdd", 40, 16, 1 * MIB, "a 7200 rpm disk: ~150 random IOPS, ~150 MB/s, scaled down"),
         DiskModel("ssd", 250, 64, 256 << 10, "a SATA SSD, scaled down and compressed under the emulator"),
         DiskModel("nvme", 600, 128, 256 << 10, "an NVMe SSD, scaled down and compressed under the emulator"),
         DiskModel(

@@ -380,7 +380,7 @@ def lab_host(
     except BaseException:
         host.close()
         raise
-    host.state = state
+    host.facts = lab_fingerprint(state)
     return host
 
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tankbench.analysis.analyse import Analysis
-from tankbench.analysis.checks import emulation_banner
 from tankbench.analysis.cases import TestSummary
+from tankbench.analysis.checks import emulation_banner
 from tankbench.analysis.detail import MAX_SERIES_TESTS, PCTS
 from tankbench.analysis.figures import Figure, Series, tidy
 from tankbench.analysis.fill import yes_no
@@ -225,10 +225,7 @@ def _list(items: Sequence[str]) -> str:
 def head_html(a: Analysis) -> str:
     ds = a.dataset
     banner = (
-        (
-            '<div class="banner" id="emulated">'
-            f"{e(emulation_banner(fp.data for fp in ds.fingerprints.values()))}</div>"
-        )
+        (f'<div class="banner" id="emulated">{e(emulation_banner(fp.data for fp in ds.fingerprints.values()))}</div>')
         if a.emulated
         else ""
     )
