@@ -64,6 +64,8 @@ def run_preset(preset: str, tmp_path: Path) -> list[dict[str, object]]:
     journal = tmp_path / "j.sqlite"
     res = tankbench("run", str(campaign), "--scale", "ci", "--journal", str(journal), cwd=tmp_path, timeout=1800)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    cleaned = tankbench("clean", str(campaign), "--scale", "ci", cwd=tmp_path, timeout=600)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr  # the next seed's pool needs the disks
     conn = sqlite3.connect(journal)
     try:
         rows = conn.execute(

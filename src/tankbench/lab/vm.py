@@ -400,21 +400,15 @@ def apply_machine(name: str, host: LabHost, machine: LabMachine, progress: Progr
             got = applied.get(drive, {})
             if got.get("bps", 0) != want["bps"] or got.get("iops", 0) != want["iops"]:
                 raise HostError(f"lab {name}: drive {drive} did not take disk model {model!r} (QMP says {got})")
-        res = host.run(
-            [
-                "sh",
-                "-c",
-                f"echo {machine.arc_max} > /sys/module/zfs/parameters/zfs_arc_max && "
-                "awk '$1 == \"c_max\" {print $3}' /proc/spl/kstat/zfs/arcstats",
-            ],
-            timeout=60,
-        )
-        if res.returncode != 0 or not res.stdout.strip().isdigit():
-            raise HostError(f"lab {name}: could not set zfs_arc_max to {machine.arc_max}: {res.stderr.strip()}")
-        c_max = int(res.stdout.strip())
-        if machine.arc_max and c_max != machine.arc_max:
+        # the module's own c_max, read before anything changed it (zfs_arc_max = 0 does not restore it)
+        if "arc_default" not in state.extra:
+            state.extra["arc_default"] = _arc_c_max(name, host, "")
+        default = int(state.extra["arc_default"])  # type: ignore[call-overload]
+        arc = machine.arc_max or default
+        c_max = _arc_c_max(name, host, f"echo {arc} > /sys/module/zfs/parameters/zfs_arc_max && ")
+        if c_max != arc:
             raise HostError(
-                f"lab {name}: zfs_arc_max {machine.arc_max} was not taken (the ARC's c_max is {c_max}); "
+                f"lab {name}: zfs_arc_max {arc} was not taken (the ARC's c_max is {c_max}); "
                 "it cannot be set below zfs_arc_min (1/32 of the guest's memory)"
             )
         state.extra["machine"] = diskmodels.fingerprint(models, machine.arc_max, c_max)
@@ -424,6 +418,14 @@ def apply_machine(name: str, host: LabHost, machine: LabMachine, progress: Progr
         + (fmt_size(c_max) if machine.arc_max else f"{fmt_size(c_max)} (the module's default)")
     )
     return state
+
+
+def _arc_c_max(name: str, host: LabHost, before: str) -> int:
+    """The ARC's c_max in the guest, after the shell command `before` (e.g. setting zfs_arc_max)."""
+    res = host.run(["sh", "-c", before + "awk '$1 == \"c_max\" {print $3}' /proc/spl/kstat/zfs/arcstats"], timeout=60)
+    if res.returncode != 0 or not res.stdout.strip().isdigit():
+        raise HostError(f"lab {name}: could not set or read the ARC's size: {res.stderr.strip()}")
+    return int(res.stdout.strip())
 
 
 def _block_info(d: Path) -> list[dict[str, Any]]:
