@@ -168,6 +168,8 @@ class Fingerprint:
             "zfs_version",
             "zfs_tunables",
             "device_models",
+            "lab_disk_models",
+            "lab_arc_max",
         )
         return {k: self.data[k] for k in keep if k in self.data}
 

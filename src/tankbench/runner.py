@@ -62,7 +62,7 @@ def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host
     if kind == "lab":
         from tankbench.lab.vm import lab_host
 
-        return lab_host(h.lab_name, disks=h.lab_disks, slog=h.lab_slog, progress=progress)
+        return lab_host(h.lab_name, disks=h.lab_disks, slog=h.lab_slog, machine=h.lab_machine, progress=progress)
     from tankbench.hosts.ssh import SshHost
 
     host = SshHost(address=h.address, user=h.user, port=h.port, identity=h.identity)

@@ -2,7 +2,7 @@
 tunable axis among them); layouts on an lz4 dataset and a zvol with holes told from compression; module
 tunables set, read back, and restored after kill -9; cold caches verified.
 
-These tests boot a lab of their own with 4 data disks + a log disk (seed 001's pool needs five devices; the
+These tests boot a lab of their own with 4 data disks, a log and a cache disk (seed 001 needs five devices; the
 session lab has three) and power it off at the end of the module."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tankbench.coldcache import make_cold
 from tankbench.errors import UserError
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import vm
+from tankbench.lab.diskmodels import LabMachine
 from tankbench.spec import expand, parse_spec
 from tankbench.tunables import Tunables
 from tests.conftest import tankbench
@@ -32,7 +33,7 @@ from tests.lab.conftest import LAB
 
 pytestmark = pytest.mark.lab
 
-#: this module's lab: 4 data disks + a log disk
+#: this module's lab: 4 data disks + a log disk + a cache disk
 LAB_P = os.environ.get("TANKBENCH_TEST_LAB5") or f"{LAB[:29]}-p"
 ID = "/dev/disk/by-id/virtio-"
 QUICK_RUNS = {"tuning-matrix": 8, "compression-cache": 6, "recordsize-mix": 8}
@@ -40,7 +41,7 @@ QUICK_RUNS = {"tuning-matrix": 8, "compression-cache": 6, "recordsize-mix": 8}
 
 @pytest.fixture(scope="module")
 def lab5() -> Iterator[SshHost]:
-    host = vm.lab_host(LAB_P, disks=4, slog=True)
+    host = vm.lab_host(LAB_P, disks=4, slog=True, machine=LabMachine(l2arc=True))
     try:
         yield host
     finally:
@@ -57,8 +58,9 @@ def sh(host: SshHost, script: str, timeout: float = 600) -> str:
 
 def in_lab(text: str) -> str:
     """A preset's text, run in this module's lab (its own [host] table replaced)."""
+    kept = "".join(re.findall(r"^(?:\w+_model|arc_max) = .*\n", text, flags=re.M))  # the preset's lab machine
     text = re.sub(r"^\[host\]\n(?:[^\[\n].*\n)*", "", text, flags=re.M)
-    return text + f'\n[host]\nkind = "lab"\nname = "{LAB_P}"\ndisks = 4\nslog = true\n'
+    return text + f'\n[host]\nkind = "lab"\nname = "{LAB_P}"\ndisks = 4\nslog = true\nl2arc = true\n{kept}'
 
 
 def rows(journal: Path) -> list[dict]:
@@ -113,12 +115,12 @@ def test_quick_preset_runs_end_to_end(lab5: SshHost, tmp_path: Path, name: str) 
         words = [line.split()[0].removesuffix("-part1") for line in status.splitlines() if line.strip()]
         at = words.index("raidz1-0")
         assert words[at + 1 : at + 4] == [f"{ID}tbdata{i}" for i in range(3)], words
-        assert words[words.index("logs") + 1] == f"{ID}tblog0" and words[words.index("cache") + 1] == f"{ID}tbdata3"
+        assert words[words.index("logs") + 1] == f"{ID}tblog0" and words[words.index("cache") + 1] == f"{ID}tbcache0"
         assert {r["canonical"]["params"]["tunables"] for r in got} == {"default", "l2arc_write_max=1048576000"}
         after = sh(lab5, "cat /sys/module/zfs/parameters/l2arc_write_max").strip()
         assert after == l2arc_before, "the host's value restored when the campaign ended"
     if name == "compression-cache":
-        assert {r["canonical"]["params"]["layout"] for r in got} == {"unwritten", "random"}
+        assert {r["canonical"]["params"]["layout"] for r in got} == {"unwritten", "compressible:50%"}
     cleaned = tankbench("clean", str(campaign), "--scale", "quick", cwd=tmp_path, timeout=600)
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
     assert sh(lab5, "zpool list -H -o name || true").strip() == "", "clean destroyed the preset's pool"
@@ -206,7 +208,9 @@ tunables = [{{}}, {{ {name} = {wanted} }}]
     code = (
         f"from tankbench.lab import vm\nfrom tankbench.spec import expand, load_spec\n"
         f"from tankbench.tunables import Tunables\n"
-        f"spec = load_spec({str(campaign)!r})\nhost = vm.lab_host({LAB_P!r}, disks=4, slog=True)\n"
+        f"from tankbench.lab.diskmodels import LabMachine\n"
+        f"spec = load_spec({str(campaign)!r})\n"
+        f"host = vm.lab_host({LAB_P!r}, disks=4, slog=True, machine=LabMachine(l2arc=True))\n"
         f"print(Tunables(host, spec.campaign_id, spec.path).apply(expand(spec)[1]), flush=True)\n"
         f"import time\ntime.sleep(600)\n"
     )
@@ -359,5 +363,5 @@ def test_raidz1_log_cache_pool_with_a_tunable_axis_survives_kill_9_and_resume(la
         if params["cache"] == "cold":
             assert checks["cache.cold_verified"] is True and checks["cache.arc_data_size_after"] < 8 << 20, checks
     words = [w.split()[0].removesuffix("-part1") for w in sh(lab5, "zpool status -P tbkill").splitlines() if w.strip()]
-    assert "raidz1-0" in words and words[words.index("cache") + 1] == f"{ID}tbdata3"
+    assert "raidz1-0" in words and words[words.index("cache") + 1] == f"{ID}tbcache0"
     assert tankbench("clean", str(campaign), cwd=tmp_path, timeout=600).returncode == 0

@@ -47,7 +47,7 @@ def test_new_presets_use_the_issue_10_knobs():
     assert tm.pool is not None and tm.pool.layout == "raidz1(3) + log 1 disk + cache 1 disk"
     assert {t.params["tunables"] for t in expand(tm)} == {"default", "l2arc_write_max=1048576000"}
     cc = expand(load_spec(resolve_campaign("compression-cache"), "quick"))
-    assert {t.params["layout"] for t in cc} == {"unwritten", "random"}
+    assert {t.params["layout"] for t in cc} == {"unwritten", "compressible:50%"}
     full = expand(load_spec(resolve_campaign("compression-cache")))
     assert {t.params["cache"] for t in full} == {"warm", "cold"}
     rm = expand(load_spec(resolve_campaign("recordsize-mix")))

@@ -9,6 +9,7 @@ from typing import Any
 
 from tankbench.analysis.cases import Dataset, RunView, TestSummary
 from tankbench.analysis.stats import monotonic_increase
+from tankbench.units import fmt_size
 
 CV_LIMIT = 0.10
 DIRTY_LIMIT = 64 * 1024 * 1024
@@ -65,15 +66,47 @@ def _emulated(fp: Mapping[str, Any]) -> bool:
     return fp.get("accelerator") == "tcg" or fp.get("guest_accelerator") == "tcg"
 
 
+def lab_disk_note(fingerprints: Iterable[Mapping[str, Any]]) -> str:
+    """The lab's disk models and ARC cap as the runs recorded them, one phrase ('' when no disk was modelled)."""
+    out: dict[str, None] = {}
+    for fp in fingerprints:
+        models = fp.get("lab_disk_models") or {}
+        named = {d: str(m).split(":", 1)[0] for d, m in models.items()}
+        if not any(m != "none" for m in named.values()):
+            continue
+        groups: dict[str, list[str]] = {}
+        for d, m in named.items():
+            groups.setdefault(m, []).append(d)
+        text = "; ".join(f"{', '.join(ds)}: {m}" for m, ds in groups.items())
+        if fp.get("lab_arc_max"):
+            text += f"; ARC max {fmt_size(int(fp['lab_arc_max']))}"
+        out[text] = None
+    return " | ".join(out)
+
+
+def emulation_banner(fingerprints: Iterable[Mapping[str, Any]]) -> str:
+    """What an emulated machine's numbers mean, for the report's banner and the `emulated` warning."""
+    fps = list(fingerprints)
+    text = (
+        f"These runs ran in an emulated machine ({' / '.join(emulation_layers(fps))}): the numbers measure the "
+        "emulator, not your disks. They are not for choosing hardware or a configuration."
+    )
+    disks = lab_disk_note(fps)
+    if disks:
+        text += (
+            f" The lab's disks were modelled ({disks}; scaled-down models, see docs/lab.md): the direction of a "
+            "disk-bound effect is meaningful, its size is not."
+        )
+    return text
+
+
 def check_emulated(ds: Dataset) -> Iterator[Warning]:
     tcg = [fp.data for fp in ds.fingerprints.values() if _emulated(fp.data)]
     if tcg:
         yield Warning(
             "emulated",
             "error",
-            f"These runs ran in an emulated machine ({' / '.join(emulation_layers(tcg))}): the numbers measure "
-            "the emulator, not your disks. Use them to check that the tool works, not to choose a "
-            "configuration.",
+            emulation_banner(tcg),
             "run the campaign on the real host, or in a VM with KVM",
         )
 

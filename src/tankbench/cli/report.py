@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, load
+from tankbench.analysis.checks import lab_disk_note
 from tankbench.analysis.detail import with_run_detail
 from tankbench.analysis.select import Where, parse_group_by, parse_where
 from tankbench.cli.show import add_journal_args, journal_path
@@ -79,6 +80,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         print("Note: several hosts ran every test (hosts_mode = each): compare them in hosts.md, one report per host")
     if a.emulated:
         print("Note: emulated machine (qemu TCG): the numbers measure the emulator, not your disks.")
+        disks = lab_disk_note(fp.data for fp in a.dataset.fingerprints.values())
+        if disks:
+            print(f"Note: modelled lab disks ({disks}): the direction of a disk-bound effect is meaningful.")
     counts = {s: sum(1 for w in a.warnings if w.severity == s) for s in ("error", "warning", "info")}
     print(
         f"{len(a.dataset.tests)} tests, {a.dataset.n_runs} runs, {len(a.leaderboards)} test cases; "

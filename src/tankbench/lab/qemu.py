@@ -28,14 +28,14 @@ KERNEL_ARGS = os.environ.get("TANKBENCH_LAB_KERNEL_ARGS", "")
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def data_disk_ids(disks: int, slog: bool = False) -> list[str]:
-    """The serials of a lab's disks: tbdata0.. then tblog0 (pure)."""
-    return [f"tbdata{i}" for i in range(disks)] + (["tblog0"] if slog else [])
+def data_disk_ids(disks: int, slog: bool = False, l2arc: bool = False) -> list[str]:
+    """The serials of a lab's disks: tbdata0.. then tblog0, then tbcache0 (pure)."""
+    return [f"tbdata{i}" for i in range(disks)] + (["tblog0"] if slog else []) + (["tbcache0"] if l2arc else [])
 
 
-def guest_disk_paths(disks: int, slog: bool = False) -> list[str]:
-    """The guest's stable paths for the data disks (and the log disk last)."""
-    return [f"/dev/disk/by-id/virtio-{s}" for s in data_disk_ids(disks, slog)]
+def guest_disk_paths(disks: int, slog: bool = False, l2arc: bool = False) -> list[str]:
+    """The guest's stable paths for the data disks (then the log disk, then the cache disk)."""
+    return [f"/dev/disk/by-id/virtio-{s}" for s in data_disk_ids(disks, slog, l2arc)]
 
 
 def kernel_cmdline(pubkey_blob: str, fio_port: int = GUEST_FIO_PORT) -> str:
@@ -97,10 +97,11 @@ def qemu_argv(
         "-device",
         "virtio-blk-pci,drive=root,serial=tbroot",
     ]
-    for serial in data_disk_ids(config.disks, config.slog):
+    for serial in data_disk_ids(config.disks, config.slog, config.l2arc):
+        # cache=unsafe: a guest flush never reaches the host's disk (noise); a disk model charges the writes
         argv += [
             "-drive",
-            f"file={run_dir / (serial + '.img')},if=none,id={serial},format=raw,discard=unmap",
+            f"file={run_dir / (serial + '.img')},if=none,id={serial},format=raw,discard=unmap,cache=unsafe",
             "-device",
             f"virtio-blk-pci,drive={serial},serial={serial}",
         ]
@@ -202,7 +203,7 @@ def kvm_usable(image: labbuild.Image, progress: Progress) -> bool:
 def make_disks(d: Path, config: LabConfig) -> None:
     for old in d.glob("tb*.img"):
         old.unlink()
-    for serial in data_disk_ids(config.disks, config.slog):
+    for serial in data_disk_ids(config.disks, config.slog, config.l2arc):
         with open(d / f"{serial}.img", "wb") as f:
             f.truncate(config.disk_size if serial.startswith("tbdata") else min(config.disk_size, 4 << 30))
 

@@ -31,6 +31,8 @@ class LabConfig:
     disk_size: int = 8 << 30
     slog: bool = False
     memory_mb: int = 3072
+    #: a cache (L2ARC) disk, tbcache0
+    l2arc: bool = False
     cpus: int = 2
 
 
@@ -187,4 +189,7 @@ def lab_fingerprint(state: LabState) -> dict[str, object]:
         "lab_kernel": state.kernel_abi,
         "lab_zfs": state.zfs_version,
         "lab_emulated": state.accelerator != "kvm",
+        "lab_l2arc": state.config.l2arc,
+        # the disk models and the ARC size applied at campaign start (lab/diskmodels.py, lab/vm.py)
+        **dict(state.extra.get("machine") or {}),  # type: ignore[call-overload]
     }

@@ -13,11 +13,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tankbench import bootlog
 from tankbench.errors import HostError, UserError
 from tankbench.hosts.lab import LabHost
 from tankbench.lab import build as labbuild
+from tankbench.lab import diskmodels
+from tankbench.lab.diskmodels import MODELS, LabMachine
 from tankbench.lab.qemu import (
     guest_disk_paths,
     is_our_qemu,
@@ -26,6 +29,7 @@ from tankbench.lab.qemu import (
     make_disks,
     proc_alive,
     qemu_argv,
+    qmp,
     reap,
     start_qemu,
 )
@@ -43,6 +47,7 @@ from tankbench.lab.state import (
     read_state,
     write_state,
 )
+from tankbench.units import fmt_size
 
 Progress = Callable[[str], None]
 
@@ -159,7 +164,7 @@ def _up(
         if state is not None and is_our_qemu(state.pid, name):
             if not reuse:
                 raise UserError(f"lab {name!r} is already up", f"run `tankbench lab down --name {name}` first")
-            if strict and (state.config.disks, state.config.slog) != (config.disks, config.slog):
+            if strict and _shape(state.config) != _shape(config):
                 raise UserError(
                     f"lab {name!r} is up with {_disks(state.config)}, not {_disks(config)}",
                     f"run `tankbench lab down --name {name}` first, or use another lab name",
@@ -193,8 +198,15 @@ def _up(
         raise HostError(f"lab {name}: the guest panicked twice during boot; see {d}/console.panic*.log")
 
 
+def _shape(config: LabConfig) -> tuple[int, bool, bool]:
+    return config.disks, config.slog, config.l2arc
+
+
 def _disks(config: LabConfig) -> str:
-    return f"{config.disks} data disk{'s' if config.disks != 1 else ''}{' + slog' if config.slog else ''}"
+    return (
+        f"{config.disks} data disk{'s' if config.disks != 1 else ''}{' + slog' if config.slog else ''}"
+        f"{' + cache disk' if config.l2arc else ''}"
+    )
 
 
 def _boot(
@@ -331,9 +343,11 @@ def status(name: str = "default") -> dict[str, object]:
         "fio_port": state.fio_port,
         "memory_mb": state.config.memory_mb,
         "cpus": state.config.cpus,
-        "disks": guest_disk_paths(state.config.disks, state.config.slog),
+        "disks": guest_disk_paths(state.config.disks, state.config.slog, state.config.l2arc),
         "disk_size": state.config.disk_size,
         "slog": state.config.slog,
+        "l2arc": state.config.l2arc,
+        "machine": state.extra.get("machine", {}),
         "kernel": state.kernel_abi,
         "zfs": state.zfs_version,
         "image": state.image_key,
@@ -350,18 +364,92 @@ def status(name: str = "default") -> dict[str, object]:
 
 
 def lab_host(
-    name: str = "default", *, disks: int = 2, slog: bool = False, progress: Callable[[str], None] | None = None
+    name: str = "default",
+    *,
+    disks: int = 2,
+    slog: bool = False,
+    machine: LabMachine | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> LabHost:
-    """The lab as a Host: builds the image if missing, boots the lab unless it is up, returns its LabHost
+    """The lab as a Host: builds the image if missing, boots the lab unless it is up, applies the campaign's
+    disk models and ARC size (`machine`; no models and the module's ARC when None), returns its LabHost
     (`started_here` tells whether this call booted it)."""
-    state, booted = _up(name, LabConfig(disks=disks, slog=slog), progress)
-    return ssh_host(state, started_here=booted)
+    machine = machine or LabMachine()
+    state, booted = _up(name, LabConfig(disks=disks, slog=slog, l2arc=machine.l2arc), progress)
+    host = ssh_host(state, started_here=booted)
+    try:
+        state = apply_machine(name, host, machine, progress or _stderr)
+    except BaseException:
+        host.close()
+        raise
+    host.facts = lab_fingerprint(state)
+    return host
+
+
+def apply_machine(name: str, host: LabHost, machine: LabMachine, progress: Progress) -> LabState:
+    """Throttle each of a running lab's drives to its model (QMP block_set_io_throttle: at once, no reboot)
+    and set the ARC's maximum; read both back and record them in the lab's state (the runs' fingerprint).
+
+    Every drive is set, to `none` too, so a lab reused from an earlier campaign never keeps its models."""
+    with locked(name) as d:
+        state = require_up(name)
+        models = machine.models(state.config.disks, state.config.slog)
+        for drive, model in models.items():
+            qmp(d, "block_set_io_throttle", {"device": drive, **MODELS[model].throttle()})
+        applied = {str(b["device"]): b for b in _block_info(d) if str(b.get("device", "")) in models}
+        for drive, model in models.items():
+            want = MODELS[model].throttle()
+            got = applied.get(drive, {})
+            if got.get("bps", 0) != want["bps"] or got.get("iops", 0) != want["iops"]:
+                raise HostError(f"lab {name}: drive {drive} did not take disk model {model!r} (QMP says {got})")
+        # the module's own c_max, read before anything changed it (zfs_arc_max = 0 does not restore it)
+        if "arc_default" not in state.extra:
+            state.extra["arc_default"] = _arc_c_max(name, host, "")
+        default = int(state.extra["arc_default"])  # type: ignore[call-overload]
+        arc = machine.arc_max or default
+        c_max = _arc_c_max(name, host, f"echo {arc} > /sys/module/zfs/parameters/zfs_arc_max && ")
+        if c_max != arc:
+            raise HostError(
+                f"lab {name}: zfs_arc_max {arc} was not taken (the ARC's c_max is {c_max}); "
+                "it cannot be set below zfs_arc_min (1/32 of the guest's memory)"
+            )
+        state.extra["machine"] = diskmodels.fingerprint(models, machine.arc_max, c_max)
+        write_state(d, state)
+    progress(
+        f"lab {name}: disks {diskmodels.summary(models)}; ARC max "
+        + (fmt_size(c_max) if machine.arc_max else f"{fmt_size(c_max)} (the module's default)")
+    )
+    return state
+
+
+def _arc_c_max(name: str, host: LabHost, before: str) -> int:
+    """The ARC's c_max in the guest, after the shell command `before` (e.g. setting zfs_arc_max)."""
+    res = host.run(["sh", "-c", before + "awk '$1 == \"c_max\" {print $3}' /proc/spl/kstat/zfs/arcstats"], timeout=60)
+    if res.returncode != 0 or not res.stdout.strip().isdigit():
+        raise HostError(f"lab {name}: could not set or read the ARC's size: {res.stderr.strip()}")
+    return int(res.stdout.strip())
+
+
+def _block_info(d: Path) -> list[dict[str, Any]]:
+    """query-block's drives with their throttle settings: [{'device': id, 'bps': .., 'iops': ..}, ...]."""
+    out: list[dict[str, Any]] = []
+    blocks = qmp(d, "query-block")
+    for b in blocks if isinstance(blocks, list) else []:
+        inserted = b.get("inserted") or {}
+        out.append({"device": b.get("device", ""), "bps": inserted.get("bps", 0), "iops": inserted.get("iops", 0)})
+    return out
 
 
 def lab_data_disks(name: str = "default") -> list[str]:
     """The guest's by-id paths of a running lab's data disks (the log disk, if any, is not included)."""
     state = require_up(name)
     return guest_disk_paths(state.config.disks)
+
+
+def lab_cache_disks(name: str = "default") -> list[str]:
+    """The guest's by-id path of the lab's cache (L2ARC) disk, if it was booted with one."""
+    state = require_up(name)
+    return guest_disk_paths(0, False, state.config.l2arc)
 
 
 def lab_log_disks(name: str = "default") -> list[str]:

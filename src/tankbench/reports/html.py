@@ -8,6 +8,7 @@ from typing import Any
 
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
+from tankbench.analysis.checks import emulation_banner
 from tankbench.analysis.detail import MAX_SERIES_TESTS, PCTS
 from tankbench.analysis.figures import Figure, Series, tidy
 from tankbench.analysis.fill import yes_no
@@ -224,11 +225,7 @@ def _list(items: Sequence[str]) -> str:
 def head_html(a: Analysis) -> str:
     ds = a.dataset
     banner = (
-        (
-            '<div class="banner" id="emulated">These runs ran in an emulated machine '
-            f"({e(' / '.join(a.virtualisation))}): the numbers measure an emulated machine. Use them to check "
-            "that the tool works, not to choose a configuration.</div>"
-        )
+        (f'<div class="banner" id="emulated">{e(emulation_banner(fp.data for fp in ds.fingerprints.values()))}</div>')
         if a.emulated
         else ""
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tankbench.analysis.analyse import Analysis
+from tankbench.analysis.checks import emulation_banner
 from tankbench.analysis.figures import Figure
 from tankbench.analysis.fill import yes_no
 from tankbench.analysis.guest import GuestTable
@@ -113,8 +114,7 @@ def summary_markdown(a: Analysis) -> str:
     out = [f"# tankbench report: {', '.join(n for n in ds.campaign_names if n) or ds.path}", ""]
     if a.emulated:
         out += [
-            f"> **Emulated machine ({' / '.join(a.virtualisation)}):** these numbers measure an emulated machine. "
-            "They show that the tool works, not which configuration to choose.",
+            f"> **Emulated machine ({' / '.join(a.virtualisation)}):** {emulation_banner(fp.data for fp in ds.fingerprints.values())}",
             "",
         ]
     n_meas = sum(len(t.measured) for t in ds.tests)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tankbench.keys import Keys
+from tankbench.lab import diskmodels
 from tankbench.spec.schema import HostSpec
 from tankbench.spec.vocab import HOST_KEYS, HOST_KINDS, NAME_RE
 
@@ -35,7 +36,10 @@ def parse_host(ctx: Keys, shortcut: object, table: object) -> HostSpec:
         lab_name=ctx.string("host.name", table.get("name", "default")),
         lab_disks=ctx.integer("host.disks", table.get("disks", 2), 1, 16),
         lab_slog=ctx.boolean("host.slog", table.get("slog", True)),
+        lab_machine=diskmodels.parse_host_keys(table, ctx.err),
     )
+    if kind in ("local", "ssh") and (given := [k for k in diskmodels.HOST_KEYS if k in table]):
+        raise ctx.err(f"host.{given[0]}", table[given[0]], "only applies to the lab", 'use it with kind = "lab"')
     if kind == "ssh" and not spec.address:
         raise ctx.err("host.address", "", "is required for an ssh host", 'e.g. address = "bench.example.org"')
     if not NAME_RE.match(spec.lab_name):

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tankbench.lab.diskmodels import LabMachine
 from tankbench.model import Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy
 from tankbench.spec.fill import DEFAULT_ROOM
@@ -26,6 +27,8 @@ class HostSpec:
     lab_name: str = "default"
     lab_disks: int = 2
     lab_slog: bool = True
+    #: the lab's disk models and ARC size (lab/diskmodels.py)
+    lab_machine: LabMachine = LabMachine()
 
 
 @dataclass(frozen=True)

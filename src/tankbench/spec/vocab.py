@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tankbench.lab import diskmodels
 from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES
 from tankbench.targets import kind_axes, kind_names, kinds
 
@@ -116,7 +117,7 @@ VDEV_CLASSES = ("vdevs", "log", "cache", "special")
 #: group keywords and the fewest devices each takes (as zpool create enforces)
 VDEV_GROUPS = {"mirror": 2, "raidz": 2, "raidz1": 2, "raidz2": 3, "raidz3": 4}
 
-HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog")
+HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog", *diskmodels.HOST_KEYS)
 
 COOLDOWN_KEYS = ("fixed", "max", "load1", "dirty", "auto", "idle_iops", "idle_for")
 

@@ -1,0 +1,187 @@
+"""Each seed's finding reproduced in the lab, from the seed's own preset at its `ci` scale, on modelled disks
+(lab/diskmodels.py): one lab for the module with the disks the seeds need (3 data disks, a log and a cache
+disk); each campaign applies its preset's disk models and ARC size over QMP at its start (no reboot).
+The seed-vs-lab table is docs/seeds-in-the-lab.md."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tankbench.hosts.lab import LabHost
+from tankbench.lab import vm
+from tankbench.lab.diskmodels import LabMachine
+from tests.conftest import tankbench
+from tests.lab.conftest import LAB
+
+PRESETS = Path(__file__).resolve().parents[2] / "src" / "tankbench" / "presets"
+#: the seeds' lab, beside the session's (names are at most 32 characters)
+SEEDS_LAB = f"{LAB[:26]}-seeds"
+SHAPE = {"kind": "lab", "name": SEEDS_LAB, "disks": 3, "slog": True, "l2arc": True}
+
+
+@pytest.fixture(scope="module")
+def seeds_lab() -> Iterator[LabHost]:
+    host = vm.lab_host(SEEDS_LAB, disks=3, slog=True, machine=LabMachine(l2arc=True))
+    try:
+        yield host
+    finally:
+        host.close()
+        if vm.read_state(SEEDS_LAB) is not None:
+            vm.down(SEEDS_LAB)
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return json.dumps(v)
+
+
+def in_seeds_lab(preset: str) -> str:
+    """The preset's text with its [host] table pointed at the seeds' lab (its models and ARC kept)."""
+    text = (PRESETS / f"{preset}.toml").read_text()
+    host = {**tomllib.loads(text).get("host", {}), **SHAPE}
+    table = "[host]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in host.items()) + "\n"
+    lines = text.splitlines(keepends=True)
+    if "[host]\n" in lines:
+        start = lines.index("[host]\n")
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+        return "".join(lines[:start]) + table + "".join(lines[end:])
+    return table + text
+
+
+def run_preset(preset: str, tmp_path: Path) -> list[dict[str, object]]:
+    campaign = tmp_path / f"{preset}.toml"
+    campaign.write_text(in_seeds_lab(preset))
+    journal = tmp_path / "j.sqlite"
+    res = tankbench("run", str(campaign), "--scale", "ci", "--journal", str(journal), cwd=tmp_path, timeout=1800)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    cleaned = tankbench("clean", str(campaign), "--scale", "ci", cwd=tmp_path, timeout=600)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr  # the next seed's pool needs the disks
+    conn = sqlite3.connect(journal)
+    try:
+        rows = conn.execute(
+            "SELECT t.canonical, r.metrics, r.run_no, f.data FROM runs r JOIN tests t ON t.id = r.test_id "
+            "JOIN fingerprints f ON f.id = r.fingerprint_id WHERE r.warmup = 0 AND r.status = 'done' ORDER BY r.id"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [
+        {"params": json.loads(c)["params"], "metrics": json.loads(m), "run_no": n, "fingerprint": json.loads(f)}
+        for c, m, n, f in rows
+    ]
+
+
+def mibs(rows: list[dict[str, object]], **params: str) -> list[float]:
+    out = []
+    for r in rows:
+        p = r["params"]
+        assert isinstance(p, dict)
+        if all(p.get(k) == v for k, v in params.items()):
+            m = r["metrics"]
+            assert isinstance(m, dict)
+            out.append(float(m["read.bw_bytes"]) / 2**20)
+    assert out, params
+    return out
+
+
+def test_seed_002_compression_cache(seeds_lab: LabHost, tmp_path: Path) -> None:
+    rows = run_preset("compression-cache", tmp_path)
+    fp = rows[0]["fingerprint"]
+    assert isinstance(fp, dict)
+    assert fp["lab_disk_models"]["tbdata0"].startswith("hdd:") and fp["lab_arc_max"] == 128 << 20
+    written = "compressible:50%"
+    rand_unwritten = statistics.median(mibs(rows, rw="randread", layout="unwritten"))
+    rand_written = statistics.median(mibs(rows, rw="randread", layout=written))
+    seq_unwritten = statistics.median(mibs(rows, rw="read", layout="unwritten"))
+    seq_written = statistics.median(mibs(rows, rw="read", layout=written))
+    print(
+        f"seed 002 in the lab: randread {rand_unwritten:.1f} vs {rand_written:.1f} MiB/s, read {seq_unwritten:.1f} vs {seq_written:.1f}"
+    )
+    # the seed: 57x and 2.7x. The lab's unwritten reads are CPU-bound under TCG, so the gap shrinks with the
+    # machine's load; the written file's reads grow as the ARC warms (below), so its first run is the cold figure
+    first_written = mibs(rows, rw="randread", layout=written)[0]
+    assert rand_unwritten >= 6 * first_written and rand_unwritten >= 3 * rand_written, (
+        rand_unwritten,
+        first_written,
+        rand_written,
+    )
+    assert seq_unwritten >= 2 * seq_written, (seq_unwritten, seq_written)
+    # written-file randreads grow over the 5 repeats while MFU hits rise (the ARC warming, as in the seed)
+    series = [r for r in rows if r["params"]["rw"] == "randread" and r["params"]["layout"] == written]  # type: ignore[index]
+    assert len(series) == 5
+    speeds = mibs(series)
+    mfu = [float(r["metrics"]["arc.mfu_hits"]) for r in series]  # type: ignore[index]
+    assert speeds[-1] > speeds[0] and mfu[-1] > mfu[0], (speeds, mfu)
+    # the written file is about 2:1 compressible, as fio's default buffers were in the seed
+    ratios = {float(r["metrics"]["zfs.compressratio"]) for r in rows if r["params"]["layout"] == written}  # type: ignore[index]
+    assert all(1.6 <= x <= 2.2 for x in ratios), ratios
+    # the report: sparse-file on the unwritten tests only
+    res = tankbench("report", "--journal", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report"))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((tmp_path / "report" / "results.json").read_text())
+    ids = {t["params"]["layout"] + "/" + t["params"]["rw"]: t["id"] for t in doc["tests"]}
+    warned = {w["code"]: set(w["test_ids"]) for w in doc["warnings"]}
+    assert warned["sparse-file"] == {ids["unwritten/read"], ids["unwritten/randread"]}, warned
+    assert ids[f"{written}/randread"] in warned["cache-warming"], warned
+    assert "arc-hits" in warned and ids["unwritten/randread"] in warned["arc-hits"], warned
+
+
+def iops(rows: list[dict[str, object]], **params: object) -> list[float]:
+    out = []
+    for r in rows:
+        p = r["params"]
+        assert isinstance(p, dict)
+        if all(p.get(k) == v for k, v in params.items()):
+            m = r["metrics"]
+            assert isinstance(m, dict)
+            out.append(float(m["write.iops"]))
+    assert out, params
+    return out
+
+
+def test_seed_001_tuning_matrix(seeds_lab: LabHost, tmp_path: Path) -> None:
+    rows = run_preset("tuning-matrix", tmp_path)
+    fp = rows[0]["fingerprint"]
+    assert isinstance(fp, dict)
+    assert fp["lab_disk_models"]["tbdata2"].startswith("hdd:") and fp["lab_disk_models"]["tblog0"].startswith("optane:")
+    with_log = iops(rows, bs="4k", slog=True)
+    without = iops(rows, bs="4k", slog=False)
+    print(f"seed 001 in the lab: 4k sync randwrite IOPS with log {with_log}, without {without}")
+    # the seed's SLOG was its big win: at least 3x on sync 4k random writes
+    assert min(with_log) >= 3 * max(without), (with_log, without)
+    # psync, as in the seed: queue depth makes little difference (within 30 %)
+    # (on the HDDs alone: with the log, fio's own CPU cost under TCG makes short runs noisy)
+    qd1, qd16 = iops(rows, bs="4k", slog=False, iodepth=1)[0], iops(rows, bs="4k", slog=False, iodepth=16)[0]
+    assert 0.7 <= qd16 / qd1 <= 1.3, (qd1, qd16)
+    # the 1 Gbps goal is judged (measured, and on HDD models under TCG it fails)
+    res = tankbench("report", "--journal", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report"))
+    assert res.returncode == 0, res.stderr
+    goals = json.loads((tmp_path / "report" / "results.json").read_text())["goals"]
+    assert [g["name"] for g in goals] == ["saturate 1 Gbps"] and not goals[0]["not_measured"], goals
+    assert goals[0]["failing"] and not goals[0]["passing"], goals
+
+
+def test_seed_004_recordsize_mix(seeds_lab: LabHost, tmp_path: Path) -> None:
+    rows = run_preset("recordsize-mix", tmp_path)
+    amp: dict[str, float] = {}
+    seq: dict[str, float] = {}
+    for r in rows:
+        p, m = r["params"], r["metrics"]
+        assert isinstance(p, dict) and isinstance(m, dict)
+        if p["rw"] == "randwrite":
+            amp[p["recordsize"]] = float(m["zfs.physical_bytes_written"]) / float(m["zfs.logical_bytes_written"])
+        else:
+            seq[p["recordsize"]] = float(m["read.bw_bytes"]) / 2**20
+    print(f"seed 004 in the lab: physical/logical {amp}, seq 1M MiB/s {seq}")
+    # 4k random writes into large records rewrite whole records: at least 4x the 4k recordsize's bytes
+    assert amp["128k"] >= 4 * amp["4k"] and amp["1M"] >= 4 * amp["4k"], amp
+    assert seq["1M"] >= seq["4k"], seq
