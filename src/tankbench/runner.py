@@ -33,6 +33,7 @@ from tankbench.schedule import (
     steady_state_from_text,
 )
 from tankbench.spec import Spec, expand
+from tankbench.spec.unattended import legacy_grace_note
 from tankbench.targets import TargetKind, Workspace, kind_of
 from tankbench.targets.zfs import Tunables, prepare_cache
 from tankbench.units import fmt_duration
@@ -196,11 +197,13 @@ class CampaignRunner:
         row = self.journal.begin_run(
             test.id, run_no, warm, attempt, test.expected_s, self.host.name, boot_id=self.pre.boot_id
         )
-        deadline = deadline_s(test, spec.deadline_grace, spec.min_throughput)
+        watch = spec.unattended
+        deadline = deadline_s(test, watch.late_max_s, spec.min_throughput)
         request = {
             "op": "fio_run",
             "job_text": run_job_text(test),
             "deadline_s": deadline,
+            "hung_after_s": watch.hung_after_s,
             "workdir": f"{self.workdir}/{test.id}",
             "devices": checks.get("devices", []),
             "interval": spec.sample_interval,
@@ -209,7 +212,7 @@ class CampaignRunner:
         if test.is_copy:
             request["argv"] = copy_argv(str(test.params["workload"]), self.copy_source(), test_file_path(test))
             request["sync_cmd"] = ["sync"]
-            request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + spec.deadline_grace + 60
+            request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + watch.late_max_s
         request.update(self.kinds[test.target.kind].capture(test))
 
         def on_event(ev: dict[str, Any]) -> None:
@@ -281,7 +284,7 @@ class CampaignRunner:
         checks: dict[str, Any],
     ) -> Run:
         """Combine fio's JSON, the agent's measurements and the target kind's capture into one validated Run."""
-        verdict = decide_run(test, res, self.spec.timing_threshold, self.spec.deadline_grace, self.spec.copy_size)
+        verdict = decide_run(test, res, self.spec.timing_threshold, self.spec.copy_size)
         metrics = dict(verdict.metrics)
         all_checks = dict(checks)
         all_checks.update(res.get("checks", {}))
@@ -487,6 +490,8 @@ def run_campaign(
     t0 = time.monotonic()
     tests = expand(spec)
     progress = Progress(0, quiet=quiet)
+    if legacy := legacy_grace_note(spec.unattended):
+        progress.note(legacy)
     host = host or open_host(spec, progress.note)
     journal_path = journal_path or default_journal_path(spec)
     try:

@@ -15,6 +15,7 @@ from tankbench.guest.pauses import WERROR_VALUES
 from tankbench.model import COPY_WORKLOADS, FILL, IO_MODES, SYNC_MODES, Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy, policy_from_table
 from tankbench.spec.fill import DEFAULT_ROOM, check_fill
+from tankbench.spec.unattended import UNATTENDED_KEYS, Unattended, parse_unattended
 from tankbench.targets import kind_names
 from tankbench.targets.zfs import PROPERTY_AXES
 from tankbench.tunables import canonical_tunables
@@ -154,6 +155,7 @@ CAMPAIGN_KEYS = (
     "mode",
     "min_throughput",
     "fill_room",
+    *UNATTENDED_KEYS,
 )
 TOP_KEYS = (
     "campaign",
@@ -332,6 +334,8 @@ class Spec:
     tunables: Mapping[str, str] = field(default_factory=frozen_map)
     #: workload = "fill": the pool's free space a fill test leaves before the guest writes (the rest is ballast)
     fill_room: int = DEFAULT_ROOM
+    #: the watchdog, crash retries, waiting for the host, the event hook (spec/unattended.py)
+    unattended: Unattended = field(default_factory=Unattended)
 
     @property
     def size_based(self) -> bool:
@@ -494,7 +498,8 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     schedule = _schedule(ctx, camp, runtime, name)
     repeats = schedule.repeats_max
     warmup = schedule.warmup != "none"
-    grace = ctx.duration("campaign.deadline_grace", camp.get("deadline_grace", "60s"))
+    grace = ctx.duration("campaign.deadline_grace", camp.get("deadline_grace", "60s"))  # retired: read, ignored
+    unattended = parse_unattended(ctx, camp)
     threshold = _threshold(ctx, camp.get("timing_threshold", "10%"))
     max_tests = ctx.integer("campaign.max_tests", camp.get("max_tests", 5000), 1, 1_000_000)
     drain_max = ctx.duration("campaign.drain_max", camp.get("drain_max", "10m"), positive=True)
@@ -534,6 +539,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
         repeats=repeats,
         cooldown=cooldown,
         deadline_grace=grace,
+        unattended=unattended,
         timing_threshold=threshold,
         max_tests=max_tests,
         drain_max=drain_max,
