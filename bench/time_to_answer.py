@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tankbench.schedule import kendall_tau
+from tankbench.analysis.stats import kendall_tau
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20

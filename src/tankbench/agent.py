@@ -173,6 +173,18 @@ def vmstat() -> dict[str, int]:
     return out
 
 
+def counters(devices: Iterable[str]) -> dict[str, Any]:
+    """A snapshot of what a noise window compares: the clock, the devices' I/O counters and swap counters. The
+    noise op of a later request can start its window here instead of waiting one out (see op_noise)."""
+    vm = vmstat()
+    return {
+        "t": time.monotonic(),
+        "boot_id": read_text(PROC + "/sys/kernel/random/boot_id", "").strip(),
+        "disk": diskstats(devices),
+        "vm": {"pswpin": vm.get("pswpin", 0), "pswpout": vm.get("pswpout", 0)},
+    }
+
+
 def arcstats() -> dict[str, int]:
     out = {}
     text = read_text(PROC + "/spl/kstat/zfs/arcstats")
@@ -1036,6 +1048,8 @@ def op_fio_run(req: dict[str, Any]) -> None:
         presync_s = drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)[
             0
         ]
+    # the noise check rides along when its verdict cannot hold or stop the run (tankbench.preflight.deferrable)
+    noise = noise_facts(req["noise"]) if isinstance(req.get("noise"), dict) else None
     files_before = capture(req.get("capture_files", []))
     during: subprocess.Popen[bytes] | None = None
     if req.get("during_cmd"):
@@ -1093,6 +1107,8 @@ def op_fio_run(req: dict[str, Any]) -> None:
             "preflight.presync_s": round(presync_s, 3),
             **watch,
         },
+        counters=counters(req.get("devices", [])),
+        noise=noise,
         pid=pid,
         files_before=files_before,
         files_after=files_after,
@@ -1244,8 +1260,15 @@ def _run_job(
 
 
 def op_noise(req: dict[str, Any]) -> None:
-    """Facts about what else is going on before a run: the pool's `zpool status` (scrub/resilver), I/O on the
-    given disks and swap traffic over a short window, load and dirty memory. Judged by tankbench.preflight."""
+    """Facts about what else is going on before a run (see noise_facts). Judged by tankbench.preflight."""
+    emit("result", **noise_facts(req))
+
+
+def noise_facts(req: dict[str, Any]) -> dict[str, Any]:
+    """The pool's `zpool status` (scrub/resilver), I/O on the given disks and swap traffic over a window, load
+    and dirty memory. The window starts at `since` (counters of an earlier request: no wait) when usable; if
+    that borrowed window shows I/O or swapping beyond `confirm` (it may hold tankbench's own layout), or there
+    is none, the op watches a fresh window of `window_s`."""
     status: dict[str, Any] | None = None
     if req.get("pool"):
         try:
@@ -1254,22 +1277,61 @@ def op_noise(req: dict[str, Any]) -> None:
         except (OSError, subprocess.TimeoutExpired) as e:
             status = {"rc": -1, "stdout": "", "stderr": str(e)}
     devices = list(req.get("devices", []))
-    t0, disk0, vm0 = time.monotonic(), diskstats(devices), vmstat()
-    time.sleep(float(req.get("window_s", 1.0)))
-    t1, disk1, vm1 = time.monotonic(), diskstats(devices), vmstat()
+    since = _usable_since(req.get("since"), devices)
+    window = _window(devices, since, float(req.get("window_s", 1.0)))
+    window_from = str(req.get("since_from", "earlier")) if since is not None else "wait"
+    if since is not None and _beyond(window, req.get("confirm")):
+        window, window_from = _window(devices, None, float(req.get("window_s", 1.0))), "wait (confirming)"
     mem = meminfo()
-    emit(
-        "result",
+    return dict(
+        window,
         zpool_status=status,
-        window_s=round(t1 - t0, 3),
-        disk=disk_delta(disk0, disk1, t1 - t0),
-        devices_seen=sorted(disk1),
-        swap_in_pages=vm1.get("pswpin", 0) - vm0.get("pswpin", 0),
-        swap_out_pages=vm1.get("pswpout", 0) - vm0.get("pswpout", 0),
+        window_from=window_from,
         load1=loadavg()[0],
         cpu_count=os.cpu_count() or 1,
         dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
     )
+
+
+def _window(devices: list[str], since: dict[str, Any] | None, wait_s: float) -> dict[str, Any]:
+    """Disk and swap deltas from `since` to now, or over `wait_s` seconds from now."""
+    if since is not None:
+        t0, disk0, vm0 = float(since["t"]), {k: tuple(v) for k, v in since["disk"].items()}, dict(since["vm"])
+    else:
+        t0, disk0, vm0 = time.monotonic(), diskstats(devices), vmstat()
+        time.sleep(wait_s)
+    t1, disk1, vm1 = time.monotonic(), diskstats(devices), vmstat()
+    return {
+        "window_s": round(t1 - t0, 3),
+        "disk": disk_delta(disk0, disk1, t1 - t0),
+        "devices_seen": sorted(disk1),
+        "swap_in_pages": vm1.get("pswpin", 0) - vm0.get("pswpin", 0),
+        "swap_out_pages": vm1.get("pswpout", 0) - vm0.get("pswpout", 0),
+    }
+
+
+def _beyond(window: dict[str, Any], confirm: Any) -> bool:
+    """Whether a window shows what `confirm` ({disk_iops, disk_bw_bytes, swap}) asks to see again."""
+    if not isinstance(confirm, dict):
+        return False
+    disk = window["disk"]
+    if "disk_iops" in confirm and disk.get("iops", 0) > float(confirm["disk_iops"]):
+        return True
+    if "disk_bw_bytes" in confirm and disk.get("bw_bytes", 0) > float(confirm["disk_bw_bytes"]):
+        return True
+    return bool(confirm.get("swap")) and window["swap_in_pages"] + window["swap_out_pages"] > 0
+
+
+def _usable_since(since: Any, devices: Sequence[str]) -> dict[str, Any] | None:
+    """`since` counters when a window can start there: same boot, in the past, every device counted."""
+    if not isinstance(since, dict) or not isinstance(since.get("disk"), dict) or not isinstance(since.get("vm"), dict):
+        return None
+    boot = read_text(PROC + "/sys/kernel/random/boot_id", "").strip()
+    if since.get("boot_id") != boot or not 0 < time.monotonic() - float(since.get("t", 0)) < 3600:
+        return None
+    if any(d not in since["disk"] for d in diskstats(devices)):
+        return None
+    return since
 
 
 def txg_pending(pool: str, root: str = "") -> int | None:
@@ -1336,6 +1398,8 @@ def cooldown_wait(
     idle_since = None
     prev = (clock(), diskstats(devices, root)) if devices else None
     state: dict[str, Any] = {}
+    if "counters_devices" in req and not root:  # where a noise window can start: this wait is quiet time too
+        state["counters"] = counters(req["counters_devices"])
     if fixed_s > 0:
         sleep(fixed_s)
     first = clock()

@@ -501,11 +501,6 @@ def applicable(present: set[str] | frozenset[str]) -> tuple[str, ...]:
     return tuple(m.key for m in REGISTRY if not m.needs or any(k in present for k in m.needs))
 
 
-def is_copy_run(raw: Mapping[str, float]) -> bool:
-    """A copy run (cp/rsync/dd) carries copy.bytes; it has no fio figures even if an older journal stored some."""
-    return "copy.bytes" in raw
-
-
 def run_kind(raw: Mapping[str, float]) -> str:
     """Which kind of run journalled these metrics: copy (copy.bytes), fill (fill.bytes_written) or fio."""
     return COPY if "copy.bytes" in raw else FILL if "fill.bytes_written" in raw else FIO

@@ -16,6 +16,9 @@ COPY_WORKLOADS = ("cp", "rsync", "dd")
 FILL = "fill"
 IO_MODES = ("buffered", "direct")
 SYNC_MODES = ("async", "sync", "fsync", "fdatasync")
+#: the axes that make an fio job what it is (the same job on any target); the campaign's fio axes add the
+#: `workload` and the buffer options (spec/vocab.py), the analysis compares tests by them
+FIO_JOB_AXES = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
 
 
 def canonical_json(value: Any) -> str:
@@ -204,10 +207,3 @@ class Run:
         object.__setattr__(self, "metrics", frozen_map(self.metrics))
         object.__setattr__(self, "checks", frozen_map(self.checks))
         object.__setattr__(self, "samples", frozen_map(self.samples))
-
-    @property
-    def timing_excess_s(self) -> float | None:
-        """Wall time beyond ramp + runtime (seed 000's "timing issue" KPI)."""
-        if self.wall_s is None:
-            return None
-        return self.wall_s - self.expected_s

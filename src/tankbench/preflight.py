@@ -109,6 +109,7 @@ class NoiseFacts:
     swap_in_pages: int = 0
     swap_out_pages: int = 0
     window_s: float = 0.0
+    window_from: str = "wait"  # "wait": the op watched for window_s; else where a borrowed window began
     load1: float = 0.0
     cpu_count: int = 1
     dirty_bytes: int = 0
@@ -136,6 +137,7 @@ def facts_from_agent(res: Mapping[str, Any], pool: str | None = None) -> NoiseFa
         swap_in_pages=int(res.get("swap_in_pages", 0)),
         swap_out_pages=int(res.get("swap_out_pages", 0)),
         window_s=float(res.get("window_s", 0.0)),
+        window_from=str(res.get("window_from", "wait")),
         load1=float(res.get("load1", 0.0)),
         cpu_count=max(1, int(res.get("cpu_count") or 1)),
         dirty_bytes=int(res.get("dirty_bytes", 0)),
@@ -294,6 +296,8 @@ class PreflightVerdict:
             "preflight.load1": f.load1,
             "preflight.swap_pages": f.swap_in_pages + f.swap_out_pages,
             "preflight.dirty_bytes": f.dirty_bytes,
+            "preflight.window_s": f.window_s,
+            "preflight.window_from": f.window_from,
         }
         if f.devices:
             out["preflight.disk_iops"] = f.disk_iops
@@ -321,13 +325,52 @@ def _warnings(found: Sequence[Finding], waited_s: float) -> tuple[str, ...]:
     return tuple(out)
 
 
-def measure(host: Host, pool: str | None, devices: Sequence[str], policy: PreflightPolicy) -> NoiseFacts:
-    """One `noise` measurement on the host (takes about policy.window_s)."""
-    res = host.call_agent(
-        {"op": "noise", "pool": pool, "devices": list(devices), "window_s": policy.window_s},
-        timeout=policy.window_s + 120,
+def measure(
+    host: Host,
+    pool: str | None,
+    devices: Sequence[str],
+    policy: PreflightPolicy,
+    since: Mapping[str, Any] | None = None,
+) -> NoiseFacts:
+    """One `noise` measurement on the host: over policy.window_s, or with no wait over the time since `since`
+    (the agent's counters at the previous run's end or the cooldown's start; `since["from"]` names which)."""
+    req = dict(noise_request(pool, devices, policy, since), op="noise")
+    return facts_from_agent(host.call_agent(req, timeout=policy.window_s + 120), pool)
+
+
+def noise_request(
+    pool: str | None, devices: Sequence[str], policy: PreflightPolicy, since: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the agent's noise measurement needs (the `noise` op, or the `noise` field of a `fio_run`). With
+    `since` the window starts there (no wait); disk or swap noise seen in such a borrowed window (it may hold
+    tankbench's own layout I/O) is watched again over a fresh window before it counts (`confirm`)."""
+    req: dict[str, Any] = {"pool": pool, "devices": list(devices), "window_s": policy.window_s}
+    if since:
+        req["since"] = dict(since)
+        req["since_from"] = str(since.get("from", "earlier"))
+        confirm: dict[str, Any] = {}
+        if policy.disk_io != "off":
+            confirm.update(disk_iops=policy.disk_iops, disk_bw_bytes=policy.disk_bw_bytes)
+        if policy.swap != "off":
+            confirm["swap"] = True
+        req["confirm"] = confirm
+    return req
+
+
+def deferrable(policy: PreflightPolicy, pool: str | None) -> bool:
+    """Whether the noise check can be measured by the run's own agent request, just before fio starts (one
+    round trip less per run): true when no check that applies here can hold or stop the run (all "warn"/"off")."""
+    checks = ["disk_io", "swap", "load"] + (["scrub"] if pool else [])
+    return all(policy.action(c) in ("warn", "off") for c in checks)
+
+
+def verdict_of(res: Mapping[str, Any], pool: str | None, policy: PreflightPolicy) -> PreflightVerdict:
+    """The verdict on a noise measurement a run's own request made (see deferrable): `run`, with warnings."""
+    facts = facts_from_agent(res, pool)
+    decision = decide(facts, policy, 0.0)
+    return PreflightVerdict(
+        facts=facts, waited_s=0.0, action="run", warnings=_warnings(decision.findings, 0.0), findings=decision.findings
     )
-    return facts_from_agent(res, pool)
 
 
 def before_run(
@@ -339,14 +382,17 @@ def before_run(
     note: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    since: Mapping[str, Any] | None = None,
 ) -> PreflightVerdict:
     """Measure noise, and wait (polling) while the policy says wait; return the verdict for the next run.
 
     `pool` is the ZFS pool under the target (None for raw/file targets), `devices` the physical disks the
-    run will sample (names as in /proc/diskstats). Never acts on the pool itself (no scrub is paused)."""
+    run will sample (names as in /proc/diskstats). With `since` the first window is the time since those
+    counters (no wait; see noise_request). Never acts on the pool itself (no scrub is paused)."""
     t0 = clock()
     while True:
-        facts = measure(host, pool, devices, policy)
+        facts = measure(host, pool, devices, policy, since)
+        since = None
         waited = clock() - t0
         decision = decide(facts, policy, waited)
         if decision.action != "wait":

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from tankbench.schedule import Estimate
+from tankbench.schedule.estimate import Estimate
 from tankbench.units import fmt_duration
 
 

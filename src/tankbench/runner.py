@@ -2,45 +2,38 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tankbench import __version__
 from tankbench import preflight as preflight_mod
+from tankbench.analysis.cases import index_for_reports
+from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import deadline_s, job_text, run_job_text, test_file_path
-from tankbench.hosts.base import Host, work_root
+from tankbench.hosts.base import Host, agent_sha256, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
-from tankbench.schedule import (
-    Decision,
-    Estimator,
-    Scheduler,
-    config_key,
-    cooldown_checks,
-    cooldown_request,
-    decided_from_runs,
-    history_from_runs,
-    observation,
-    priors_for,
-    steady_state_from_text,
-)
+from tankbench.schedule.configs import config_key
+from tankbench.schedule.cooldown import cooldown_checks, cooldown_request
+from tankbench.schedule.estimate import Estimator, priors_for
+from tankbench.schedule.rules import FINISHED, Decision, observation
+from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
+from tankbench.schedule.steady import steady_state_from_text
 from tankbench.spec import Spec, expand
 from tankbench.spec.unattended import legacy_grace_note
 from tankbench.targets import TargetKind, Workspace, kind_of
-from tankbench.targets.zfs import Tunables, prepare_cache
+from tankbench.tunables import Tunables
 from tankbench.units import fmt_duration
 from tankbench.verdict import decide_run
 from tankbench.zfs.checks import direct_io_confirm, run_validity
-
-FINISHED = ("done", "failed", "timeout")
 
 
 def default_journal_path(spec: Spec) -> str:
@@ -171,12 +164,17 @@ class CampaignRunner:
         self.outcome = Outcome()
         self._copy_source_ready = False
         self._devices: dict[str, list[str]] = {}  # target name -> physical devices sampled
+        #: the agent's counters where the next noise window can start (the last run's end, a cooldown's start)
+        self._since: dict[str, Any] | None = None
+        #: a noise measurement the next run's own fio_run request makes (preflight.deferrable): (request, pool)
+        self._noise: tuple[dict[str, Any], str | None] | None = None
 
     def make_fingerprint(self) -> Fingerprint:
         """The host's facts, each target kind's (after setup: e.g. how a test guest is emulated) and the extras."""
         fp = dict(self.pre.fingerprint)
         fp["accelerator"] = self.host.accelerator
         fp["host"] = self.host.name
+        fp.update(tankbench_version=__version__, agent_sha256=agent_sha256())  # what produced the run (pyperf)
         for kind in self.kinds.values():
             fp.update(kind.fingerprint())
         fp.update(self._extra_fingerprint)
@@ -214,6 +212,9 @@ class CampaignRunner:
             request["sync_cmd"] = ["sync"]
             request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + watch.late_max_s
         request.update(self.kinds[test.target.kind].capture(test))
+        noise, self._noise = self._noise, None
+        if noise is not None:
+            request["noise"] = noise[0]
 
         def on_event(ev: dict[str, Any]) -> None:
             if ev.get("event") == "started":
@@ -238,11 +239,18 @@ class CampaignRunner:
                 **measured,
             )
 
+        self._since = None
         try:
             res = self.kinds[test.target.kind].run_fio(test, request, on_event, deadline + spec.drain_max + 120)
+            if isinstance(res.get("counters"), dict):
+                self._since = dict(res["counters"], **{"from": "previous run"})
         except HostError as e:
             self.journal.finish_run(row, unprocessed("crashed", f"the host failed during the run: {e}"))
             raise
+        if noise is not None and isinstance(res.get("noise"), dict):
+            checks = dict(
+                checks, **self.noise_verdict(test, preflight_mod.verdict_of(res["noise"], noise[1], spec.preflight))
+            )
         try:
             run = self.result_to_run(test, run_no, warm, attempt, started, res, checks)
         except (KeyError, ValueError, TypeError) as e:  # a bug of ours must not lose what was measured
@@ -336,9 +344,10 @@ class CampaignRunner:
             return {}
         pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else ""
         devices = self._devices.get(test.target.name) or self.devices(test)
-        res = self.host.call_agent(
-            cooldown_request(c, devices, pool, self.pre.load1), timeout=c.fixed_s + c.max_s + 120
-        )
+        req = dict(cooldown_request(c, devices, pool, self.pre.load1), counters_devices=devices)
+        res = self.host.call_agent(req, timeout=c.fixed_s + c.max_s + 120)
+        if isinstance(res.get("counters"), dict):
+            self._since = dict(res["counters"], **{"from": "cooldown"})
         return cooldown_checks(res)
 
     def run(self, tests: list[Test]) -> Outcome:
@@ -373,13 +382,7 @@ class CampaignRunner:
         while batch := sched.next_batch():
             for slot in batch:
                 test = slot.test
-                tunables = self.tunables.apply(test) if self.tunables else {}
-                checks = self.prepare(test)
-                checks.update(tunables)
-                pool = self.spec.pool.name if self.spec.pool is not None and self.spec.pool.creates else None
-                checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
-                checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
-                checks.update(self.noise_check(test, checks["devices"]))
+                checks = self.between_runs(test, prev_end)
                 self.progress.start(
                     test.number,
                     len(tests),
@@ -398,6 +401,36 @@ class CampaignRunner:
                 last_row[test.id] = run.row_id
                 self.record(sched.observe(test.id, observation(run)), last_row, estimator)
             self.record(sched.end_batch(), last_row, estimator)
+
+    def between_runs(self, test: Test, prev_end: float | None) -> dict[str, Any]:
+        """Everything before a run (tunables, prepare, cache, cooldown, noise check), each step's seconds in the
+        run's checks (`harness.*_s`; `harness.gap_s`: from the previous run's end, journalling included)."""
+        steps: dict[str, float] = {}
+        t = time.monotonic()
+
+        def step(name: str) -> None:
+            nonlocal t
+            now = time.monotonic()
+            steps[f"harness.{name}_s"] = round(now - t, 4)
+            t = now
+
+        tunables = self.tunables.apply(test) if self.tunables else {}
+        step("tunables")
+        checks = self.prepare(test)
+        checks.update(tunables)
+        step("prepare")
+        pool = self.spec.pool.name if self.spec.pool is not None and self.spec.pool.creates else None
+        pool = pool if kind_of(test.target).cold_cache_cycles_pool else None
+        checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
+        step("cache")
+        checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
+        step("cooldown")
+        checks.update(self.noise_check(test, checks["devices"]))
+        step("noise")
+        checks.update(steps)
+        if prev_end is not None:
+            checks["harness.gap_s"] = round(time.time() - prev_end, 4)
+        return checks
 
     def skip_crashed(self, sched: Scheduler) -> None:
         """Tests that crashed twice are skipped (with a note in the journal), as before."""
@@ -425,9 +458,17 @@ class CampaignRunner:
         if all(getattr(policy, k) == "off" for k in ("scrub", "disk_io", "swap", "load")):
             return {}
         pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else None
-        verdict = preflight_mod.before_run(self.host, pool, devices, policy, note=self.progress.note)
+        # measured by the run's own request (one round trip less), where that request is the host agent's fio_run
+        if preflight_mod.deferrable(policy, pool) and not kind_of(test.target).runs_in_guest:
+            self._noise = (preflight_mod.noise_request(pool, devices, policy, self._since), pool)
+            return {}
+        verdict = preflight_mod.before_run(self.host, pool, devices, policy, note=self.progress.note, since=self._since)
         if verdict.action == "refuse":
             raise UserError(*verdict.refusal())
+        return self.noise_verdict(test, verdict)
+
+    def noise_verdict(self, test: Test, verdict: preflight_mod.PreflightVerdict) -> dict[str, Any]:
+        """Say the verdict's warnings; return its checks for the run."""
         for warning in verdict.warnings:
             self.progress.note(f"warning: {test.name}: {warning}")
         return dict(verdict.checks())
@@ -500,6 +541,7 @@ def run_campaign(
         with JournalLock(journal_path):
             journal = Journal(journal_path)
             try:
+                index_for_reports(journal)
                 crashed = journal.mark_crashed({host.name: pre.boot_id} if pre.boot_id else None)
                 end_stale(host, crashed, spec)
                 journal.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
@@ -570,7 +612,3 @@ def summary_line(o: Outcome) -> str:
     if o.tests_skipped:
         parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing twice")
     return f"{', '.join(parts)} in {fmt_duration(o.seconds)}; journal: {o.journal}"
-
-
-def dump_outcome(o: Outcome) -> str:
-    return json.dumps(o.__dict__, default=str)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tankbench.fio.jobs import ends_with_fsync, size_based
+from tankbench.fio.layout import ends_with_fsync, size_based
 from tankbench.fio.parse import FioOutputError, end_fsync_seconds, load_fio_json, metrics_from_fio
 from tankbench.guest.fill import fill_status
 from tankbench.metrics import copy_metrics, derive

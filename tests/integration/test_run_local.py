@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import tankbench
@@ -105,33 +106,16 @@ size = "16M"
 """
     )
     j = tmp_path / "j.sqlite"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    fio_pid = _kill_when(
+        c,
+        j,
+        tmp_path,
+        lambda: (
+            rows(j, "SELECT count(*) FROM runs WHERE status='done'")[0][0] >= 6
+            and rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] == 1
+        ),
+        "the campaign never reached its 7th run",
     )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:  # the journal file exists a moment before its schema does
-                if (
-                    j.exists()
-                    and rows(j, "SELECT count(*) FROM runs WHERE status='done'")[0][0] >= 6
-                    and rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] == 1
-                ):
-                    break
-            except sqlite3.OperationalError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError("the campaign never reached its 7th run")
-        fio_pid = rows(j, "SELECT pid FROM runs WHERE status='running'")[0][0]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     before = rows(j, "SELECT id, test_id, run_no, status FROM runs ORDER BY id")
     done_before = [r for r in before if r[3] == "done"]
     assert [r[3] for r in before].count("running") == 1
@@ -239,10 +223,10 @@ bs = ["1M"]
     assert copied.stat().st_size == 32 << 20
 
 
-def _kill_while_running(c: Path, j: Path, tmp_path: Path, earlier: int) -> None:
-    """Start `run` and kill -9 it once its fio runs (after it marked the `earlier` killed runs interrupted)."""
+def _kill_when(c: Path, j: Path, tmp_path: Path, ready: Callable[[], bool], never: str, *args: str) -> int:
+    """Start `run`, kill -9 it as soon as `ready()` holds on its journal; return the pid of the run in flight."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "--no-report"],
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), *args],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -250,23 +234,36 @@ def _kill_while_running(c: Path, j: Path, tmp_path: Path, earlier: int) -> None:
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            try:
-                if (
-                    j.exists()
-                    and rows(j, "SELECT count(*) FROM runs WHERE status='interrupted'")[0][0] == earlier
-                    and rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0]
-                ):
+            try:  # the journal file exists a moment before its schema does
+                if j.exists() and ready():
                     break
             except sqlite3.OperationalError:
                 pass
             time.sleep(0.2)
         else:
-            raise AssertionError("the run never started")
+            raise AssertionError(never)
+        fio_pid = rows(j, "SELECT pid FROM runs WHERE status='running'")[0][0]
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
+    return int(fio_pid)
+
+
+def _kill_while_running(c: Path, j: Path, tmp_path: Path, earlier: int) -> None:
+    """Start `run` and kill -9 it once its fio runs (after it marked the `earlier` killed runs interrupted)."""
+    _kill_when(
+        c,
+        j,
+        tmp_path,
+        lambda: (
+            rows(j, "SELECT count(*) FROM runs WHERE status='interrupted'")[0][0] == earlier
+            and rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] > 0
+        ),
+        "the run never started",
+        "--no-report",
+    )
 
 
 def test_two_kills_of_tankbench_during_one_test_do_not_skip_it(tmp_path: Path):

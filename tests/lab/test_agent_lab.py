@@ -17,17 +17,12 @@ from tankbench.hosts.base import agent_digest, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.lab import vm
 from tests.conftest import tankbench
+from tests.lab.shell import sh
 
 from .conftest import LAB
 
 pytestmark = pytest.mark.lab
 POOL = "trustpool"
-
-
-def sh(host: LabHost, script: str, timeout: float = 300) -> str:
-    res = host.run(["sh", "-c", script], timeout=timeout)
-    assert res.returncode == 0, f"{script}\nexit {res.returncode}\n{res.stdout}\n{res.stderr}"
-    return res.stdout
 
 
 @pytest.fixture(scope="module")

@@ -17,16 +17,11 @@ from tankbench.fio.parse import load_fio_json, metrics_from_fio
 from tankbench.hosts.lab import LabHost
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import vm
+from tests.lab.shell import sh
 
 from .conftest import LAB, LAB_B
 
 pytestmark = pytest.mark.lab
-
-
-def sh(host: SshHost, script: str, timeout: float = 300) -> str:
-    res = host.run(["sh", "-c", script], timeout=timeout)
-    assert res.returncode == 0, f"{script}\nexit {res.returncode}\n{res.stdout}\n{res.stderr}"
-    return res.stdout
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from tankbench.cli.presets import preset_path
+from tankbench.coldcache import make_cold
 from tankbench.errors import UserError
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import vm
 from tankbench.spec import expand, parse_spec
-from tankbench.targets.zfs import Tunables, make_cold
+from tankbench.tunables import Tunables
 from tests.conftest import tankbench
 from tests.lab.conftest import LAB
 
@@ -204,7 +205,7 @@ tunables = [{{}}, {{ {name} = {wanted} }}]
     # a campaign process that set the tunable, then dies by kill -9 before it could restore anything
     code = (
         f"from tankbench.lab import vm\nfrom tankbench.spec import expand, load_spec\n"
-        f"from tankbench.targets.zfs import Tunables\n"
+        f"from tankbench.tunables import Tunables\n"
         f"spec = load_spec({str(campaign)!r})\nhost = vm.lab_host({LAB_P!r}, disks=4, slog=True)\n"
         f"print(Tunables(host, spec.campaign_id, spec.path).apply(expand(spec)[1]), flush=True)\n"
         f"import time\ntime.sleep(600)\n"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tankbench.analysis.analyse import analyse_journal
+from tankbench.analysis.detail import with_run_detail
 from tankbench.journal.db import Journal
-from tankbench.reports.html import load_series, render_html, select_series_tests
+from tankbench.reports.html import render_html
 from tests.reportdata import lab_zfs_journal
 
 
@@ -39,6 +40,6 @@ def test_html_has_arc_series_and_zvol_rows(tmp_path: Path) -> None:
     path = lab_zfs_journal(tmp_path)
     a = analyse_journal(path)
     with Journal(path, create=False) as j:
-        page = render_html(a, load_series(j, select_series_tests(a)))
+        page = render_html(with_run_detail(a, j))
     assert 'data-series="arc_hits_per_s"' in page and 'id="emulated"' in page
     assert page.count('<tr class="zvol">') == 5

@@ -12,14 +12,8 @@ from tankbench.cli.plan import estimate
 from tankbench.cli.presets import resolve_campaign
 from tankbench.journal import Journal
 from tankbench.progress import fmt_estimate
-from tankbench.schedule import (
-    Estimate,
-    Estimator,
-    Scheduler,
-    expected_repeats,
-    history_from_runs,
-    priors_for,
-)
+from tankbench.schedule.estimate import Estimate, Estimator, expected_repeats, priors_for
+from tankbench.schedule.scheduler import Scheduler, history_from_runs
 from tankbench.spec import expand, load_spec, parse_spec
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

@@ -317,10 +317,10 @@ def test_image_key_follows_the_tools_key() -> None:
     from dataclasses import replace
     from unittest import mock
 
-    from tankbench.lab import build
+    from tankbench.lab import build, recipe
 
     v = build.Versions("bookworm-backports", "6.12.95+deb12-amd64", "k", "2.3.2", "m", "s", "3.33-3", "1:1.35")
     key = build.image_key(v, "files")
     assert key != build.image_key(replace(v, fio_version="3.33-4"), "files")
-    with mock.patch.object(build, "TOOLS_RECIPE", build.TOOLS_RECIPE + "x"):
+    with mock.patch.object(recipe, "TOOLS_RECIPE", recipe.TOOLS_RECIPE + "x"):
         assert build.image_key(v, "files") != key

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tankbench.lab import build
+from tankbench.lab import build, chroot, recipe, steps
 
 V = build.Versions(
     suite="bookworm-backports",
@@ -38,7 +38,7 @@ def test_image_key_changes_with_versions_packages_and_files() -> None:
 def test_image_key_changes_with_the_tools_recipe(monkeypatch: pytest.MonkeyPatch) -> None:
     """The image embeds the tools step's static fio: rebuilding fio differently must rebuild the image."""
     k = build.image_key(V, "files1")
-    monkeypatch.setattr(build, "TOOLS_RECIPE", build.TOOLS_RECIPE + "-next")
+    monkeypatch.setattr(recipe, "TOOLS_RECIPE", recipe.TOOLS_RECIPE + "-next")
     assert k != build.image_key(V, "files1")
 
 
@@ -80,15 +80,15 @@ def test_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 def test_remove_tree_refuses_a_tree_with_mounts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     victim = tmp_path / "chroot"
     (victim / "dev").mkdir(parents=True)
-    monkeypatch.setattr(build, "unmount_all", lambda root: None)
-    monkeypatch.setattr(build, "_mounts_under", lambda root: [str(victim / "dev")])
+    monkeypatch.setattr(chroot, "unmount_all", lambda root: None)
+    monkeypatch.setattr(chroot, "_mounts_under", lambda root: [str(victim / "dev")])
     with pytest.raises(Exception, match="refusing to delete"):
         build.remove_tree(victim)
     assert victim.exists()
 
 
 def test_sshd_config_allows_key_root_login_only() -> None:
-    out = build._sshd_config("#PermitRootLogin prohibit-password\nX 1\n")
+    out = steps._sshd_config("#PermitRootLogin prohibit-password\nX 1\n")
     assert "PermitRootLogin prohibit-password" in out and "PasswordAuthentication no" in out
     assert "UseDNS no" in out
 

@@ -205,3 +205,40 @@ def test_bad_policy_names_file_key_and_value(table: dict[str, Any], text: str) -
     with pytest.raises(SpecError) as e:
         pf.policy_from_table(table, "c.toml")
     assert str(e.value).startswith(text) and e.value.hint
+
+
+def test_a_borrowed_window_is_asked_for_with_the_thresholds_that_make_the_agent_confirm_it() -> None:
+    since = {"t": 1.0, "boot_id": "b", "disk": {}, "vm": {}, "from": "previous run"}
+    host = ScriptedHost([agent_result(window_s=0.05, window_from="previous run")])
+    v = pf.before_run(host, "tbparse", ["vdb"], pf.PreflightPolicy(swap="off"), sleep=lambda s: None, since=since)
+    req = host.requests[0]
+    assert req["op"] == "noise" and req["since"] == since and req["since_from"] == "previous run"
+    assert req["confirm"] == {"disk_iops": 10.0, "disk_bw_bytes": float(1 << 20)}  # swap is off: not confirmed
+    assert v.checks()["preflight.window_from"] == "previous run" and v.checks()["preflight.window_s"] == 0.05
+
+
+def test_a_noise_check_that_cannot_hold_or_stop_the_run_rides_along_with_it() -> None:
+    assert pf.deferrable(pf.PreflightPolicy(), None)  # no pool: no scrub check; the rest warns
+    assert not pf.deferrable(pf.PreflightPolicy(), "tank")  # scrub = "wait" must be decided before the run
+    assert pf.deferrable(pf.PreflightPolicy(scrub="warn"), "tank")
+    assert not pf.deferrable(pf.PreflightPolicy(load="refuse"), None)
+    v = pf.verdict_of(agent_result(None, load1=9.0), None, pf.PreflightPolicy())
+    assert v.action == "run" and v.checks()["preflight.noise"] == ["load"] and "load1 is 9.00" in v.warnings[0]
+
+
+def test_the_real_agent_starts_a_noise_window_at_earlier_counters_and_confirms_noise_seen_in_it() -> None:
+    """The agent's counters (as a fio run or a cooldown returns them) start the next noise window: no wait."""
+    host = LocalHost()
+    disks = host.call_agent({"op": "probe", "paths": ["/"]}, timeout=60)["paths"]["/"]["devices"]
+    since = host.call_agent({"op": "cooldown", "fixed_s": 0, "max_s": 0, "counters_devices": disks}, timeout=60)
+    policy = pf.PreflightPolicy(load="off", swap="off", disk_io="off", window_s=30)
+    v = pf.before_run(host, None, disks, policy, since=dict(since["counters"], **{"from": "cooldown"}))
+    assert v.facts.window_from == "cooldown" and v.facts.devices == tuple(disks)
+    # counters from another boot (or naming other disks) cannot start a window: the agent watches its own
+    stale = dict(since["counters"], boot_id="another boot")
+    res = host.call_agent({"op": "noise", "devices": disks, "window_s": 0.01, "since": stale}, timeout=60)
+    assert res["window_from"] == "wait"
+    # I/O in a borrowed window (it may be tankbench's own layout) is watched again before it counts
+    busy = dict(since["counters"], disk={d: [0, 0, 0, 0] for d in disks})  # as if every I/O since boot was now
+    req = {"op": "noise", "devices": disks, "window_s": 0.01, "since": busy, "confirm": {"disk_iops": 0}}
+    assert host.call_agent(req, timeout=60)["window_from"] == "wait (confirming)"

@@ -8,8 +8,9 @@ import sqlite3
 from pathlib import Path
 
 from tankbench.analysis.analyse import analyse_journal
+from tankbench.analysis.detail import with_run_detail
 from tankbench.journal.db import Journal
-from tankbench.reports.html import load_series, render_html, select_series_tests
+from tankbench.reports.html import render_html
 from tankbench.reports.json import analysis_dict
 from tankbench.reports.markdown import summary_markdown
 from tankbench.reports.write import write_all
@@ -48,7 +49,7 @@ def test_markdown_html_and_json_show_the_table(tmp_path: Path) -> None:
         "| 52 MiB | yes | done |"
     ) in md
     with Journal(journal, create=False) as j:
-        page = render_html(a, load_series(j, select_series_tests(a)))
+        page = render_html(with_run_detail(a, j))
     assert '<h2 id="pool-full">Pool full</h2>' in page and page.count("paused 1x, resumed") == 3
     rows = analysis_dict(a)["pool_full"]
     assert [(r["backing"], r["guest_saw"], r["intact"]) for r in rows] == [
@@ -62,7 +63,7 @@ def test_every_export_writes_for_a_fill_journal(tmp_path: Path) -> None:
     journal = lab_fill_journal(tmp_path)
     a = analyse_journal(journal)
     with Journal(journal, create=False) as j:
-        paths = write_all(a, str(tmp_path / "out"), j)
+        paths = write_all(with_run_detail(a, j), str(tmp_path / "out"))
     assert {Path(p).name for p in paths} >= {"index.html", "results.xlsx", "summary.md", "results.csv", "results.json"}
     with open(tmp_path / "out" / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -86,5 +87,5 @@ def test_a_fill_is_never_late_against_the_campaigns_runtime(tmp_path: Path) -> N
     assert not any(r.late for t in a.dataset.tests for r in t.runs)
     assert not any(w.code == "timing-issue" for w in a.warnings)
     with Journal(journal, create=False) as j:
-        page = render_html(a, load_series(j, select_series_tests(a)))
+        page = render_html(with_run_detail(a, j))
     assert "late by" not in page

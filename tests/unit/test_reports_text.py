@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 
 from tankbench.analysis.analyse import analyse_journal
+from tankbench.analysis.detail import with_run_detail
 from tankbench.journal.db import Journal
 from tankbench.reports.csv import write_csv
-from tankbench.reports.html import load_series, render_html, select_series_tests
+from tankbench.reports.html import render_html
 from tankbench.reports.json import analysis_dict
 from tankbench.reports.markdown import summary_markdown
 from tests.reportdata import imported_journal, local_journal
@@ -19,7 +20,7 @@ from tests.reportdata import imported_journal, local_journal
 def _html(journal: str) -> str:
     a = analyse_journal(journal)
     with Journal(journal, create=False) as j:
-        return render_html(a, load_series(j, select_series_tests(a)))
+        return render_html(with_run_detail(a, j))
 
 
 def test_html_self_contained_with_charts(tmp_path: Path) -> None:

@@ -7,16 +7,10 @@ from collections.abc import Callable
 import pytest
 
 from tankbench.errors import SpecError
-from tankbench.schedule import (
-    Observation,
-    Scheduler,
-    Slot,
-    config_groups,
-    race,
-    steady_state_checks,
-    stop_rule,
-    warmup_tests,
-)
+from tankbench.schedule.configs import config_groups, warmup_tests
+from tankbench.schedule.rules import Observation, race, stop_rule
+from tankbench.schedule.scheduler import Scheduler, Slot
+from tankbench.schedule.steady import steady_state_checks
 from tankbench.spec import expand, parse_spec
 
 CAMPAIGN = """
@@ -278,7 +272,7 @@ def test_steady_state_checks_from_fio_json() -> None:
 
 
 def test_kendall_tau() -> None:
-    from tankbench.schedule import kendall_tau
+    from tankbench.analysis.stats import kendall_tau
 
     assert kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
     assert kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0

@@ -31,17 +31,46 @@ def test_registry_finds_one_class_per_module() -> None:
         assert issubclass(cls, TargetKind) and cls.kind == name
 
 
+def _kind_literal_offences(rel: str, src: str, names: set[str]) -> list[str]:
+    """Comparisons with a kind name (`kind == "zvol"`, `kind in ("dataset", "zvol")`) and constants that list
+    only kind names (`ZFS_KINDS = ("dataset", "zvol")`); qemu's backings (zvol, raw) are not kinds."""
+
+    def literals(node: ast.AST) -> bool:
+        return any(isinstance(c, ast.Constant) and c.value in names for c in ast.walk(node))
+
+    out = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Compare) and literals(node):
+            if "backing" not in (ast.get_source_segment(src, node) or ""):
+                out.append(f"{rel}:{node.lineno}")
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Tuple, ast.List, ast.Set)):
+            elts = node.value.elts
+            if elts and all(isinstance(e, ast.Constant) and e.value in names for e in elts):
+                out.append(f"{rel}:{node.lineno}")
+    return sorted(out, key=lambda place: int(place.rsplit(":", 1)[1]))
+
+
 def test_no_module_outside_targets_compares_target_kind_strings() -> None:
-    """A new kind is a new module: the runner, job writer and expansion ask the kind object instead."""
+    """A new kind is a new module: every module outside targets/ asks the kind object or its traits
+    (`targets.traits_of`) instead of comparing its name."""
+    pkg = ROOT / "src" / "tankbench"
+    names = set(targets.kinds())
     offenders = []
-    for rel in ("runner.py", "fio/jobs.py", "spec/expand.py", "verdict.py", "copytest.py"):
-        tree = ast.parse((ROOT / "src" / "tankbench" / rel).read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Compare) and any(
-                isinstance(c, ast.Constant) and c.value in targets.kinds() for c in ast.walk(node)
-            ):
-                offenders.append(f"{rel}:{node.lineno}")
+    checked = 0
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg).as_posix()
+        if rel.startswith("targets/"):
+            continue
+        checked += 1
+        offenders += _kind_literal_offences(rel, path.read_text(), names)
+    assert checked > 50, "the guard walked too few modules"
     assert not offenders, offenders
+
+
+def test_the_guard_finds_kind_comparisons() -> None:
+    names = {"zvol", "dataset"}
+    src = 'a = t.kind == "zvol"\nZFS = ("dataset", "zvol")\nb = x.backing == "zvol"\nc = k in ("zvol", "qcow2")\n'
+    assert _kind_literal_offences("m.py", src, names) == ["m.py:1", "m.py:2", "m.py:4"]
 
 
 @pytest.mark.parametrize(

@@ -20,45 +20,44 @@ from tests.conftest import zfs_fixture as fixture
 def test_direct_honoured_on_real_2_3_dataset():
     version = zfs_version(fixture("sys-module-zfs-version.txt"))
     direct = parse_zfs_get(fixture("tbparse-zfs-get-all.txt"))["tbparse/ds"]["direct"]
-    out = direct_io_check(version, "dataset", "direct", direct, dio_enabled="1\n")
+    out = direct_io_check(version, "filesystem", "direct", direct, dio_enabled="1\n")
     assert out["zfs.direct_ignored"] is False
     assert "direct=standard" in out["zfs.direct_note"]
 
 
 @pytest.mark.parametrize("version", [(2, 2, 7), (2, 1, 15), (0, 8, 6)])
 def test_direct_ignored_on_datasets_before_2_3(version):
-    out = direct_io_check(version, "dataset", "direct", None)
+    out = direct_io_check(version, "filesystem", "direct", None)
     assert out["zfs.direct_ignored"] is True
     assert "< 2.3" in out["zfs.direct_note"] and "ARC" in out["zfs.direct_note"]
 
 
 def test_direct_ignored_when_disabled_or_version_unknown():
-    assert direct_io_check((2, 3, 2), "dataset", "direct", "disabled")["zfs.direct_ignored"] is True
-    off = direct_io_check((2, 3, 2), "dataset", "direct", "standard", dio_enabled="0")
+    assert direct_io_check((2, 3, 2), "filesystem", "direct", "disabled")["zfs.direct_ignored"] is True
+    off = direct_io_check((2, 3, 2), "filesystem", "direct", "standard", dio_enabled="0")
     assert off["zfs.direct_ignored"] is True and "zfs_dio_enabled=0" in off["zfs.direct_note"]
-    unknown = direct_io_check(None, "dataset", "direct", None)
+    unknown = direct_io_check(None, "filesystem", "direct", None)
     assert unknown["zfs.direct_ignored"] is True and "unknown" in unknown["zfs.direct_note"]
-    assert direct_io_check((2, 3, 0), "dataset", "direct", "always")["zfs.direct_ignored"] is False
+    assert direct_io_check((2, 3, 0), "filesystem", "direct", "always")["zfs.direct_ignored"] is False
 
 
 def test_direct_on_zvol_still_goes_through_arc():
     # the real zvol has no `direct` property ("-")
     direct = parse_zfs_get(fixture("tbparse-zfs-get-vol.txt"))["tbparse/vol"]["direct"]
-    out = direct_io_check((2, 3, 2), "zvol", "direct", direct)
+    out = direct_io_check((2, 3, 2), "volume", "direct", direct)
     assert out["zfs.direct_ignored"] is True
     assert "page cache" in out["zfs.direct_note"] and "ARC" in out["zfs.direct_note"]
 
 
 def test_direct_check_only_for_direct_io_on_zfs():
-    assert direct_io_check((2, 3, 2), "dataset", "buffered", "standard") == {}
-    assert direct_io_check((2, 2, 0), "dataset", "buffered", "always") == {}  # no such property before 2.3
-    assert direct_io_check((2, 3, 2), "raw", "direct", None) == {}
-    assert direct_io_check((2, 3, 2), "file", "direct", None) == {}
-    assert direct_io_check((2, 3, 2), "zvol", "buffered", None) == {}
+    assert direct_io_check((2, 3, 2), "filesystem", "buffered", "standard") == {}
+    assert direct_io_check((2, 2, 0), "filesystem", "buffered", "always") == {}  # no such property before 2.3
+    assert direct_io_check((2, 3, 2), "", "direct", None) == {}
+    assert direct_io_check((2, 3, 2), "volume", "buffered", None) == {}
 
 
 def test_direct_always_forces_buffered_io_direct():
-    out = direct_io_check((2, 3, 2), "dataset", "buffered", "always")
+    out = direct_io_check((2, 3, 2), "filesystem", "buffered", "always")
     assert out["zfs.direct_forced"] is True and "direct=always" in out["zfs.direct_note"]
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation, evaluate_goal, mix_advice, recommendations
 from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
@@ -37,6 +38,10 @@ class Analysis:
     selection: tuple[str, ...] = ()  # --group-by / --where as given, shown on every output
     guests: tuple[GuestTable, ...] = ()  # vm-disk configurations beside the host, per workload (seeds 001/003)
     fill: tuple[FillRow, ...] = ()  # the pool-full experiment's runs (workload = "fill"), never ranked
+    #: single runs' detail (analysis.detail.with_run_detail): {test id: (runs.id, 1 Hz samples)} and
+    #: {test id: {direction: latency percentiles in ms}} of the last measured run of a few chosen tests
+    series: Mapping[str, tuple[int, Mapping[str, Any]]] = field(default_factory=dict)
+    percentiles: Mapping[str, Mapping[str, list[float]]] = field(default_factory=dict)
 
     @property
     def emulated(self) -> bool:

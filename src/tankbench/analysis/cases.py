@@ -12,7 +12,8 @@ from tankbench.analysis.stats import Summary, summarise
 from tankbench.guest.fill import FILL_CHECK_KEYS
 from tankbench.journal.db import Journal, TestRow
 from tankbench.metrics import METRICS, Times, applicable, raw_keys, run_values
-from tankbench.model import COPY_WORKLOADS, FILL, Fingerprint, test_case_for
+from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES, Fingerprint, test_case_for
+from tankbench.targets import KindTraits, traits_of
 
 # The metric and check keys analysis reads for every run (the journal extracts only these: journals get large).
 # The figures themselves come from the registry (tankbench.metrics); these extra keys feed per-run validity checks.
@@ -40,21 +41,7 @@ CHECK_KEYS = (
     "guest.settings_mismatch",
     *FILL_CHECK_KEYS,
 )
-ZFS_KINDS = ("dataset", "zvol", "vm-disk")  # vm-disk: a guest's disk backed by a zvol or an image on a dataset
-WORKLOAD = (
-    "rw",
-    "bs",
-    "iodepth",
-    "numjobs",
-    "size",
-    "io",
-    "sync_mode",
-    "rwmixread",
-    "ioengine",
-    "runtime",
-    "workload",
-    "copy_size",
-)
+WORKLOAD = (*FIO_JOB_AXES, "runtime", "workload", "copy_size")
 
 
 class RunView(NamedTuple):
@@ -131,6 +118,11 @@ class TestSummary:
     runs: tuple[RunView, ...]
     stats: Mapping[str, Summary | None]
     zfs: Mapping[str, Any] = field(default_factory=dict)  # zfs.* / arc.* metrics and checks of the last measured run
+
+    @property
+    def traits(self) -> KindTraits:
+        """What the test's target kind is (ZFS, a zvol, in a guest, …), asked instead of comparing its name."""
+        return traits_of(self.target_kind)
 
     @cached_property
     def measured(self) -> tuple[RunView, ...]:
@@ -284,7 +276,7 @@ def summarise_runs(views: Iterable[RunView]) -> dict[str, Summary | None]:
 
 def zfs_facts(journal: Journal, row: TestRow) -> dict[str, Any]:
     """The zfs.* and arc.* metrics and checks of a ZFS test's last measured run ({} for other targets)."""
-    if row.target_kind not in ZFS_KINDS:
+    if not traits_of(row.target_kind).zfs:
         return {}
     run = journal.last_measured_run(row.id, with_samples=False)
     if run is None:
@@ -325,6 +317,12 @@ def summarise_test(
         summarise_runs(views),
         dict(zfs or {}),
     )
+
+
+def index_for_reports(journal: Journal) -> None:
+    """Have a writable journal keep the compact per-run copy of what load_dataset reads (schema 3: written with
+    each run from now on, older runs indexed once): loading then parses small arrays, not every run's JSON."""
+    journal.set_input_keys(METRIC_KEYS, CHECK_KEYS)
 
 
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:

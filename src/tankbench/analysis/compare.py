@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tankbench import EXPORT_FORMAT, __version__
 from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.analysis.leaderboard import case_metric
 from tankbench.analysis.stats import TestResult, welch
@@ -119,6 +120,8 @@ def compare(a: Dataset, b: Dataset, key: str = "auto", force: bool = False) -> C
 def comparison_dict(c: Comparison) -> dict[str, Any]:
     """JSON-ready form, with test ids of both journals."""
     return {
+        "format_version": EXPORT_FORMAT,
+        "tankbench_version": __version__,
         "metric": c.metric,
         "forced": c.forced,
         "fingerprint_diff": [{"key": k, "a": va, "b": vb} for k, va, vb in c.fingerprint_diff],

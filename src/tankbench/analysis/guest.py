@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 from tankbench.analysis.cases import Dataset, RunView, TestSummary
 from tankbench.analysis.leaderboard import Ratio, rank, ratio
+from tankbench.model import FIO_JOB_AXES
 
-GUEST_KIND = "vm-disk"
-HOST_KINDS = ("zvol", "dataset")
 #: what decides a workload (the same fio job on either side); the rest of the params is the storage setup
-WORKLOAD_KEYS = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine", "workload")
+WORKLOAD_KEYS = (*FIO_JOB_AXES, "workload")
 #: the settings that tell guest configurations apart, in the order a reader compares them
 SETUP_KEYS = (
     "backing",
@@ -88,7 +87,7 @@ def _workload(t: TestSummary) -> tuple[tuple[str, str], ...]:
 def setup_text(t: TestSummary) -> str:
     """ "qcow2 cluster 8k, virtio-scsi, cache none" for a guest disk; "zvol volblocksize 8k" on the host."""
     p = {**t.props, **t.params}
-    if t.target_kind != GUEST_KIND:
+    if not t.traits.runs_in_guest:
         bits = [t.target_kind] + [f"{k} {p[k]}" for k in SETUP_KEYS if k in p and k not in ("backing",)]
         return ", ".join(bits)
     backing = str(p.get("backing", "zvol"))
@@ -121,7 +120,7 @@ def _mean(xs: Sequence[float | None]) -> float | None:
 
 def _row(t: TestSummary, metric: str, best_host: TestSummary | None) -> GuestRow:
     runs = t.measured
-    guest = t.target_kind == GUEST_KIND
+    guest = t.traits.runs_in_guest
     vs = ratio(t, best_host, metric, f"the host's best (test #{best_host.number})") if guest and best_host else None
     return GuestRow(
         test=t,
@@ -142,13 +141,13 @@ def guest_tables(ds: Dataset, metric_of: Mapping[str, tuple[str, str]]) -> tuple
         key = metric_of[case][0]
         groups: dict[tuple[tuple[str, str], ...], list[TestSummary]] = {}
         for t in tests:
-            if t.target_kind == GUEST_KIND or t.target_kind in HOST_KINDS:
+            if t.traits.runs_in_guest or t.traits.host_zfs:
                 groups.setdefault(_workload(t), []).append(t)
         for wl, group in groups.items():
-            guests = rank([t for t in group if t.target_kind == GUEST_KIND], key)
+            guests = rank([t for t in group if t.traits.runs_in_guest], key)
             if not guests:
                 continue
-            hosts = rank([t for t in group if t.target_kind in HOST_KINDS], key)
+            hosts = rank([t for t in group if t.traits.host_zfs], key)
             best = next((h for h in hosts if h.mean(key) is not None), None)
             rows = tuple(_row(t, key, best) for t in [*guests, *hosts])
             workload = ", ".join(f"{k} {v}" for k, v in wl if k not in ("rw", "bs"))

@@ -10,6 +10,7 @@ from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import TestResult, welch
 from tankbench.metrics import METRICS
+from tankbench.model import FIO_JOB_AXES
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ def _recordsize(t: TestSummary) -> str:
     return ""
 
 
-WORKLOAD = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
+WORKLOAD = FIO_JOB_AXES
 
 
 def _workload_key(t: TestSummary) -> tuple[Any, ...]:
@@ -240,13 +241,13 @@ AXES: tuple[Axis, ...] = (
     ),
     (
         "zvol vs dataset",
-        lambda t: t.target_kind if t.target_kind in ("zvol", "dataset") else "",
+        lambda t: t.target_kind if t.traits.host_zfs else "",
         lambda t: (_workload_key(t),),
     ),
     (
         # seed 001: the same workload inside a test guest (on any backing) and on the host's zvol or dataset
         "guest vs host",
-        lambda t: "guest" if t.target_kind == "vm-disk" else "host" if t.target_kind in ("zvol", "dataset") else "",
+        lambda t: "guest" if t.traits.runs_in_guest else "host" if t.traits.host_zfs else "",
         lambda t: (_workload_key(t),),
     ),
     (

@@ -145,3 +145,26 @@ def monotonic_increase(values: Sequence[float], min_gain: float = 0.05) -> bool:
         return False
     rising = all(b > a for a, b in zip(values, values[1:]))
     return rising and values[-1] / values[0] - 1.0 >= min_gain
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
+    """Kendall's tau-b between two score lists of the same items (1: same order, -1: reversed; ties counted)."""
+    n = len(a)
+    if n != len(b) or n < 2:
+        raise ValueError("kendall_tau needs two lists of the same length, at least 2")
+    concordant = discordant = ties_a = ties_b = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            da, db = a[i] - a[j], b[i] - b[j]
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ties_a += 1
+            elif db == 0:
+                ties_b += 1
+            elif (da > 0) == (db > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denom = math.sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b))
+    return (concordant - discordant) / denom if denom else 1.0

@@ -8,11 +8,6 @@ import sys
 from typing import Any, TextIO
 
 
-def use_color(stream: TextIO = sys.stdout) -> bool:
-    """Colour only on a terminal and only when NO_COLOR is unset (https://no-color.org)."""
-    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
 def print_json(value: Any, stream: TextIO = sys.stdout) -> None:
     json.dump(value, stream, indent=2, sort_keys=False, default=str)
     stream.write("\n")

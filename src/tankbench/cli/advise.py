@@ -44,7 +44,19 @@ def register(sub: Any) -> None:
 def advice_dict(a: Analysis) -> dict[str, Any]:
     d = analysis_dict(a)
     return {
-        k: d[k] for k in ("journal", "rank_by", "selection", "emulated", "recommendations", "mix", "goals", "warnings")
+        k: d[k]
+        for k in (
+            "format_version",
+            "tankbench_version",
+            "journal",
+            "rank_by",
+            "selection",
+            "emulated",
+            "recommendations",
+            "mix",
+            "goals",
+            "warnings",
+        )
     }
 
 

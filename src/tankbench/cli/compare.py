@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tankbench import EXPORT_FORMAT, __version__
 from tankbench.analysis.analyse import RANK_BY, check_rank_by, load, open_journal
 from tankbench.analysis.compare import Comparison, compare, comparison_dict
 from tankbench.cli._common import print_json
@@ -68,6 +69,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         else:
             print_json(
                 {
+                    "format_version": EXPORT_FORMAT,
+                    "tankbench_version": __version__,
                     "journals": paths,
                     "steps": [dict(comparison_dict(c), a=pa, b=pb) for c, pa, pb in zip(steps, paths, paths[1:])],
                 }

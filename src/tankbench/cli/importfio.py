@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tankbench.analysis.cases import index_for_reports
 from tankbench.errors import UserError
 from tankbench.fio.importer import import_files, parse_facts, read_fio_file
 from tankbench.journal.db import Journal
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.files:
         raise UserError("no files to import", "pass fio JSON files")
     with Journal(args.journal, create=True) as j:
+        index_for_reports(j)
         done = import_files(j, args.files, facts)
     tests = {t.id for t, _ in done}
     print(f"imported {len(done)} runs of {len(tests)} tests into {args.journal}")

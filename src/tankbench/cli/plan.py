@@ -14,14 +14,8 @@ from tankbench.journal import Journal
 from tankbench.model import Test
 from tankbench.progress import fmt_estimate
 from tankbench.runner import default_journal_path, local_has_zfs
-from tankbench.schedule import (
-    Estimate,
-    Estimator,
-    Scheduler,
-    decided_from_runs,
-    history_from_runs,
-    priors_for,
-)
+from tankbench.schedule.estimate import Estimate, Estimator, priors_for
+from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.spec import Spec, expand, load_spec
 from tankbench.units import fmt_duration
 

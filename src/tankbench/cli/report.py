@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, load
+from tankbench.analysis.detail import with_run_detail
 from tankbench.analysis.select import Where, parse_group_by, parse_where
 from tankbench.cli.show import add_journal_args, journal_path
 from tankbench.journal.db import Journal
@@ -68,7 +69,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     with Journal.open_readonly(path) as j:
         a = analyse_dataset(load(j, group_by=group_by, where=where), rank_by, selection=text)
         out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "report")
-        paths = write_all(a, out, j)
+        paths = write_all(with_run_detail(a, j), out)
     if a.emulated:
         print("Note: emulated machine (qemu TCG): the numbers measure the emulator, not your disks.")
     counts = {s: sum(1 for w in a.warnings if w.severity == s) for s in ("error", "warning", "info")}

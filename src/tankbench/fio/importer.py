@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tankbench import __version__
 from tankbench.errors import UserError
 from tankbench.fio.parse import FioOutputError, fio_version, job_entries, load_fio_json, metrics_from_jobs
 from tankbench.journal.db import Journal
@@ -214,6 +215,7 @@ def file_fingerprint(jobs: Sequence[ImportedJob], facts: Mapping[str, Any]) -> F
     versions = sorted({j.fio_version for j in jobs})
     hosts = sorted({h for j in jobs for h in j.hosts})
     data: dict[str, Any] = {"fio_version": versions[0] if len(versions) == 1 else versions, "source": "import"}
+    data["tankbench_version"] = __version__  # no agent ran: the runs came from fio's own output
     if hosts:
         data["fio_clients"] = hosts
     return Fingerprint({**data, **facts})

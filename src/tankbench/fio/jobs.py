@@ -1,4 +1,5 @@
-"""fio job files and standalone shell scripts for a Test."""
+"""fio job files and standalone shell scripts for a Test (asks the test's target kind; the layout helpers the
+kinds themselves use are in fio.layout, below them)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ import shlex
 from typing import Any
 
 from tankbench.copytest import copy_script_lines
+from tankbench.fio import layout as fio_layout
+from tankbench.fio.layout import ends_with_fsync as ends_with_fsync
+from tankbench.fio.layout import layout_of as layout_of
+from tankbench.fio.layout import numjobs_of as numjobs_of
+from tankbench.fio.layout import size_based as size_based
 from tankbench.fio.parse import IO_LOG_MSEC
 from tankbench.guest.fill import fill_job, fill_size
 from tankbench.model import Test
@@ -14,76 +20,29 @@ from tankbench.targets import kind_of
 from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
 
 
-def _base_path(test: Test) -> str:
-    """The file or device the test's target kind names for fio (before layouts and per-job files)."""
-    return kind_of(test.target).fio_filename(test)
-
-
 def _block(test: Test) -> bool:
     """fio opens a block device (raw, zvol): one region shared by the jobs, no file to create."""
     return kind_of(test.target).block_device
 
 
-def _owned_block(test: Test) -> bool:
-    """A block device tankbench creates (a zvol): it may discard its blocks; a user's disk it never does."""
-    kind = kind_of(test.target)
-    return kind.block_device and kind.needs_pool
-
-
-def layout_of(test: Test) -> str:
-    """How the test file/region is laid out before each run: random (the default), zero, unwritten or
-    compressible:<N>%."""
-    return str(test.params.get("layout", "random"))
-
-
-def numjobs_of(test: Test) -> int:
-    return int(test.params.get("numjobs", 1))
-
-
 def per_job_files(test: Test) -> bool:
-    """With numjobs > 1 each job of a file or dataset target gets its own laid-out file (fio filename_format);
-    jobs on a block device (raw, zvol) each get their own region of it (offset_increment)."""
-    return numjobs_of(test) > 1 and not _block(test) and not test.is_copy
-
-
-def _file_stem(test: Test) -> str:
-    """`tankbench-fs.fiodata` for random data, `tankbench-fs.unwritten.fiodata` etc.: one file per layout, so a
-    layout is never laid over another's file between tests; `$jobnum` before the suffix for per-job files."""
-    base = _base_path(test)
-    layout = layout_of(test)
-    stem = base[: -len(".fiodata")] if base.endswith(".fiodata") else base
-    if layout != "random":
-        stem += "." + (f"comp{layout.split(':')[1].rstrip('%')}" if layout.startswith("compressible:") else layout)
-    return stem
+    """Each job has its own laid-out file (see fio.layout.per_job_files)."""
+    return fio_layout.per_job_files(test, kind_of(test.target))
 
 
 def test_file_path(test: Test) -> str:
-    """The file or device fio opens: the device for raw and zvol, one laid-out file per target and layout for
-    file and dataset (the first job's file when each job has its own)."""
-    if _block(test) or test.is_copy:
-        return _base_path(test)
-    return test_file_paths(test)[0]
+    """The file or device fio opens (see fio.layout.test_file_path)."""
+    return fio_layout.test_file_path(test, kind_of(test.target))
 
 
 def test_file_paths(test: Test) -> list[str]:
     """Every file fio opens, one per job when each job has its own (what the layout must cover)."""
-    if _block(test) or test.is_copy:
-        return [_base_path(test)]
-    stem = _file_stem(test)
-    if per_job_files(test):
-        return [f"{stem}.{j}.fiodata" for j in range(numjobs_of(test))]
-    return [f"{stem}.fiodata"]
+    return fio_layout.test_file_paths(test, kind_of(test.target))
 
 
 def layout_request(test: Test, path: str | None = None) -> dict[str, Any]:
-    """The agent request that lays out and verifies what fio will open, for the test's layout: every per-job
-    file of a file/dataset target (`prepare_file`), or the region of a raw device / zvol (`prepare_raw`,
-    `path` = the provisioned device). The runner sends it before each run (a write test changes the data)."""
-    layout = layout_of(test)
-    if _block(test):
-        return {"op": "prepare_raw", "path": path or test_file_path(test), "size": test.target.size, "layout": layout}
-    paths = test_file_paths(test)
-    return {"op": "prepare_file", "path": paths[0], "paths": paths, "size": test.target.size, "layout": layout}
+    """The agent request that lays out and verifies what fio will open (see fio.layout.layout_request)."""
+    return fio_layout.layout_request(test, kind_of(test.target), path)
 
 
 def job_bytes(test: Test) -> int:
@@ -95,12 +54,6 @@ def job_bytes(test: Test) -> int:
     if _block(test) and numjobs_of(test) > 1:
         return size // numjobs_of(test)
     return size
-
-
-def size_based(test: Test) -> bool:
-    """A size-based run (campaign.mode = "size"): fio ends when each job has moved its size. A fill test
-    (the guest writes its disk until the pool is full) is one too."""
-    return test.params.get("mode") == "size" or test.is_fill
 
 
 def deadline_s(test: Test, late_s: float, min_throughput: int) -> float:
@@ -175,13 +128,6 @@ def job_text(test: Test, filename: str | None = None) -> str:
 IO_LOG = "tbio"
 
 
-def ends_with_fsync(test: Test) -> bool:
-    """The job flushes its files when its I/O is done (fio's end_fsync or fsync_on_close)."""
-    return any(
-        str(test.fio_options.get(k, "0")).strip() not in ("0", "", "false") for k in ("end_fsync", "fsync_on_close")
-    )
-
-
 def run_job_text(test: Test) -> str:
     """The job file a run executes: job_text(), plus per-job IOPS logs averaged over 100 ms when a size-based job
     ends with an fsync. fio counts that fsync in each job's runtime but reports no figure of its own; the time of
@@ -200,7 +146,7 @@ def _file_options(test: Test, filename: str | None) -> dict[str, object]:
     path = filename or test_file_path(test)
     if not per_job_files(test):
         return {"filename": path}
-    stem = _file_stem(test)
+    stem = fio_layout.file_stem(test, kind_of(test.target))
     if filename:  # the caller named the first job's file: derive the others from it
         stem = filename[: -len(".0.fiodata")] if filename.endswith(".0.fiodata") else filename
     return {"directory": os.path.dirname(stem), "filename_format": os.path.basename(stem) + ".$jobnum.fiodata"}
@@ -210,7 +156,7 @@ def layout_script_lines(test: Test) -> list[str]:
     """Shell lines that lay out the test's file(s) or zvol the way tankbench does for its layout."""
     q = shlex.quote
     size, layout = test.target.size, layout_of(test)
-    if _owned_block(test):
+    if fio_layout.owned_block(kind_of(test.target)):
         dev = q(test_file_path(test))
         if layout == "unwritten":
             return [
@@ -278,7 +224,7 @@ def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
         return "\n".join(lines + [f"echo 'run {what} inside the test guest (see above)' >&2"]) + "\n"
     if (
         not test.is_copy
-        and (_owned_block(test) or not _block(test))
+        and (fio_layout.owned_block(kind_of(test.target)) or not _block(test))
         and (layout_of(test) != "random" or per_job_files(test))
     ):
         lines.append("# This test's layout, for the files fio opens:")

@@ -1,9 +1,15 @@
-"""The lab VM as a Host: an ssh host that owns its lab name and fingerprints how it emulates hardware."""
+"""The lab VM as a Host: an ssh host that owns its lab name and fingerprints how it emulates hardware.
+
+What the lab is (its state, where it lives, how it emulates hardware) is the lab package's: lab/vm.py hands
+those facts in, so this module stays below `lab` in the layer order.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
 from tankbench.hosts.ssh import SshHost
-from tankbench.lab.state import LabState, fs_type, labs_dir
 
 
 class LabHost(SshHost):
@@ -13,39 +19,36 @@ class LabHost(SshHost):
     asked to keep it); a lab that was already up is left as it was.
     """
 
-    def __init__(self, state: LabState, *, started_here: bool = False) -> None:
-        d = labs_dir() / state.name
+    def __init__(
+        self,
+        lab_name: str,
+        *,
+        ssh_port: int,
+        lab_dir: Path,
+        accelerator: str,
+        facts: Mapping[str, object],
+        started_here: bool = False,
+    ) -> None:
         super().__init__(
             "127.0.0.1",
             user="root",
-            port=state.ssh_port,
-            identity=str(d / "id_ed25519"),
-            known_hosts=str(d / "known_hosts"),
+            port=ssh_port,
+            identity=str(lab_dir / "id_ed25519"),
+            known_hosts=str(lab_dir / "known_hosts"),
             strict_host_keys=True,
             connect_timeout=10,
-            control_dir=d,
-            name=lab_host_name(state.name),
-            accelerator=state.accelerator,
+            control_dir=lab_dir,
+            name=lab_host_name(lab_name),
+            accelerator=accelerator,
             extra_options=["-o", "HostKeyAlias=tankbench-lab"],
         )
-        self.lab_name = state.name
-        self.state = state
+        self.lab_name = lab_name
+        self.facts = dict(facts)
         self.started_here = started_here
 
     def fingerprint_extra(self) -> dict[str, object]:
         """How the lab emulates hardware, for honest labelling of every run measured in it."""
-        state = self.state
-        return {
-            "accelerator": state.accelerator,
-            "lab_disk_backing": f"sparse file on {fs_type(labs_dir() / state.name)}",
-            "lab_memory_mb": state.config.memory_mb,
-            "lab_cpus": state.config.cpus,
-            "lab_disk_size": state.config.disk_size,
-            "lab_image": state.image_key,
-            "lab_kernel": state.kernel_abi,
-            "lab_zfs": state.zfs_version,
-            "lab_emulated": state.accelerator != "kvm",
-        }
+        return dict(self.facts)
 
 
 def lab_host_name(lab: str) -> str:

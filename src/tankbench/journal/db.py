@@ -152,6 +152,16 @@ def host_crash_count(runs: Iterable[Run]) -> int:
     return sum(1 for r in runs if r.status == "crashed")
 
 
+def _extract_sql(column: str, keys: Sequence[str]) -> tuple[str, list[str]]:
+    """SQL for a JSON array of the values of `keys` in a JSON object column (null where absent), and its
+    arguments: one multi-path json_extract parses the text once (a single path would return the bare value)."""
+    if not keys:
+        return "'[]'", []
+    if len(keys) == 1:
+        return f"json_array(json_extract({column}, ?))", [f'$."{keys[0]}"']
+    return f"json_extract({column}, {', '.join('?' * len(keys))})", [f'$."{k}"' for k in keys]
+
+
 class Journal:
     """One SQLite file. Every write is its own transaction, so a kill -9 loses at most the run in flight.
 
@@ -239,6 +249,45 @@ class Journal:
             self.conn.execute("ROLLBACK")
             raise
 
+    def set_input_keys(self, metric_keys: Sequence[str], check_keys: Sequence[str]) -> None:
+        """Declare which metric and check keys the compact per-run table `run_inputs` keeps (what `report`
+        reads); when they differ from the stored ones, re-index every run once, in one transaction."""
+        if self._input_keys() == (tuple(metric_keys), tuple(check_keys)):
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO input_keys(id, metric_keys, check_keys) VALUES (1, ?, ?)",
+                (json.dumps(list(metric_keys)), json.dumps(list(check_keys))),
+            )
+            self.conn.execute("DELETE FROM run_inputs")
+            self._index_runs("")
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def _input_keys(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """The key lists of `run_inputs` (None: none declared, or a journal older than schema 3)."""
+        try:
+            row = self.conn.execute("SELECT metric_keys, check_keys FROM input_keys WHERE id=1").fetchone()
+        except sqlite3.OperationalError:  # read-only journal of schema < 3: no such table
+            return None
+        return None if row is None else (tuple(json.loads(row[0])), tuple(json.loads(row[1])))
+
+    def _index_runs(self, where: str, args: Sequence[Any] = ()) -> None:
+        """(Re)write the `run_inputs` rows of the runs matching `where` (inside the caller's transaction)."""
+        keys = self._input_keys()
+        if keys is None:
+            return
+        m_sql, m_args = _extract_sql("metrics", keys[0])
+        c_sql, c_args = _extract_sql("checks", keys[1])
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO run_inputs(run_id, metrics, checks) SELECT id, {m_sql}, {c_sql} FROM runs"
+            + (f" WHERE {where}" if where else ""),
+            (*m_args, *c_args, *args),
+        )
+
     def set_skip_note(self, test_id: str, note: str) -> None:
         self._tx("UPDATE tests SET skip_note=? WHERE id=?", (note, test_id))
 
@@ -265,8 +314,9 @@ class Journal:
         self._tx("UPDATE runs SET pid=? WHERE id=?", (pid, row_id))
 
     def finish_run(self, row_id: int, run: Run) -> None:
-        """Write the frozen result into the row begun by begin_run, in one transaction."""
-        self._tx(
+        """Write the frozen result into the row begun by begin_run (and its `run_inputs` row), in one transaction."""
+        self._tx_indexed(
+            row_id,
             "UPDATE runs SET status=?, ended=?, fingerprint_id=?, wall_s=?, drain_s=?, metrics=?, checks=?,"
             " samples=?, fio_json=?, exit_status=?, stderr_tail=?, note=? WHERE id=?",
             (
@@ -291,7 +341,20 @@ class Journal:
         row = self.conn.execute("SELECT checks FROM runs WHERE id=?", (row_id,)).fetchone()
         merged = dict(json.loads(row["checks"] or "{}")) if row else {}
         merged.update(checks)
-        self._tx("UPDATE runs SET checks=? WHERE id=?", (json.dumps(merged, sort_keys=True, default=str), row_id))
+        self._tx_indexed(
+            row_id, "UPDATE runs SET checks=? WHERE id=?", (json.dumps(merged, sort_keys=True, default=str), row_id)
+        )
+
+    def _tx_indexed(self, row_id: int, sql: str, args: Iterable[Any]) -> None:
+        """One transaction: a change to a run's row, and its `run_inputs` row rewritten to match."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute(sql, tuple(args))
+            self._index_runs("id=?", (row_id,))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
 
     def mark_crashed(self, boot_ids: Mapping[str, str] | None = None) -> list[tuple[int, str, int | None, str]]:
         """Close the runs a dead process left `running`: `crashed` when their host rebooted since (or that is
@@ -361,19 +424,24 @@ class Journal:
         """Runs without samples, fio JSON and stderr, with only the named metric and check keys (absent ones left
         out), extracted by SQLite: the fast read path of `report` on journals with 100,000s of runs."""
         base = [c for c in _RUN_COLUMNS if c not in ("samples", "fio_json", "stderr_tail", "metrics", "checks")]
-        # one multi-path json_extract per column parses each JSON text once (one call per key parsed it per key)
-        ext = [
-            f"json_extract(metrics, {', '.join('?' * len(metric_keys))})" if metric_keys else "'[]'",
-            f"json_extract(checks, {', '.join('?' * len(check_keys))})" if check_keys else "'[]'",
-        ]
-        args = [f'$."{k}"' for k in (*metric_keys, *check_keys)]
-        nb, one_m, one_c = len(base), len(metric_keys) == 1, len(check_keys) == 1
+        m_sql, m_args = _extract_sql("metrics", metric_keys)
+        c_sql, c_args = _extract_sql("checks", check_keys)
+        sql = f"SELECT {', '.join(base)}, {m_sql}, {c_sql} FROM runs ORDER BY id"
+        if self._input_keys() == (tuple(metric_keys), tuple(check_keys)):
+            # the compact per-run copy where there is one (schema 3), the full JSON where not
+            cols = ", ".join(f"r.{c}" for c in base)
+            sql = (
+                f"SELECT {cols}, coalesce(i.metrics, {m_sql.replace('metrics', 'r.metrics', 1)}), "
+                f"coalesce(i.checks, {c_sql.replace('checks', 'r.checks', 1)}) "
+                "FROM runs r LEFT JOIN run_inputs i ON i.run_id = r.id ORDER BY r.id"
+            )
+        nb = len(base)
         cur = self.conn.cursor()
         cur.row_factory = None
-        for r in cur.execute(f"SELECT {', '.join(base + ext)} FROM runs ORDER BY id", args):
+        for r in cur.execute(sql, (*m_args, *c_args)):
             d = dict(zip(base, r))
-            vm = [r[nb]] if one_m else json.loads(r[nb] or "[]")  # a single path returns the bare value
-            vc = [r[nb + 1]] if one_c else json.loads(r[nb + 1] or "[]")
+            vm = json.loads(r[nb])
+            vc = json.loads(r[nb + 1])
             d["metrics"] = {k: v for k, v in zip(metric_keys, vm) if v is not None}
             d["checks"] = {k: v for k, v in zip(check_keys, vc) if v is not None}
             yield d

@@ -34,6 +34,16 @@ MIGRATIONS: list[str] = [
     # 2: the host's boot id when a run began: on resume, a changed boot id means the host went down during
     # the run (crashed), the same one means only tankbench was interrupted
     "ALTER TABLE runs ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''",
+    # 3: a compact copy of what `report` reads of each run (the metrics registry's inputs and the checks it
+    # uses), written with each run: loading 100,000 runs parsed every run's full metrics and checks JSON.
+    # `input_keys` names the keys (in order) of the JSON arrays in `run_inputs`; runs without a row (older
+    # journals until a writer indexes them, other key sets) are read from the full JSON as before.
+    """
+    CREATE TABLE input_keys (
+        id INTEGER PRIMARY KEY CHECK (id = 1), metric_keys TEXT NOT NULL, check_keys TEXT NOT NULL
+    );
+    CREATE TABLE run_inputs (run_id INTEGER PRIMARY KEY, metrics TEXT NOT NULL, checks TEXT NOT NULL);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

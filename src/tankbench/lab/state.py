@@ -173,3 +173,18 @@ def fs_type(path: Path) -> str:
             if (target == mp or target.startswith(mp.rstrip("/") + "/")) and len(mp) >= len(best):
                 best, fstype = mp, parts[2]
     return fstype
+
+
+def lab_fingerprint(state: LabState) -> dict[str, object]:
+    """How the lab emulates hardware, for honest labelling of every run measured in it (the LabHost's facts)."""
+    return {
+        "accelerator": state.accelerator,
+        "lab_disk_backing": f"sparse file on {fs_type(labs_dir() / state.name)}",
+        "lab_memory_mb": state.config.memory_mb,
+        "lab_cpus": state.config.cpus,
+        "lab_disk_size": state.config.disk_size,
+        "lab_image": state.image_key,
+        "lab_kernel": state.kernel_abi,
+        "lab_zfs": state.zfs_version,
+        "lab_emulated": state.accelerator != "kvm",
+    }

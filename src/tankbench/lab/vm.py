@@ -1,7 +1,7 @@
 """The lab's lifecycle: boot it (KVM if it works, else TCG), wait until ssh and zfs answer, shut it down.
 
 Where its state lives is lab/state.py; how qemu is started, recognised and stopped is lab/qemu.py; the lab as
-a Host (name, fingerprint) is hosts/lab.py.
+a Host is hosts/lab.py (fed the facts of lab_fingerprint).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from tankbench.lab.state import (
     cleanup,
     console,
     free_port,
+    lab_fingerprint,
     lab_names,
     labs_dir,
     locked,
@@ -61,7 +62,14 @@ def _ssh_keypair(d: Path) -> str:
 
 def ssh_host(state: LabState, *, started_here: bool = False) -> LabHost:
     """The Host of a running lab (root on 127.0.0.1:<port>, the lab's key and known_hosts)."""
-    return LabHost(state, started_here=started_here)
+    return LabHost(
+        state.name,
+        ssh_port=state.ssh_port,
+        lab_dir=labs_dir() / state.name,
+        accelerator=state.accelerator,
+        facts=lab_fingerprint(state),
+        started_here=started_here,
+    )
 
 
 def _ready_probe(host: LabHost) -> bool:

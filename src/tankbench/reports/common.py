@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from tankbench.analysis.analyse import Analysis
-from tankbench.analysis.cases import TestSummary
 from tankbench.analysis.guest import GuestRow
 from tankbench.analysis.leaderboard import Leaderboard
 from tankbench.analysis.stats import Summary
@@ -48,10 +47,6 @@ def fmt_summary(s: Summary | None) -> str:
     if s.n < 2:
         return f"{fmt(s.mean)} (n=1)"
     return f"{fmt(s.mean)} ± {fmt((s.ci_high - s.ci_low) / 2, 2)} (n={s.n})"
-
-
-def test_label(t: TestSummary) -> str:
-    return f"#{t.number} {t.name}"
 
 
 def fingerprint_rows(a: Analysis) -> list[tuple[str, str, str]]:

@@ -8,11 +8,10 @@ from typing import Any
 
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
+from tankbench.analysis.detail import MAX_SERIES_TESTS, PCTS
 from tankbench.analysis.figures import Figure, Series, tidy
 from tankbench.analysis.fill import yes_no
 from tankbench.analysis.leaderboard import Leaderboard, Row
-from tankbench.fio.parse import FioOutputError, job_entries, load_fio_json
-from tankbench.journal.db import Journal
 from tankbench.metrics import METRICS
 from tankbench.reports.charts import figure_html
 from tankbench.reports.common import (
@@ -28,7 +27,6 @@ from tankbench.reports.common import (
 
 TOP_ROWS = 40  # leaderboard rows shown per test case (all rows are in results.csv / results.xlsx)
 TOP_BARS = 20  # bars per leaderboard chart
-MAX_SERIES_TESTS = 16  # tests whose last measured run gets time-series charts
 MAX_RUN_CHIPS = 12  # per-run values shown per leaderboard row
 SERIES = (
     ("load1", "load average (1 min)"),
@@ -95,7 +93,7 @@ def _run_chips(t: TestSummary, key: str) -> str:
 
 def _row_html(r: Row, key: str, lo: float, hi: float, side: tuple[str, ...]) -> str:
     t = r.test
-    cls = " ".join(c for c in ("zvol" if t.target_kind == "zvol" else "", "baseline" if t.is_baseline else "") if c)
+    cls = " ".join(c for c in ("zvol" if t.traits.volume else "", "baseline" if t.is_baseline else "") if c)
     s = t.stats.get(key)
     badges = ('<span class="badge win">winner</span>' if r.is_winner else "") + (
         '<span class="badge">baseline</span>' if t.is_baseline else ""
@@ -132,7 +130,7 @@ def bar_chart(lb: Leaderboard) -> str:
     for i, r in enumerate(rows):
         t, y = r.test, 4 + i * bh
         s = t.stats.get(lb.metric)
-        colour = "#f0a020" if t.target_kind == "zvol" else "#5b8def" if t.is_baseline else "#3fa66b"
+        colour = "#f0a020" if t.traits.volume else "#5b8def" if t.is_baseline else "#3fa66b"
         bw = (w - lab - 90) * (r.value or 0) / top
         parts.append(
             f'<text x="{lab - 4}" y="{y + 12}" text-anchor="end">{e(f"#{t.number} {t.name[:36]}")}'
@@ -199,29 +197,6 @@ def line_chart(name: str, title: str, t: Sequence[float], ys: Sequence[float]) -
         f'<text x="{pad}" y="{h - 4}">{fmt(x0)} s</text><text x="{w - 6}" y="{h - 4}" text-anchor="end">'
         f"{fmt(x1)} s</text></svg>"
     )
-
-
-def select_series_tests(a: Analysis, limit: int = MAX_SERIES_TESTS) -> list[TestSummary]:
-    """Winners first, then zvol and baseline rows of the top of each board, up to `limit` tests."""
-    picked: dict[str, TestSummary] = {}
-    for lb in a.leaderboards:
-        if lb.winner:
-            picked.setdefault(lb.winner.test.id, lb.winner.test)
-    for lb in a.leaderboards:
-        for r in lb.rows[:5]:
-            if r.test.target_kind == "zvol" or r.test.is_baseline:
-                picked.setdefault(r.test.id, r.test)
-    return [t for t in picked.values() if t.measured][:limit]
-
-
-def load_series(journal: Journal, tests: Sequence[TestSummary]) -> dict[str, tuple[int, Mapping[str, Any]]]:
-    """The samples of the last measured run of each test: {test id: (runs.id, samples)}."""
-    out: dict[str, tuple[int, Mapping[str, Any]]] = {}
-    for t in tests:
-        run = journal.last_measured_run(t.id)
-        if run is not None and run.samples.get("t"):
-            out[t.id] = (run.row_id, run.samples)
-    return out
 
 
 def series_html(a: Analysis, series: Mapping[str, tuple[int, Mapping[str, Any]]]) -> str:
@@ -374,28 +349,6 @@ def fingerprint_html(a: Analysis) -> str:
     return f'<h2 id="fingerprint">Fingerprint</h2><table><tr><th>id</th><th>key</th><th>value</th></tr>{rows}</table>'
 
 
-PCTS = ("1.000000", "10.000000", "50.000000", "90.000000", "99.000000", "99.900000", "99.990000")
-
-
-def load_percentiles(journal: Journal, tests: Sequence[TestSummary]) -> dict[str, dict[str, list[float]]]:
-    """fio's completion-latency percentiles (ms at PCTS) of the last measured run of each test, per direction,
-    from the fio JSON kept in the journal (the worst job where there are several)."""
-    out: dict[str, dict[str, list[float]]] = {}
-    for t in tests:
-        run = journal.last_measured_run(t.id)
-        if run is None or not run.fio_json:
-            continue
-        try:
-            jobs = job_entries(load_fio_json(run.fio_json))
-        except FioOutputError:
-            continue
-        for d in ("read", "write"):
-            tables = [((j.get(d) or {}).get("clat_ns") or {}).get("percentile") or {} for j in jobs]
-            if all(all(p in tb for p in PCTS) for tb in tables) and tables and (jobs[0].get(d) or {}).get("total_ios"):
-                out.setdefault(t.id, {})[d] = [max(float(tb[p]) for tb in tables) / 1e6 for p in PCTS]
-    return out
-
-
 def percentile_figures(a: Analysis, pct: Mapping[str, Mapping[str, list[float]]]) -> list[Figure]:
     """fio-plot's latency percentile plot: per test case, one line per plotted test and direction."""
     by_case: dict[str, list[Series]] = {}
@@ -475,12 +428,8 @@ def guests_html(a: Analysis) -> str:
     )
 
 
-def render_html(
-    a: Analysis,
-    series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None,
-    pct: Mapping[str, Mapping[str, list[float]]] | None = None,
-) -> str:
-    """The whole page as one string."""
+def render_html(a: Analysis) -> str:
+    """The whole page as one string (single runs' series and percentiles: a.series, a.percentiles)."""
     boards = "".join(leaderboard_html(lb) for lb in a.leaderboards)
     comps = _list([e(c.text) for c in a.comparisons[:200]]) + (
         f'<p class="small">Showing 200 of {len(a.comparisons)} comparisons; all are in results.json.</p>'
@@ -499,10 +448,10 @@ def render_html(
             *sections_html(a),
             f'<h2 id="leaderboards">Leaderboards</h2>{legend}{boards}',
             guests_html(a),
-            figures_html(a, pct),
+            figures_html(a, a.percentiles),
             f'<h2 id="comparisons">Within-case comparisons</h2>{comps}',
             timing_html(a),
-            f'<h2 id="series">Time series</h2>{series_html(a, series or {})}',
+            f'<h2 id="series">Time series</h2>{series_html(a, a.series)}',
             fingerprint_html(a),
             f'<h2 id="method">How the numbers are obtained</h2>{explain}',
         ]
@@ -513,11 +462,6 @@ def render_html(
     )
 
 
-def write_html(
-    a: Analysis,
-    path: str,
-    series: Mapping[str, tuple[int, Mapping[str, Any]]] | None = None,
-    pct: Mapping[str, Mapping[str, list[float]]] | None = None,
-) -> None:
+def write_html(a: Analysis, path: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        f.write(render_html(a, series, pct))
+        f.write(render_html(a))

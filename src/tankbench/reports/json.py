@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tankbench import EXPORT_FORMAT, __version__
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
 from tankbench.analysis.leaderboard import Ratio
@@ -74,6 +75,8 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
     """Everything, JSON-ready."""
     ds = a.dataset
     return {
+        "format_version": EXPORT_FORMAT,
+        "tankbench_version": __version__,
         "journal": ds.path,
         "campaigns": list(ds.campaign_names),
         "rank_by": a.rank_by,

@@ -42,7 +42,7 @@ def leaderboard_md(lb: Leaderboard, top: int = TOP) -> list[str]:
         mark = (
             (" 🏆" if r.is_winner else "")
             + (" (baseline)" if t.is_baseline else "")
-            + (" (zvol)" if t.target_kind == "zvol" else "")
+            + (" (zvol)" if t.traits.volume else "")
         )
         cells = [
             fmt_summary(t.stats.get(lb.metric)),

@@ -116,7 +116,7 @@ def case_sheet(ws: Any, lb: Leaderboard, a: Analysis) -> None:
             r.cost.load_per_mibs,
             r.cost.text,
         ]
-        if t.target_kind == "zvol":
+        if t.traits.volume:
             for i in range(len(CASE_HEAD)):
                 row[i] = WriteOnlyCell(ws, row[i])
                 row[i].fill = ZVOL_FILL

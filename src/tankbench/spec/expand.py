@@ -9,14 +9,8 @@ from typing import Any
 
 from tankbench.errors import UserError
 from tankbench.model import FILL, Target, Test
-from tankbench.spec.parse import (
-    AXES,
-    DATA_AXES,
-    FIO_AXES,
-    HOST_AXES,
-    ZFS_AXES_FOR,
-    Spec,
-)
+from tankbench.spec.schema import Spec
+from tankbench.spec.vocab import AXES, DATA_AXES, FIO_AXES, HOST_AXES, axes_of
 from tankbench.targets import kind_of
 from tankbench.tunables import canonical_tunables, parse_tunables
 from tankbench.units import fmt_size
@@ -101,7 +95,7 @@ def copy_params(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
 
 def axes_for(target: Target, axes: list[str]) -> list[str]:
     """The axes that apply to a target: fio axes always, ZFS axes only where they mean something."""
-    return [a for a in axes if a in FIO_AXES or a in DATA_AXES or a in HOST_AXES or a in ZFS_AXES_FOR[target.kind]]
+    return [a for a in axes if a in FIO_AXES or a in DATA_AXES or a in HOST_AXES or a in axes_of(target.kind)]
 
 
 def run_settings(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
@@ -120,7 +114,6 @@ def expand(spec: Spec) -> list[Test]:
     """All tests of a campaign: targets in file order x axes in AXES order x values in declared order,
     minus [[exclude]] matches, plus [[include]] points; numbered from 1; capped at campaign.max_tests."""
     axes = [a for a in AXES if a in spec.matrix]
-    points: list[tuple[Target, dict[str, Any]]] = []
     total = 0
     for target in spec.targets:
         n = 1
@@ -129,67 +122,83 @@ def expand(spec: Spec) -> list[Test]:
         total += n
     if total > spec.max_tests * 4 and total > 100_000:
         raise _too_many(spec, total)
+    tests = _numbered(spec, _matrix_points(spec, axes) + _include_points(spec), _varying(spec, axes))
+    if len(tests) > spec.max_tests:
+        raise _too_many(spec, len(tests))
+    return tests
+
+
+def _matrix_points(spec: Spec, axes: list[str]) -> list[tuple[Target, dict[str, Any]]]:
+    """Every target x its axes' values, as its kind means them, minus what it refuses and [[exclude]] drops."""
+    points: list[tuple[Target, dict[str, Any]]] = []
     for target in spec.targets:
+        kind = kind_of(target)
         t_axes = axes_for(target, axes)
         for combo in itertools.product(*(spec.matrix[a] for a in t_axes)):
-            params = kind_of(target).adjust(run_settings(copy_params(dict(zip(t_axes, combo)), spec), spec))
-            if not kind_of(target).accepts(params):
+            params = kind.adjust(run_settings(copy_params(dict(zip(t_axes, combo)), spec), spec))
+            if not kind.accepts(params):
                 continue  # e.g. rsync replaces the destination file: it cannot write into a block device
-            kind = kind_of(target)
             if params.get("layout") == "unwritten" and kind.block_device and not kind.needs_pool:
                 continue  # a user's disk is never discarded: its blocks cannot be un-written
             if not any(_matches(rule, target, params) for rule in spec.excludes):
                 points.append((target, params))
+    return points
+
+
+def _include_points(spec: Spec) -> list[tuple[Target, dict[str, Any]]]:
+    """One point per [[include]] and target it names (all targets when it names none)."""
+    points: list[tuple[Target, dict[str, Any]]] = []
     for inc in spec.includes:
         inc_axes = [a for a in AXES if a in spec.matrix or a in inc]  # an include may set an axis the matrix lacks
         for target in spec.targets:
             if inc.get("target", target.name) == target.name:
                 point = {a: inc[a] if a in inc else spec.matrix[a][0] for a in axes_for(target, inc_axes)}
                 points.append((target, kind_of(target).adjust(run_settings(copy_params(point, spec), spec))))
-    tests: list[Test] = []
-    seen: set[str] = set()
+    return points
+
+
+def _varying(spec: Spec, axes: list[str]) -> set[str]:
+    """The axes test names show: those with several values, and those an [[include]] sets otherwise."""
     varying = {a for a in axes if len(spec.matrix[a]) > 1}
-    varying |= {
+    return varying | {
         a
         for inc in spec.includes
         for a in inc
         if a != "target" and (a not in spec.matrix or inc[a] != spec.matrix[a][0])
     }
+
+
+def _numbered(spec: Spec, points: list[tuple[Target, dict[str, Any]]], varying: set[str]) -> list[Test]:
+    """Named, numbered tests in point order; a point equal to an earlier one (same id) is that test."""
+    tests: list[Test] = []
+    seen: set[str] = set()
     several = {k: sum(1 for t in spec.targets if t.kind == k) > 1 for k in {t.kind for t in spec.targets}}
     names: set[str] = set()
     for target, params in points:
         name = test_name(target, params, varying, several.get(target.kind, False))
         if kind_of(target).needs_pool:
             target = replace(target, pool=spec.zfs_root)
-        test = Test(
-            number=0,
-            name=name,
-            target=target,
-            params=params,
-            fio_options=spec.fio,
-            runtime=spec.runtime,
-            ramp=spec.ramp,
-        )
+        test = _test(spec, 0, name, target, params)
         if test.id in seen:
             continue
         seen.add(test.id)
         if name in names:
             name = f"{name}-{test.id[:6]}"
         names.add(name)
-        tests.append(
-            Test(
-                number=len(tests) + 1,
-                name=name,
-                target=target,
-                params=params,
-                fio_options=spec.fio,
-                runtime=spec.runtime,
-                ramp=spec.ramp,
-            )
-        )
-    if len(tests) > spec.max_tests:
-        raise _too_many(spec, len(tests))
+        tests.append(_test(spec, len(tests) + 1, name, target, params))
     return tests
+
+
+def _test(spec: Spec, number: int, name: str, target: Target, params: dict[str, Any]) -> Test:
+    return Test(
+        number=number,
+        name=name,
+        target=target,
+        params=params,
+        fio_options=spec.fio,
+        runtime=spec.runtime,
+        ramp=spec.ramp,
+    )
 
 
 def _too_many(spec: Spec, n: int) -> UserError:

@@ -13,6 +13,7 @@ from typing import Any
 from tankbench.errors import SpecError
 from tankbench.guest.fill import WRITE_PER_ROOM
 from tankbench.model import FILL, Target
+from tankbench.targets import traits, traits_of
 from tankbench.units import fmt_size
 
 #: the pool's free space a fill test leaves the guest (campaign.fill_room): small, so the guest writes little
@@ -46,14 +47,15 @@ def check_fill(
     for t in targets:
         by_matrix = in_matrix and not excluded(excludes, {"target": t.name, "kind": t.kind, "workload": FILL})
         by_include = [i for i in filled if includes[i].get("target", t.name) == t.name]
-        if (by_matrix or by_include) and t.kind != "vm-disk":
+        if (by_matrix or by_include) and not traits_of(t.kind).runs_in_guest:
+            guests = " or ".join(k for k, tr in traits().items() if tr.runs_in_guest)
             raise err(
                 key if by_matrix else f"include[{by_include[0]}].workload",
                 FILL,
-                f"runs only on vm-disk targets, and target {t.name!r} is a {t.kind}",
+                f"runs only on {guests} targets, and target {t.name!r} is a {t.kind}",
                 f'add [[exclude]] target = "{t.name}" workload = "fill", or give the fill its own campaign'
                 if by_matrix
-                else "name a vm-disk target in that [[include]] (target = …)",
+                else f"name a {guests} target in that [[include]] (target = …)",
             )
         if (by_matrix or by_include) and t.size < WRITE_PER_ROOM * room:
             raise err(

@@ -4,19 +4,14 @@ that went down, and the event hook. Parsed from [campaign] by parse.py, used by 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from tankbench.errors import SpecError
+from tankbench.keys import Keys
 
 #: the keys this module reads from [campaign]
 UNATTENDED_KEYS = ("hung_after", "late_max", "crash_retries", "host_wait", "hook")
-
-
-class _Ctx(Protocol):
-    def err(self, key: str, value: object, problem: str, hint: str = "") -> SpecError: ...
-    def duration(self, key: str, value: object, positive: bool = False) -> float: ...
-    def integer(self, key: str, value: object, lo: int, hi: int) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -37,7 +32,7 @@ class Unattended:
     legacy_grace: bool = False
 
 
-def parse_unattended(ctx: _Ctx, camp: dict[str, Any]) -> Unattended:
+def parse_unattended(ctx: Keys, camp: Mapping[str, Any]) -> Unattended:
     """The unattended keys of [campaign], validated."""
     hook = camp.get("hook", [])
     if isinstance(hook, str):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from tankbench.hosts.base import Host
+from tankbench.keys import Keys
 from tankbench.model import Target, Test
 
 if TYPE_CHECKING:
@@ -66,16 +67,93 @@ class Workspace:
         return self._zfs
 
 
+@dataclass(frozen=True)
+class KindTraits:
+    """What the rest of tankbench may ask about a target kind instead of comparing its name (spec/, analysis/,
+    reports/ read these; an unknown kind, e.g. from an old journal, has every trait off)."""
+
+    name: str
+    #: fio opens a block device (no file to lay out; a copy test cannot rsync into it)
+    block_device: bool = False
+    #: the kind needs the campaign's [pool]
+    needs_pool: bool = False
+    #: fio's data lives on ZFS (a dataset, a zvol, or a guest disk backed by either)
+    zfs: bool = False
+    #: the ZFS object fio opens on the host: "filesystem" (a dataset), "volume" (a zvol), "" (none)
+    zfs_object: str = ""
+    #: fio runs inside a test guest, not on the host (an exported script cannot exec it on the host)
+    runs_in_guest: bool = False
+    #: fio works on a test file tankbench lays out and verifies (not a device)
+    test_file: bool = False
+
+    @property
+    def volume(self) -> bool:
+        """fio opens a ZFS volume on the host (reports set zvols apart: O_DIRECT still goes through the ARC)."""
+        return self.zfs_object == "volume"
+
+    @property
+    def host_zfs(self) -> bool:
+        """fio opens a ZFS dataset's file or a zvol on the host itself (not through a guest)."""
+        return bool(self.zfs_object)
+
+
 class TargetKind(ABC):
-    """A target kind: raw, file, dataset, zvol, … Subclasses set `kind` and implement the abstract methods."""
+    """A target kind: raw, file, dataset, zvol, … Subclasses set `kind` and implement the abstract methods.
+
+    A kind owns its campaign keys: the keys of its [[target]] table (`table_keys`, parsed by `parse_table`),
+    the matrix axes that apply to it (`axes`, outermost first; `inner_axes` go inside the host-wide axes),
+    how a value of an axis it defines is validated (`axis_value`) and the cross-axis rules (`check_matrix`)."""
 
     kind: ClassVar[str] = ""
     #: fio opens a block device (no file to lay out; a copy test cannot rsync into it)
     block_device: ClassVar[bool] = False
     #: the kind needs the campaign's [pool]
     needs_pool: ClassVar[bool] = False
+    #: a cold-cache run exports and imports the pool the target lives on (when tankbench created it)
+    cold_cache_cycles_pool: ClassVar[bool] = False
     #: fio runs inside a test guest, not on the host (an exported script cannot exec it on the host)
     runs_in_guest: ClassVar[bool] = False
+    #: see KindTraits
+    zfs: ClassVar[bool] = False
+    zfs_object: ClassVar[str] = ""
+    test_file: ClassVar[bool] = False
+    #: keys of the kind's [[target]] table besides name and kind
+    table_keys: ClassVar[tuple[str, ...]] = ()
+    #: matrix axes that apply to targets of this kind (besides the fio, data and host-wide axes), expanded
+    #: outside the host-wide axes (tunables), outermost first
+    axes: ClassVar[tuple[str, ...]] = ()
+    #: axes expanded inside the host-wide axes (e.g. a test guest's disk settings)
+    inner_axes: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def traits(cls) -> KindTraits:
+        """This kind's traits (what spec/, analysis/ and reports/ ask instead of its name)."""
+        return KindTraits(
+            name=cls.kind,
+            block_device=cls.block_device,
+            needs_pool=cls.needs_pool,
+            zfs=cls.zfs,
+            zfs_object=cls.zfs_object,
+            runs_in_guest=cls.runs_in_guest,
+            test_file=cls.test_file,
+        )
+
+    # -- campaign file: pure ---------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def parse_table(cls, keys: Keys, table: Mapping[str, Any], prefix: str, name: str) -> Target:
+        """A validated Target from this kind's [[target]] table (`prefix` is `target[i].`; name and kind are
+        checked already); errors name the file, key and value."""
+
+    @classmethod
+    def axis_value(cls, keys: Keys, key: str, axis: str, value: object) -> Any:
+        """Validate and normalise one value of an axis this kind defines (in `axes` or `inner_axes`)."""
+        raise keys.err(key, value, "unknown axis", "")
+
+    @classmethod
+    def check_matrix(cls, keys: Keys, matrix: Mapping[str, tuple[Any, ...]]) -> None:
+        """Raise for a combination of this kind's axes that cannot mean anything (the campaign has a target of
+        this kind)."""
 
     # -- plan time: pure -------------------------------------------------------------------------
     @classmethod
@@ -157,6 +235,41 @@ class TargetKind(ABC):
     def fingerprint(self) -> dict[str, Any]:
         """Facts for the campaign's fingerprint that this kind knows (e.g. the pool layout)."""
         return {}
+
+
+def parse_path_table(
+    keys: Keys, table: Mapping[str, Any], prefix: str, name: str, kind: type[TargetKind], size_required: bool
+) -> Target:
+    """A target tankbench finds at a host `path` (a device for block-device kinds, else a directory); only a
+    block device takes `confirm` (the campaign's consent to overwrite it, checked by safety.py)."""
+    if "props" in table:
+        raise keys.err(
+            prefix + "props", table["props"], "only dataset and zvol targets take ZFS properties", "remove it"
+        )
+    path_ = keys.string(prefix + "path", table.get("path", ""))
+    if not path_.startswith("/"):
+        raise keys.err(
+            prefix + "path",
+            path_,
+            "must be an absolute path",
+            'a directory for kind = "file", a /dev/disk/by-id/… path for kind = "raw"',
+        )
+    if kind.block_device and not path_.startswith("/dev/"):
+        raise keys.err(
+            prefix + "path",
+            path_,
+            f"a {kind.kind} target must be a block device under /dev",
+            'name it by a stable id, e.g. "/dev/disk/by-id/virtio-tbdata0"',
+        )
+    if size_required and "size" not in table:
+        raise keys.err(
+            prefix + "size", None, f"is required for a {kind.kind} target", 'e.g. size = "1G" (larger than the cache)'
+        )
+    size = keys.size(prefix + "size", table["size"]) if "size" in table else 0
+    confirm = keys.string(prefix + "confirm", table.get("confirm", ""))
+    if confirm and "confirm" not in kind.table_keys:
+        raise keys.err(prefix + "confirm", confirm, "only raw targets take a confirmation", "remove it")
+    return Target(name=name, kind=kind.kind, path=path_.rstrip("/") or "/", size=size, confirm=confirm)
 
 
 def rw_and_bs(params: Mapping[str, Any]) -> tuple[str, str]:

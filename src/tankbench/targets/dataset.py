@@ -6,15 +6,21 @@ from typing import Any
 
 from tankbench.model import Test
 from tankbench.targets.file import lay_out_file, layout_script_lines
-from tankbench.targets.zfsbase import ZfsKind
+from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 
 
 class DatasetKind(ZfsKind):
     """fio opens `<mountpoint>/tankbench-<target>.fiodata` on the test's dataset."""
 
     kind = "dataset"
+    cold_cache_cycles_pool = True
     short = "fs"
     block_axis = "recordsize"
+    zfs_object = "filesystem"
+    test_file = True
+    axes = zfs_axes("volblocksize")
+    size_means = "the test file's size"
+    foreign_props = ("volblocksize",)
 
     @classmethod
     def always_names_block(cls) -> bool:
@@ -31,4 +37,4 @@ class DatasetKind(ZfsKind):
         pool = self.ws.spec.pool
         assert pool is not None
         # the layout is verified after the txg that holds it has synced (allocated sizes settle then)
-        return lay_out_file(self.ws, test, self.fio_filename(test), ["zpool", "sync", pool.pool_name])
+        return lay_out_file(self.ws, test, self, ["zpool", "sync", pool.pool_name])

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from tankbench.errors import UserError
+from tankbench.fio.layout import KindFacts, layout_request
+from tankbench.keys import Keys
 from tankbench.model import Target, Test
-from tankbench.targets.base import TargetKind, Workspace, rw_and_bs
+from tankbench.targets.base import TargetKind, Workspace, parse_path_table, rw_and_bs
 
 
 def layout_script_lines(path: str, size: int) -> list[str]:
@@ -23,12 +25,10 @@ def layout_script_lines(path: str, size: int) -> list[str]:
     ]
 
 
-def lay_out_file(ws: Workspace, test: Test, path: str, sync_cmd: list[str] | None = None) -> dict[str, Any]:
+def lay_out_file(ws: Workspace, test: Test, kind: KindFacts, sync_cmd: list[str] | None = None) -> dict[str, Any]:
     """Have the agent lay out and verify the test file; a failed verification is said, and recorded."""
     t = test.target
-    from tankbench.fio.jobs import layout_request
-
-    request: dict[str, Any] = layout_request(test)  # every per-job file, in the test's layout
+    request: dict[str, Any] = layout_request(test, kind)  # every per-job file, in the test's layout
     if sync_cmd:
         request["sync_cmd"] = sync_cmd
     res = ws.host.call_agent(request, timeout=max(600.0, len(request["paths"]) * t.size / (5 << 20)))
@@ -42,6 +42,12 @@ class FileKind(TargetKind):
     """A file `tankbench-<target>.fiodata` of the target's size in the target's directory."""
 
     kind = "file"
+    test_file = True
+    table_keys = ("path", "size")
+
+    @classmethod
+    def parse_table(cls, keys: Keys, table: Mapping[str, Any], prefix: str, name: str) -> Target:
+        return parse_path_table(keys, table, prefix, name, cls, size_required=True)
 
     @classmethod
     def fio_filename(cls, test: Test) -> str:
@@ -84,4 +90,4 @@ class FileKind(TargetKind):
             self.host.run(["mkdir", "-p", test.target.path], check=True, timeout=60)
 
     def lay_out(self, test: Test) -> dict[str, Any]:
-        return lay_out_file(self.ws, test, self.fio_filename(test))
+        return lay_out_file(self.ws, test, self)

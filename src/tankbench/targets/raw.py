@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tankbench.fio.layout import layout_of, layout_request
+from tankbench.keys import Keys
 from tankbench.model import Target, Test
 from tankbench.safety import check_raw_target
-from tankbench.targets.base import TargetKind, rw_and_bs
+from tankbench.targets.base import TargetKind, parse_path_table, rw_and_bs
 
 
 class RawKind(TargetKind):
@@ -15,6 +17,11 @@ class RawKind(TargetKind):
 
     kind = "raw"
     block_device = True
+    table_keys = ("path", "size", "confirm")
+
+    @classmethod
+    def parse_table(cls, keys: Keys, table: Mapping[str, Any], prefix: str, name: str) -> Target:
+        return parse_path_table(keys, table, prefix, name, cls, size_required=False)
 
     @classmethod
     def fio_filename(cls, test: Test) -> str:
@@ -47,10 +54,8 @@ class RawKind(TargetKind):
                 "layout.note": "raw device without a size: tankbench does not lay out a whole device; reads of "
                 "never-written blocks may not reach the medium",
             }
-        from tankbench.fio.jobs import layout_of, layout_request
-
         key = f"{t.name}/{layout_of(test)}"
         if key not in self._laid_out or layout_of(test) != "random":  # a write test changes any other layout
-            res = self.host.call_agent(layout_request(test), timeout=max(600.0, t.size / (5 << 20)))
+            res = self.host.call_agent(layout_request(test, self), timeout=max(600.0, t.size / (5 << 20)))
             self._laid_out[key] = dict(res["checks"])
         return dict(self._laid_out[key])

@@ -15,15 +15,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import tankbench.targets.zfs as zfs
 from tankbench.errors import HostError
 from tankbench.guest import guestcopy
 from tankbench.guest import layers as guest_layers
 from tankbench.guest.guestcopy import GuestCopies
 from tankbench.guest.layers import GuestLayers, backing_test
+from tankbench.guest.pauses import WERROR_VALUES
+from tankbench.keys import Keys
 from tankbench.model import FILL, Target, Test, short_hash
-from tankbench.targets import zfs
 from tankbench.targets.base import Capture, Workspace
-from tankbench.targets.zfsbase import ZfsKind
+from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 from tankbench.units import fmt_size, parse_size
 
 if TYPE_CHECKING:
@@ -31,6 +33,29 @@ if TYPE_CHECKING:
     from tankbench.targets.vmfill import FillRun
 
 BACKINGS = ("zvol", "qcow2", "raw")
+#: a test guest's disk: its backing on the host, then qemu's settings for it, then what the guest puts between
+#: fio and the disk (guest_luks, guest_fs)
+VM_AXES: tuple[str, ...] = (
+    "backing",
+    "qcow2_cluster",
+    "preallocation",
+    "l2_cache",
+    "bus",
+    "disk_cache",
+    "aio",
+    "iothread",
+    "werror",
+    *guest_layers.AXES,
+)
+VM_CHOICES = {
+    "guest_fs": guest_layers.FILESYSTEMS,
+    "backing": BACKINGS,
+    "preallocation": ("off", "metadata", "falloc", "full"),
+    "bus": ("virtio-blk", "virtio-scsi"),
+    "disk_cache": ("none", "writeback", "writethrough", "directsync", "unsafe"),
+    "aio": ("threads", "native", "io_uring"),
+    "werror": WERROR_VALUES,
+}
 #: the guest disk's qemu settings (axes) and their defaults
 DISK_AXES = {"bus": "virtio-blk", "disk_cache": "none", "aio": "threads", "iothread": False}
 #: axes that mean something only for some backings: dropped elsewhere, so tests are not duplicated
@@ -50,6 +75,56 @@ class VmDiskKind(ZfsKind):
     short = "vm"
     block_device = True
     runs_in_guest = True
+    #: the ZFS axes but direct (fio's O_DIRECT in the guest never reaches the host's dataset); the disk's are inner
+    axes = zfs_axes("direct")
+    inner_axes = VM_AXES
+    size_means = "the guest disk's size"
+
+    # -- campaign file -------------------------------------------------------------------------
+    @classmethod
+    def axis_value(cls, keys: Keys, key: str, axis: str, value: object) -> Any:
+        """The guest disk's settings; the ZFS axes as for any ZFS kind."""
+        if axis in VM_CHOICES:
+            return keys.choice(key, value, VM_CHOICES[axis])
+        if axis == "qcow2_cluster":
+            n = keys.size(key, value)
+            if n < 512 or n > 2 << 20 or n & (n - 1):
+                raise keys.err(
+                    key, value, "must be a power of two from 512 to 2M (qcow2's cluster sizes)", 'e.g. "8k", "64k"'
+                )
+            return fmt_size(n)
+        if axis == "l2_cache":
+            return fmt_size(keys.size(key, value))
+        if axis in ("iothread", "guest_luks"):
+            return keys.boolean(key, value)
+        return super().axis_value(keys, key, axis, value)
+
+    @classmethod
+    def check_matrix(cls, keys: Keys, matrix: Mapping[str, tuple[Any, ...]]) -> None:
+        """A guest disk's backing-specific axes need that backing in the matrix (qcow2_cluster on a zvol is a
+        mistake, not a no-op); an iothread needs a virtio-blk disk."""
+        backings = matrix.get("backing", ("zvol",))
+        for axis, needs in (
+            ("qcow2_cluster", ("qcow2",)),
+            ("l2_cache", ("qcow2",)),
+            ("preallocation", ("qcow2", "raw")),
+        ):
+            if axis in matrix and not set(needs) & set(backings):
+                raise keys.err(
+                    f"matrix.{axis}",
+                    list(matrix[axis]),
+                    f"applies only to backing = {' or '.join(needs)}, and the matrix has backing = {list(backings)}",
+                    f'add "{needs[0]}" to matrix.backing, or remove the axis',
+                )
+        buses = matrix.get("bus", ("virtio-blk",))
+        if True in matrix.get("iothread", ()) and "virtio-blk" not in buses:
+            raise keys.err(
+                "matrix.iothread",
+                list(matrix["iothread"]),
+                f"applies only to bus = virtio-blk, and the matrix has bus = {list(buses)} (tankbench hot-plugs "
+                "virtio-scsi disks on the guest's one SCSI controller, which has no iothread of its own)",
+                'add "virtio-blk" to matrix.bus, or remove the axis',
+            )
 
     # -- plan time -----------------------------------------------------------------------------
     @classmethod

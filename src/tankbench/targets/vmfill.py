@@ -14,6 +14,7 @@ import shlex
 import time
 from typing import Any, Protocol
 
+import tankbench.targets.zfs as zfs
 from tankbench.errors import HostError, UserError
 from tankbench.guest.fill import (
     FillOutcome,
@@ -29,7 +30,6 @@ from tankbench.guest.fill import (
 from tankbench.guest.testguest import GuestRun, OnPause
 from tankbench.hosts.base import Host
 from tankbench.model import Test
-from tankbench.targets import zfs
 from tankbench.targets.base import Workspace
 from tankbench.units import fmt_size, parse_size
 

@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
+from collections.abc import Collection
 from typing import Any
 
 from tankbench.errors import HostError, UserError
 from tankbench.hosts.base import Host
 from tankbench.model import Target, Test, short_hash
 from tankbench.secrets import SCRIPT_KEY_DIR, ensure_key, key_file_name, remove_key
-from tankbench.tunables import canonical_tunables, parse_tunables
+from tankbench.zfs.props import PROPERTY_AXES
 
 TAG = "tankbench:campaign"
 MOUNT_BASE = "/tankbench"
-#: params that are ZFS properties of the dataset/zvol (slog is a pool change, not a property)
-PROPERTY_AXES = (
-    "encryption",
-    "recordsize",
-    "volblocksize",
-    "compression",
-    "sync",
-    "logbias",
-    "primarycache",
-    "atime",
-    "direct",
-)
 
 
 def zfs_props(test: Test) -> dict[str, str]:
@@ -150,8 +138,8 @@ class ZfsProvisioner:
             )
 
     # -- pool and root -----------------------------------------------------------------------
-    def setup(self) -> None:
-        """Create (or check) the pool and the campaign's root dataset."""
+    def setup(self, pool_kinds: Collection[str]) -> None:
+        """Create (or check) the pool and the campaign's root dataset (`pool_kinds`: the kinds that live on it)."""
         if self.host.run(["zfs", "version"], timeout=120).returncode != 0:
             raise UserError(
                 f"{self.host.name} has no ZFS", 'run ZFS campaigns in the lab (host = "lab") or on a ZFS host'
@@ -169,9 +157,7 @@ class ZfsProvisioner:
             self.zfs(
                 "zfs", "create", "-o", f"mountpoint={root_mountpoint(self.root)}", "-o", f"{TAG}={self.cid}", self.root
             )
-        from tankbench.targets import kind_of
-
-        if any(kind_of(t).needs_pool and t.props.get("encryption", "off") != "off" for t in self.spec.targets) or any(
+        if any(t.kind in pool_kinds and t.props.get("encryption", "off") != "off" for t in self.spec.targets) or any(
             v != "off" for v in self.spec.matrix.get("encryption", ())
         ):
             self.key = ensure_key(self.host, self.root)
@@ -337,208 +323,6 @@ def create_pool_argv(pool: Any, campaign_id: str, with_log: bool = True) -> list
     if pool.cache:
         argv += ["cache", *pool.cache]
     return argv
-
-
-PARAMS_DIR = "/sys/module/zfs/parameters"
-#: where a campaign's original tunables wait until they are restored (root-only: 0700 dir, 0600 file)
-STATE_DIR = "/var/lib/tankbench"
-
-
-def _same_value(a: str, b: str) -> bool:
-    """Module parameters read back as the kernel prints them: compare numbers as numbers."""
-    a, b = a.strip(), b.strip()
-    try:
-        return int(a) == int(b)
-    except ValueError:
-        return a == b
-
-
-class Tunables:
-    """ZFS module parameters a campaign sets ([tunables] and matrix.tunables), verified by reading them back,
-    and restored to the host's own values when the campaign ends, fails, or is resumed after a crash.
-
-    Before the first write, the host's values are saved on the host in a tankbench-owned 0600 file
-    (/var/lib/tankbench/tunables-<campaign id>.json), so a resume after kill -9 (or a reboot-less crash of
-    tankbench) puts them back: call restore_stale() before anything else when a campaign starts."""
-
-    def __init__(self, host: Host, campaign_id: str, spec_path: str = "") -> None:
-        self.host = host
-        self.cid = campaign_id
-        self.spec_path = spec_path
-        self.originals: dict[str, str] = {}  # the host's own values of every parameter this campaign changed
-        self._loaded = False
-
-    @property
-    def state_path(self) -> str:
-        return f"{STATE_DIR}/tunables-{self.cid}.json"
-
-    # -- host I/O ----------------------------------------------------------------------------------------
-    def read(self, names: list[str] | tuple[str, ...]) -> dict[str, str]:
-        """Current values of the named module parameters; UserError naming a parameter the module lacks."""
-        if not names:
-            return {}
-        res = self.host.run(["grep", "-H", "", *(f"{PARAMS_DIR}/{n}" for n in names)], timeout=60)
-        out: dict[str, str] = {}
-        for line in res.stdout.splitlines():
-            path, _, value = line.partition(":")
-            out[path.rsplit("/", 1)[-1]] = value.strip()
-        missing = [n for n in names if n not in out]
-        if missing:
-            where = f"{self.spec_path}: " if self.spec_path else ""
-            raise UserError(
-                f"{where}tunables.{missing[0]}: no such ZFS module parameter on {self.host.name} "
-                f"({PARAMS_DIR}/{missing[0]})",
-                "names are the files in /sys/module/zfs/parameters (they differ between OpenZFS "
-                "versions), e.g. zfs_txg_timeout",
-            )
-        return out
-
-    def _write(self, values: dict[str, str]) -> None:
-        script = "; ".join(f"printf '%s\\n' {shlex.quote(v)} > {PARAMS_DIR}/{n}" for n, v in values.items())
-        res = self.host.run(["sh", "-c", script], timeout=60)
-        if res.returncode != 0:
-            raise UserError(
-                f"{self.spec_path}: tunables: writing {', '.join(values)} on {self.host.name} failed: "
-                f"{res.stderr.strip()}",
-                "module parameters need root; the value may be out of range",
-            )
-
-    def _save_state(self) -> None:
-        """Persist the originals before any write (so kill -9 at any later point can be undone)."""
-        doc = json.dumps({"campaign": self.cid, "originals": self.originals, "saved": time.time()}, sort_keys=True)
-        path = shlex.quote(self.state_path)
-        script = (
-            f"umask 077; mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR} && cat > {path}.tmp && mv -f {path}.tmp {path}"
-        )
-        self.host.run(["sh", "-c", script], input=doc.encode(), check=True, timeout=60)
-
-    def _load_state(self) -> dict[str, str]:
-        res = self.host.run(["cat", self.state_path], timeout=60)
-        if res.returncode != 0 or not res.stdout.strip():
-            return {}
-        try:
-            doc = json.loads(res.stdout)
-        except json.JSONDecodeError:
-            return {}
-        return {str(k): str(v) for k, v in dict(doc.get("originals", {})).items()}
-
-    # -- the API the runner calls --------------------------------------------------------------------
-    def apply(self, test: Test) -> dict[str, Any]:
-        """Set the test's tunables (restoring any this campaign changed that the test does not name), read them
-        back and return the run's checks: `tunables.set`, `tunables.readback`, `tunables.verified`."""
-        wanted = parse_tunables(str(test.params.get("tunables", "default")))
-        if not self._loaded:  # a crashed run's originals win over what the host shows now
-            self.originals = {**self._load_state(), **self.originals}
-            self._loaded = True
-        if not wanted and not self.originals:
-            return {"tunables.set": "default", "tunables.verified": True} if "tunables" in test.params else {}
-        names = sorted(set(wanted) | set(self.originals))
-        current = self.read(names)
-        new = [n for n in wanted if n not in self.originals]
-        if new:
-            self.originals.update({n: current[n] for n in new})
-            self._save_state()
-        target = {n: wanted.get(n, self.originals[n]) for n in names}
-        changes = {n: v for n, v in target.items() if not _same_value(current[n], v)}
-        if changes:
-            self._write(changes)
-        back = self.read(names)
-        kept = [n for n in names if not _same_value(back[n], target[n])]
-        if kept:
-            raise UserError(
-                f"{self.spec_path}: tunables.{kept[0]} = {target[kept[0]]!r}: the module kept "
-                f"{back[kept[0]]!r} on {self.host.name}",
-                "the value may be out of range or the parameter read-only at run time (`modinfo zfs`)",
-            )
-        return {
-            "tunables.set": canonical_tunables(wanted),
-            "tunables.readback": back,
-            "tunables.verified": True,
-            "tunables.host_values": dict(self.originals),
-        }
-
-    def restore(self) -> dict[str, Any]:
-        """Put the host's own values back, verify them, and delete the saved state (campaign end or failure)."""
-        if not self._loaded:
-            self.originals = {**self._load_state(), **self.originals}
-            self._loaded = True
-        if not self.originals:
-            return {}
-        self._write(self.originals)
-        back = self.read(sorted(self.originals))
-        ok = all(_same_value(back[n], v) for n, v in self.originals.items())
-        if ok:
-            self.host.run(["rm", "-f", self.state_path], check=True, timeout=60)
-        restored = dict(self.originals)
-        self.originals = {}
-        return {"tunables.restored": restored, "tunables.restore_verified": ok}
-
-    def restore_stale(self) -> dict[str, Any]:
-        """On resume: restore what a crashed run of this campaign left set (no-op without saved state)."""
-        self.originals = self._load_state()
-        self._loaded = True
-        return self.restore()
-
-
-# -- cache state --------------------------------------------------------------------------------------------
-ARC_KEYS = ("size", "data_size", "hits", "misses", "mru_hits", "mfu_hits", "l2_size")
-
-
-def _arc_and_cache(host: Host) -> dict[str, int]:
-    text = host.run(
-        ["sh", "-c", "cat /proc/spl/kstat/zfs/arcstats 2>/dev/null; grep -E '^Cached:' /proc/meminfo"], timeout=60
-    ).stdout
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        p = line.split()
-        if len(p) == 3 and p[0] in ARC_KEYS and p[2].isdigit():
-            out[p[0]] = int(p[2])
-        elif p and p[0] == "Cached:":
-            out["page_cache"] = int(p[1]) * 1024
-    return out
-
-
-def make_cold(host: Host, pool: str | None) -> dict[str, Any]:
-    """Empty the caches before a `cache = cold` run and prove it: for a pool tankbench created, export and
-    import it (the ARC drops every buffer of an exported pool), then drop the page cache; measure ARC size,
-    data size and page cache before and after. Returns the run's `cache.*` checks.
-
-    A persistent L2ARC (OpenZFS >= 2.0, l2arc_rebuild_enabled=1) is rebuilt on import: `cache.l2_size_after`
-    shows how much of it came back warm."""
-    before = _arc_and_cache(host)
-    t0 = time.monotonic()
-    method = "drop_caches"
-    if pool:
-        host.run(["zpool", "export", pool], check=True, timeout=600)
-        host.run(["zpool", "import", "-l", "-d", "/dev/disk/by-id", pool], check=True, timeout=600)
-        host.run(["udevadm", "settle", "-t", "30"], timeout=60)
-        method = "zpool export + import, drop_caches"
-    host.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True, timeout=600)
-    after = _arc_and_cache(host)
-    checks: dict[str, Any] = {
-        "cache.state": "cold",
-        "cache.method": method,
-        "cache.seconds": round(time.monotonic() - t0, 3),
-    }
-    for k in ("size", "data_size", "l2_size", "page_cache"):
-        if k in before:
-            checks[f"cache.{'arc_' if k in ('size', 'data_size') else ''}{k}_before"] = before[k]
-            checks[f"cache.{'arc_' if k in ('size', 'data_size') else ''}{k}_after"] = after.get(k)
-    data_before, data_after = before.get("data_size", 0), after.get("data_size", 0)
-    page_before, page_after = before.get("page_cache", 0), after.get("page_cache", 0)
-    arc_ok = not pool or data_after <= max(32 << 20, data_before // 2)
-    checks["cache.cold_verified"] = bool(arc_ok and page_after <= max(64 << 20, page_before))
-    return checks
-
-
-def prepare_cache(host: Host, test: Test, pool: str | None) -> dict[str, Any]:
-    """The cache state a test asks for, right before its run: `cold` empties caches (make_cold), `warm` and
-    no cache axis leave them as the previous run left them. Returns the run's `cache.*` checks."""
-    state = test.params.get("cache")
-    if state == "cold":
-        zpool = pool if test.target.kind in ("dataset", "zvol") else None
-        return make_cold(host, zpool)
-    return {"cache.state": "warm"} if state == "warm" else {}
 
 
 def buffer_check(test: Test, compression: str | None, compressratio: float | None) -> dict[str, Any]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tankbench.fio.layout import ends_with_fsync, size_based
 from tankbench.hosts.base import Host
 from tankbench.model import Test
 from tankbench.targets.zfs import buffer_check, dataset_name, zfs_props
 from tankbench.units import parse_size
+from tankbench.zfs.props import REPORTED
 
 ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
 #: pool-wide ZIL counters (OpenZFS >= 0.8); per dataset in each objset kstat from 2.2 on
@@ -69,9 +71,11 @@ def from_capture(
     params: dict[str, str],
     run_metrics: dict[str, float],
     qemu_cache: str | None = None,
+    zfs_object: str = "",
 ) -> tuple[dict[str, float], dict[str, Any], dict[str, list[float]]]:
     """(metrics, checks, samples) from what the agent captured around one fio run on a ZFS target
-    (`qemu_cache`: the cache mode of the test guest's disk, for vm-disk targets)."""
+    (`qemu_cache`: the cache mode of the test guest's disk, for vm-disk targets; `zfs_object`: the kind's
+    trait, "filesystem" or "volume" when fio opens a dataset's file or a zvol on the host)."""
     from tankbench.zfs import parse as zparse
 
     pool = test.target.pool.split("/")[0]
@@ -94,31 +98,7 @@ def from_capture(
         checks["zil.source"] = zil_source  # "dataset": this test's own; "global": every dataset of the host
     props = zparse.parse_zfs_get(_after(res, "zfs get")).get(ds, {})
     checks["zfs.dataset"] = ds
-    checks["zfs.props"] = {
-        k: props[k]
-        for k in sorted(props)
-        if k
-        in (
-            "recordsize",
-            "volblocksize",
-            "compression",
-            "compressratio",
-            "encryption",
-            "sync",
-            "logbias",
-            "primarycache",
-            "secondarycache",
-            "atime",
-            "direct",
-            "used",
-            "logicalused",
-            "referenced",
-            "logicalreferenced",
-            "volsize",
-            "checksum",
-            "dedup",
-        )
-    }
+    checks["zfs.props"] = {k: props[k] for k in sorted(props) if k in REPORTED}
     checks["zfs.expected_props"] = zfs_props(test)
     checks["zfs.props_match"] = all(
         props.get(k) == _zfs_value(k, v) for k, v in zfs_props(test).items() if k != "encryption"
@@ -132,7 +112,7 @@ def from_capture(
     if "dev.write_bytes" in run_metrics:
         metrics["zfs.physical_bytes_written"] = float(run_metrics["dev.write_bytes"])
     metrics["zfs.logical_bytes_written"] = float(run_metrics.get("write.io_bytes", 0.0))
-    checks.update(_honesty(test, version_text, props, arc_after, params, _after(res, "zpool get")))
+    checks.update(_honesty(test, version_text, props, arc_after, params, _after(res, "zpool get"), zfs_object))
     checks.update(sync_checks(test, props, {**run_metrics, **metrics}, res, qemu_cache))
     return metrics, checks, samples
 
@@ -143,7 +123,6 @@ def sync_checks(
     """The sync check's inputs from one run: what the job asked for, what ZFS and fio saw. A copy in a test guest
     ends with the guest's `sync` (its flush must reach the ZIL); a copy on the host is drained with `zpool sync`,
     which writes a txg and no ZIL record: nothing to judge there."""
-    from tankbench.fio.jobs import ends_with_fsync, size_based
     from tankbench.zfs import checks as zchecks
 
     if test.is_copy and qemu_cache is None:
@@ -177,7 +156,13 @@ def _zfs_value(key: str, value: str) -> str:
 
 
 def _honesty(
-    test: Test, version_text: str, props: dict[str, str], arc: dict[str, int], params: dict[str, str], zpool_get: str
+    test: Test,
+    version_text: str,
+    props: dict[str, str],
+    arc: dict[str, int],
+    params: dict[str, str],
+    zpool_get: str,
+    zfs_object: str,
 ) -> dict[str, Any]:
     """The checks the report's validity warnings read: direct I/O, alignment, working set, txg interval."""
     from tankbench.zfs import checks as zchecks
@@ -189,7 +174,7 @@ def _honesty(
     out.update(
         zchecks.direct_io_check(
             version,
-            test.target.kind,
+            zfs_object,
             str(test.params.get("io", "direct")),
             props.get("direct"),
             params.get("zfs_dio_enabled"),

@@ -2,24 +2,99 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
+import tankbench.targets.zfs as zfs
+import tankbench.targets.zfs_metrics as zfs_metrics
 from tankbench.errors import UserError
+from tankbench.keys import Keys
 from tankbench.model import Target, Test
-from tankbench.targets import zfs, zfs_metrics
 from tankbench.targets.base import Capture, TargetKind
+from tankbench.zfs import props as zprops
+
+
+def zfs_axes(*without: str) -> tuple[str, ...]:
+    """The ZFS axes of a kind, outermost first: `slog` (a pool change), then the property axes but `without`."""
+    return ("slog", *(a for a in zprops.PROPERTY_AXES if a not in without))
 
 
 class ZfsKind(TargetKind):
     """A dataset or zvol that tankbench creates (tagged) under the campaign's [pool], one per property set."""
 
     needs_pool = True
+    zfs = True
+    table_keys = ("size", "props")
+    #: what the target's `size` is (in the error when it is missing)
+    size_means: ClassVar[str] = ""
+    #: block-size properties this kind's `props` may not set (a filesystem has no volblocksize, …)
+    foreign_props: ClassVar[tuple[str, ...]] = ()
     #: the ZFS axes seed 000 names in test names, in order (`-sync-disabled`, `-logbias-throughput`)
-    NAMED_AXES = ("encryption", "compression", "sync", "logbias", "primarycache", "atime", "direct")
+    NAMED_AXES = tuple(a for a in zprops.PROPERTY_AXES if a not in zprops.BLOCK_SIZES)
     #: "fs" or "zvol" in test names; the property that is the block size
     short = ""
     block_axis = ""
+
+    # -- campaign file: pure ---------------------------------------------------------------------
+    @classmethod
+    def parse_table(cls, keys: Keys, table: Mapping[str, Any], prefix: str, name: str) -> Target:
+        """A dataset, a zvol or a guest disk: tankbench creates it under [pool], so no path; `props` fixes
+        ZFS properties for every test of the target."""
+        for key in ("path", "confirm"):
+            if key in table:
+                raise keys.err(
+                    prefix + key,
+                    table[key],
+                    f"a {cls.kind} target does not take a {key}",
+                    "tankbench creates it under the campaign's [pool]",
+                )
+        if "size" not in table:
+            raise keys.err(
+                prefix + "size",
+                None,
+                f"is required ({cls.size_means})",
+                'e.g. size = "1G" (larger than the ARC for reads)',
+            )
+        size = keys.size(prefix + "size", table["size"])
+        props = table.get("props", {})
+        if not isinstance(props, dict):
+            raise keys.err(prefix + "props", props, "must be a table", 'e.g. props = { compression = "lz4" }')
+        return Target(name=name, kind=cls.kind, size=size, props=cls._props(keys, prefix, props))
+
+    @classmethod
+    def _props(cls, keys: Keys, prefix: str, props: Mapping[str, Any]) -> dict[str, str]:
+        clean: dict[str, str] = {}
+        for key, value in props.items():
+            if key not in zprops.SETTABLE:
+                close = difflib.get_close_matches(key, zprops.SETTABLE, n=1)
+                raise keys.err(
+                    f"{prefix}props.{key}",
+                    value,
+                    "not a ZFS property tankbench sets",
+                    f"did you mean `{close[0]}`?" if close else f"one of: {', '.join(zprops.SETTABLE)}",
+                )
+            if key in cls.foreign_props:
+                raise keys.err(
+                    f"{prefix}props.{key}",
+                    value,
+                    f"does not apply to a {cls.kind}",
+                    "datasets have recordsize, zvols volblocksize",
+                )
+            if key in zprops.PROPERTY_AXES:
+                clean[key] = zprops.property_value(keys, f"{prefix}props.{key}", key, value)
+            else:
+                clean[key] = keys.string(f"{prefix}props.{key}", value if not isinstance(value, int) else str(value))
+        return clean
+
+    @classmethod
+    def axis_value(cls, keys: Keys, key: str, axis: str, value: object) -> Any:
+        """`slog` (a log device added to the pool for the test) or one of the ZFS property axes."""
+        if axis == "slog":
+            return keys.boolean(key, value)
+        if axis in zprops.PROPERTY_AXES:
+            return zprops.property_value(keys, key, axis, value)
+        return super().axis_value(keys, key, axis, value)
 
     @classmethod
     def fio_filename(cls, test: Test) -> str:
@@ -65,7 +140,7 @@ class ZfsKind(TargetKind):
 
     def setup(self) -> None:
         if not self.ws.zfs_ready:  # dataset and zvol kinds share one pool: set it up once
-            self.ws.zfs.setup()
+            self.ws.zfs.setup(pool_kinds())
             self.ws.zfs_ready = True
 
     def provision(self, test: Test) -> None:
@@ -83,7 +158,7 @@ class ZfsKind(TargetKind):
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
         params = dict(self.ws.zfs_params, **res.get("tunables", {}))  # the run's own tunables win
         return zfs_metrics.from_capture(
-            test, dict(res), self.ws.zfs_version, params, dict(metrics), self.qemu_cache(test)
+            test, dict(res), self.ws.zfs_version, params, dict(metrics), self.qemu_cache(test), self.zfs_object
         )
 
     @classmethod
@@ -106,3 +181,16 @@ class ZfsKind(TargetKind):
         if self.ws.zfs_params:
             fp["zfs_tunables"] = zfs_metrics.tunables(dict(self.ws.zfs_params))
         return fp
+
+
+def pool_kinds() -> set[str]:
+    """The names of the kinds that live on the campaign's pool: every loaded TargetKind that needs it (the
+    registry has loaded them all by the time a pool is set up; asking it from here would be an import cycle)."""
+    found: set[str] = set()
+    todo: list[type[TargetKind]] = list(TargetKind.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.kind and cls.needs_pool:
+            found.add(cls.kind)
+    return found

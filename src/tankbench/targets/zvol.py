@@ -5,17 +5,23 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from tankbench.fio.layout import layout_request
 from tankbench.model import Test
-from tankbench.targets.zfsbase import ZfsKind
+from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 
 
 class ZvolKind(ZfsKind):
     """fio opens /dev/zvol/<pool>/…; a new zvol reads zeros without any I/O, so it is filled first."""
 
     kind = "zvol"
+    cold_cache_cycles_pool = True
     short = "zvol"
     block_axis = "volblocksize"
     block_device = True
+    zfs_object = "volume"
+    axes = zfs_axes("recordsize", "atime", "direct")
+    size_means = "the zvol's volsize"
+    foreign_props = ("recordsize",)
 
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
@@ -30,9 +36,7 @@ class ZvolKind(ZfsKind):
 
     def lay_out(self, test: Test) -> dict[str, Any]:
         t = test.target
-        from tankbench.fio.jobs import layout_request
-
         res = self.host.call_agent(
-            layout_request(test, self.fio_filename(test)), timeout=max(600.0, t.size / (2 << 20))
+            layout_request(test, self, self.fio_filename(test)), timeout=max(600.0, t.size / (2 << 20))
         )
         return dict(res["checks"])

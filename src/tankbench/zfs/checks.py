@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-ZFS_KINDS = ("dataset", "zvol")
+#: the ZFS object fio opens on the host (a target kind's `zfs_object` trait): a dataset's file, a zvol
+ZFS_OBJECTS = ("filesystem", "volume")
 
 # Module parameters (/sys/module/zfs/parameters/*) that change what a benchmark measures.
 FINGERPRINT_TUNABLES = (
@@ -46,12 +47,13 @@ FINGERPRINT_TUNABLES = (
 
 def direct_io_check(
     version: tuple[int, int, int] | None,
-    target_kind: str,
+    zfs_object: str,
     io: str,
     direct_prop: str | None,
     dio_enabled: str | None = None,
 ) -> dict[str, Any]:
-    """Whether O_DIRECT really bypasses ZFS caching for this target.
+    """Whether O_DIRECT really bypasses ZFS caching for this target; `zfs_object` is what fio opens on the host:
+    "filesystem" (a dataset's file), "volume" (a zvol) or "" (no ZFS object: {} is returned).
 
     For io == "direct": {"zfs.direct_ignored": bool, "zfs.direct_note": str}. Datasets on OpenZFS < 2.3
     (or an unknown version) accept O_DIRECT but serve it through the ARC; >= 2.3 honours it unless the
@@ -61,18 +63,18 @@ def direct_io_check(
     {"zfs.direct_forced": True, "zfs.direct_note": ...}: the "buffered" test measures direct I/O.
     Otherwise (buffered I/O, or a target that is not ZFS) returns {}.
     """
-    if target_kind not in ZFS_KINDS:
+    if zfs_object not in ZFS_OBJECTS:
         return {}
     modern = version is not None and version >= (2, 3, 0)
     honoured = modern and direct_prop != "disabled" and (dio_enabled or "1").strip() != "0"
     if io != "direct":
-        if target_kind == "dataset" and honoured and direct_prop == "always":
+        if zfs_object == "filesystem" and honoured and direct_prop == "always":
             return {
                 "zfs.direct_forced": True,
                 "zfs.direct_note": "direct=always: buffered I/O is served as direct I/O (bypasses the ARC)",
             }
         return {}
-    if target_kind == "zvol":
+    if zfs_object == "volume":
         note = (
             "zvol: O_DIRECT bypasses the Linux page cache only; the zvol still goes through the ARC "
             "(primarycache), so reads may be served from memory"

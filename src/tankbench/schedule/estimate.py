@@ -1,0 +1,216 @@
+"""Time left: per-run, per-configuration and cooldown costs from priors, learned from the journal."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tankbench.analysis.stats import t_quantile
+from tankbench.model import Run, Test
+from tankbench.schedule.configs import config_key
+from tankbench.schedule.scheduler import Scheduler
+from tankbench.spec.parse import Spec
+from tankbench.targets import kind_of
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Seconds left: at best, most likely (from what the journal taught so far), at worst."""
+
+    low: float
+    likely: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Priors:
+    """Costs assumed before the journal has measured them (seconds)."""
+
+    run_overhead_s: float = 4.0  # agent start, samplers, drain, bookkeeping per run
+    config_s: float = 15.0  # create dataset/zvol, add/remove a SLOG, settle udev
+    layout_bytes_per_s: float = 100 * 2**20  # laying out a test file (seed 000's HDD wrote ~140 MiB/s)
+    cooldown_auto_s: float = 15.0  # a typical automatic cooldown before one was measured
+    run_cv: float = 0.03  # run-to-run coefficient of variation assumed for the CI stopping rule
+    guest_boot_s: float = 10.0  # boot a test guest (vm-disk targets), once per `run`: ~9 s under TCG, less with KVM
+    guest_config_s: float = 5.0  # hot-plug a guest disk and check it in the guest (per vm-disk configuration)
+
+
+#: an emulated lab VM (qemu TCG), measured on tests/fixtures/journal-lab-zfs.sqlite: ~9 s per 3 s run beyond
+#: fio's wall time (agent, samplers, file checks, drain), ~20 s per new dataset/zvol, layout at ~5 MiB/s; a test
+#: guest inside it (nested TCG) was ready after 71-263 s (docs/guest.md) and each guest request costs 2-6 s
+LAB_PRIORS = Priors(
+    run_overhead_s=9.0,
+    config_s=15.0,
+    layout_bytes_per_s=5 * 2**20,
+    cooldown_auto_s=20.0,
+    guest_boot_s=180.0,
+    guest_config_s=30.0,
+)
+
+
+def priors_for(emulated: bool) -> Priors:
+    """Priors for a host: a lab VM under emulation is several times slower at everything but fio's clock."""
+    return LAB_PRIORS if emulated else Priors()
+
+
+def _mean(xs: Sequence[float], default: float) -> float:
+    return math.fsum(xs) / len(xs) if xs else default
+
+
+def expected_repeats(rmin: int, rmax: int, ci: float | None, cv: float) -> int:
+    """Repeats the CI rule needs when runs vary with coefficient of variation `cv` (max without a CI)."""
+    if ci is None:
+        return rmax
+    for n in range(max(2, rmin), rmax + 1):
+        if t_quantile(0.975, n - 1) * cv / math.sqrt(n) <= ci:
+            return n
+    return rmax
+
+
+def _triple(values: Sequence[float], prior: float) -> tuple[float, float, float]:
+    """(low, likely, high) of a per-run cost: mean -/+ one sd once measured (at least -25 %/+50 % of the mean
+    while fewer than 3 were), half/twice the prior before."""
+    if not values:
+        return prior * 0.5, prior, prior * 2.0
+    mean = _mean(values, prior)
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    if len(values) < 3:
+        sd = max(sd, 0.5 * mean)
+    return max(0.0, min(mean - sd, 0.75 * mean if len(values) < 3 else mean)), mean, mean + sd
+
+
+def cost_kind(test: Test) -> str:
+    """Costs are learned per target kind (a zvol run costs more than a raw one), copy tests apart."""
+    return test.target.kind + ("-copy" if test.is_copy else "")
+
+
+class Estimator:
+    """Learns per-run overhead and fio wall time, per-configuration provisioning/layout (both per target kind)
+    and cooldown from journalled runs, and turns what the scheduler has left into a range. Pure: fed with
+    observations, never reads the clock itself."""
+
+    def __init__(self, spec: Spec, priors: Priors | None = None) -> None:
+        self.spec = spec
+        self.priors = priors or Priors()
+        self.overheads: dict[str, list[float]] = {}  # seconds per run beyond fio's wall time, without cooldown
+        self.config_costs: dict[str, list[float]] = {}  # seconds before the first run of a configuration
+        self.walls: dict[str, list[float]] = {}  # fio wall time per measured run / (ramp + runtime)
+        self.cooldowns: list[float] = []
+        self.repeats_used: list[int] = []  # measured runs of tests the schedule has finished with
+        self.setup_done = False  # the runner has set up the target kinds (booted the test guest): no more to pay
+
+    # what one run costs -------------------------------------------------------------------
+    def run_time(self, test: Test) -> tuple[float, float, float]:
+        """(low, likely, high) fio seconds of one run: steady state can end it after ramp + ss_ramp + ss_dur."""
+        s, expected = self.spec.schedule, test.expected_s
+        if test.is_copy:
+            expected = self.spec.copy_size / self.priors.layout_bytes_per_s
+        low = min(expected, self.spec.ramp + s.ss_ramp_s + s.ss_dur_s) if s.ss and not test.is_copy else expected
+        walls = self.walls.get(cost_kind(test), [])
+        if not walls:
+            return low, (low + expected) / 2, expected
+        w_low, w_likely, w_high = _triple(walls, 1.0)
+        return min(low, w_low * expected), w_likely * expected, max(expected, w_high * expected)
+
+    def cooldown_bounds(self) -> tuple[float, float, float]:
+        """(low, likely, high) seconds of one cooldown."""
+        c = self.spec.cooldown
+        if not c.active:
+            return 0.0, 0.0, 0.0
+        if not c.auto and c.load1 is None and c.dirty_bytes is None:
+            return c.fixed_s, c.fixed_s, c.fixed_s
+        likely = _mean(self.cooldowns, max(c.fixed_s, self.priors.cooldown_auto_s if c.auto else c.fixed_s))
+        return c.fixed_s, min(max(likely, c.fixed_s), c.max_s + c.fixed_s), c.fixed_s + c.max_s
+
+    def config_cost(self, test: Test) -> tuple[float, float, float]:
+        """(low, likely, high) seconds to provision and lay out one configuration of the test's kind."""
+        kind = kind_of(test.target)
+        layout = test.target.size / self.priors.layout_bytes_per_s if not test.is_copy else 0.0
+        zfs = self.priors.config_s if kind.needs_pool else 0.0
+        guest = self.priors.guest_config_s if kind.runs_in_guest else 0.0
+        return _triple(self.config_costs.get(cost_kind(test), []), layout + zfs + guest)
+
+    def setup_cost(self, tests: Iterable[Test]) -> tuple[float, float, float]:
+        """(low, likely, high) seconds before the first run of a `run`: booting a test guest when a test still
+        to run needs one (each `run` boots its own, resumed or not)."""
+        if not self.setup_done and any(kind_of(t.target).runs_in_guest for t in tests):
+            return _triple([], self.priors.guest_boot_s)
+        return 0.0, 0.0, 0.0
+
+    # learning -----------------------------------------------------------------------------
+    def observe(self, run: Run, test: Test, gap_s: float, new_config: bool) -> None:
+        """One finished run; `gap_s`: seconds from the previous run's end to this one's start (prepare,
+        provisioning, cooldown), `new_config`: the run was the first on its configuration."""
+        kind = cost_kind(test)
+        cooled = float(run.checks.get("cooldown.waited_s", 0.0) or 0.0)
+        if "cooldown.waited_s" in run.checks:
+            self.cooldowns.append(cooled)
+        total = (run.ended or run.started) - run.started
+        wall = run.wall_s or 0.0
+        extra = max(0.0, total - wall)
+        if new_config:
+            self.config_costs.setdefault(kind, []).append(max(0.0, gap_s - cooled))
+        else:
+            extra += max(0.0, gap_s - cooled)
+        self.overheads.setdefault(kind, []).append(extra)
+        if run.wall_s is not None and run.expected_s > 0 and not run.warmup:
+            self.walls.setdefault(kind, []).append(run.wall_s / run.expected_s)
+
+    def learn(self, runs: Sequence[Run], tests: Sequence[Test]) -> None:
+        """Learn from journalled runs in start order."""
+        by_id = {t.id: t for t in tests}
+        seen: set[str] = set()
+        prev_end: float | None = None
+        for r in sorted(runs, key=lambda r: r.started):
+            test = by_id.get(r.test_id)
+            if r.status == "running" or r.ended is None or test is None:
+                continue
+            cfg = config_key(test)
+            gap = 0.0 if prev_end is None else max(0.0, r.started - prev_end)
+            if gap < 3600:  # a gap of hours is a campaign stopped and resumed later
+                self.observe(r, test, gap, cfg not in seen and prev_end is not None)
+            seen.add(cfg)
+            prev_end = r.ended
+
+    # the range ---------------------------------------------------------------------------
+    def estimate(self, sched: Scheduler) -> Estimate:
+        """Seconds left for what the scheduler has still to do: at best, likely, at worst."""
+        s = self.spec.schedule
+        spread = self._spread()
+        cd = self.cooldown_bounds()
+        total = list(self.setup_cost(st.test for group in sched.groups for st in group if not st.final))
+        for group in sched.groups:
+            live = [st for st in group if not st.final]
+            if not live:
+                continue
+            if not any(st.obs for st in group):
+                for i, v in enumerate(self.config_cost(group[0].test)):
+                    total[i] += v
+            for st in live:
+                lo = max(0, s.repeats_min - st.measured)
+                hi = max(0, s.repeats_max - st.measured)
+                warm = 1 if st.warmup and not st.finished(0, True) else 0
+                runs = (lo + warm, lo + (hi - lo) * spread + warm, hi + warm)
+                run = self.run_time(st.test)
+                over = _triple(self.overheads.get(cost_kind(st.test), []), self.priors.run_overhead_s)
+                for i in range(3):
+                    total[i] += runs[i] * (run[i] + over[i] + cd[i])
+        low, likely, high = total
+        return Estimate(low, min(max(likely, low), high), high)
+
+    def learn_repeats(self, counts: Iterable[int]) -> None:
+        """Measured runs of the tests the scheduler has finished with (stopped, maxed or dropped)."""
+        self.repeats_used.extend(counts)
+
+    def _spread(self) -> float:
+        """Where between min and max repeats an adaptive test most likely ends (0..1): learned from finished
+        tests; before any, where the CI rule stops for runs with the prior's coefficient of variation."""
+        s = self.spec.schedule
+        if not s.adaptive:
+            return 0.0
+        if self.repeats_used:
+            used = _mean([float(n) for n in self.repeats_used], s.repeats_min)
+        else:
+            used = float(expected_repeats(s.repeats_min, s.repeats_max, s.ci, self.priors.run_cv))
+        return min(1.0, max(0.0, (used - s.repeats_min) / (s.repeats_max - s.repeats_min)))

@@ -1,0 +1,185 @@
+"""The stopping rule, the race and the decisions they journal: pure functions of measured values."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tankbench.analysis.stats import summarise, t_quantile
+from tankbench.model import Run
+
+#: statuses that finish a planned run (a crashed run is retried once, like before)
+FINISHED = ("done", "failed", "timeout")
+#: the value a race and the stopping rule look at, in order of preference (same bs within a test case, so
+#: bandwidth ranks exactly like IOPS); copy tests rank by durable bandwidth
+VALUE_KEYS = ("total.bw_bytes", "copy.durable_bw_bytes")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One journalled run as the scheduler sees it."""
+
+    run_no: int
+    warmup: bool
+    status: str
+    value: float | None = None
+
+
+def observation(run: Run) -> Observation:
+    """The scheduler's view of a journalled Run (its ranking value when it is done)."""
+    value = None
+    if run.status == "done":
+        value = next((float(run.metrics[k]) for k in VALUE_KEYS if k in run.metrics), None)
+    return Observation(run.run_no, run.warmup, run.status, value)
+
+
+@dataclass(frozen=True)
+class StopCheck:
+    """Whether a test needs more repeats, with the numbers that decided it."""
+
+    stop: bool
+    reason: str  # "ci", "max", "fixed" when stopping; "" when more repeats are needed
+    n: int
+    mean: float | None = None
+    half_width: float | None = None
+    target: float | None = None
+
+
+def ci_half_width(values: Sequence[float]) -> float | None:
+    """Half width of the 95 % confidence interval of the mean (Student t); None with fewer than 2 values."""
+    if len(values) < 2:
+        return None
+    s = summarise(values)
+    assert s is not None
+    return t_quantile(0.975, len(values) - 1) * s.sd / math.sqrt(len(values))
+
+
+def stop_rule(values: Sequence[float], runs: int, rmin: int, rmax: int, ci: float | None) -> StopCheck:
+    """Stop at `rmax` runs, or after at least `rmin` once the 95 % CI half width is within `ci` x |mean|.
+
+    `runs` counts finished measured runs (a failed run uses up budget but gives no value)."""
+    s = summarise(values)
+    mean = s.mean if s else None
+    half = ci_half_width(values)
+    target = ci * abs(mean) if ci is not None and mean is not None else None
+    if runs >= rmax:
+        return StopCheck(True, "max" if ci is not None else "fixed", runs, mean, half, target)
+    if ci is None or runs < rmin or half is None or target is None:
+        return StopCheck(False, "", runs, mean, half, target)
+    return StopCheck(half <= target, "ci" if half <= target else "", runs, mean, half, target)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Mean and 95 % confidence bounds of one test's measured values."""
+
+    test_id: str
+    n: int
+    mean: float
+    low: float
+    high: float
+
+
+def bounds(test_id: str, values: Sequence[float]) -> Bounds | None:
+    """Confidence bounds of the mean; None with fewer than 2 values (no interval yet)."""
+    half = ci_half_width(values)
+    if half is None:
+        return None
+    mean = math.fsum(values) / len(values)
+    return Bounds(test_id, len(values), mean, mean - half, mean + half)
+
+
+@dataclass(frozen=True)
+class RaceDrop:
+    """A test a race drops: its upper bound is below the leader's lower bound by more than the margin."""
+
+    test_id: str
+    leader_id: str
+    evidence: Mapping[str, float]
+
+
+def race(values: Mapping[str, Sequence[float]], candidates: Iterable[str], margin: float, min_n: int) -> list[RaceDrop]:
+    """Inside one test case (higher is better): drop each candidate with at least `min_n` values whose
+    upper 95 % bound < leader's lower bound x (1 - margin). The leader is the highest mean with an interval."""
+    bs = {tid: b for tid, v in values.items() if (b := bounds(tid, v)) is not None}
+    if not bs:
+        return []
+    leader = max(bs.values(), key=lambda b: (b.mean, b.test_id))
+    bar = leader.low * (1.0 - margin)
+    out = []
+    for tid in candidates:
+        b = bs.get(tid)
+        if b is None or tid == leader.test_id or b.n < min_n or b.high >= bar:
+            continue
+        out.append(
+            RaceDrop(
+                tid,
+                leader.test_id,
+                {
+                    "n": b.n,
+                    "mean": b.mean,
+                    "ci_high": b.high,
+                    "leader_n": leader.n,
+                    "leader_mean": leader.mean,
+                    "leader_ci_low": leader.low,
+                    "margin": margin,
+                    "bar": bar,
+                },
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An adaptive decision about one test, for the journal and the report: nothing is decided silently.
+
+    kind: "stop" (CI within target), "max" (max repeats reached without it), "drop" (a race dropped it),
+    "skip" (crashed twice)."""
+
+    test_id: str
+    kind: str
+    after_runs: int
+    round_no: int
+    reason: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_checks(self) -> dict[str, Any]:
+        """Flat `schedule.*` keys, e.g. for the checks of the test's last run."""
+        out: dict[str, Any] = {
+            "schedule.decision": self.kind,
+            "schedule.after_runs": self.after_runs,
+            "schedule.round": self.round_no,
+            "schedule.reason": self.reason,
+        }
+        out.update({f"schedule.{k}": v for k, v in self.evidence.items()})
+        return out
+
+
+def _rel(half: float | None, mean: float | None) -> str:
+    """A CI half width as a percentage of the mean ("n/a" without an interval)."""
+    if half is None or not mean:
+        return "n/a"
+    return f"±{half / abs(mean):.1%}"
+
+
+def stop_decision(test_id: str, check: StopCheck, round_no: int, ci: float | None) -> Decision:
+    """The decision a stopping check that said stop makes, with its evidence and a sentence for people."""
+    ev: dict[str, Any] = {"n": check.n, "mean": check.mean, "ci_half_width": check.half_width}
+    if check.reason == "ci":
+        ev["ci_target"] = check.target
+        text = (
+            f"95 % CI of the mean {_rel(check.half_width, check.mean)} is within the target ±{ci:.1%} "
+            f"after {check.n} runs"
+        )
+        return Decision(test_id, "stop", check.n, round_no, text, ev)
+    if check.reason == "max":
+        ev["ci_target"] = check.target
+        text = (
+            f"max repeats ({check.n}) reached with the 95 % CI of the mean at "
+            f"{_rel(check.half_width, check.mean)}, target ±{ci:.1%}"
+        )
+        return Decision(test_id, "max", check.n, round_no, text, ev)
+    return Decision(test_id, "max", check.n, round_no, f"all {check.n} planned repeats done", ev)

@@ -1,0 +1,224 @@
+"""Which runs come next, batch by batch; rebuilt from the journal on resume."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tankbench.model import Run, Test, short_hash
+from tankbench.schedule.configs import config_groups, warmup_tests
+from tankbench.schedule.rules import FINISHED, Decision, Observation, observation, race, stop_decision, stop_rule
+from tankbench.spec.parse import Schedule
+
+
+@dataclass
+class _TestState:
+    test: Test
+    position: int
+    warmup: bool
+    obs: list[Observation] = field(default_factory=list)
+    final: str = ""  # "stop", "drop", "max" or "skip" once decided
+
+    def finished(self, run_no: int, warm: bool) -> bool:
+        return any(o.run_no == run_no and o.warmup == warm and o.status in FINISHED for o in self.obs)
+
+    def attempt(self, run_no: int, warm: bool) -> int:
+        """1 + the rows this run already has (crashed or interrupted attempts)."""
+        return 1 + sum(1 for o in self.obs if o.run_no == run_no and o.warmup == warm)
+
+    @property
+    def measured(self) -> int:
+        """Measured runs that finished (done, failed or timed out): they use up the repeat budget."""
+        return len({o.run_no for o in self.obs if not o.warmup and o.status in FINISHED})
+
+    @property
+    def values(self) -> list[float]:
+        return [o.value for o in self.obs if not o.warmup and o.status == "done" and o.value is not None]
+
+    @property
+    def crashes(self) -> int:
+        """Runs that took their host down (`interrupted` ones, where only tankbench died, do not count)."""
+        return sum(1 for o in self.obs if o.status == "crashed")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One run to do next: which test, run number (0 = warm-up), attempt, and its round."""
+
+    test: Test
+    run_no: int
+    warmup: bool
+    attempt: int
+    round_no: int
+
+    def label(self, rmax: int) -> str:
+        """Progress text: "warm-up" or "run 2/10"."""
+        text = "warm-up" if self.warmup else f"run {self.run_no}/{rmax}"
+        return text + (f" (attempt {self.attempt}, after a crash)" if self.attempt > 1 else "")
+
+
+class Scheduler:
+    """Which runs come next, batch by batch; pure and resumable (its state is rebuilt from the journal).
+
+    Order: configurations one after the other (switching one means re-provisioning), inside a configuration
+    `sequential` (all runs of a test, then the next), `round-robin` (one run of each test per round) or
+    `shuffle` (each round in a seeded order: the same on resume). Warm-ups come before the first measured
+    run of their test (per-test) or configuration (per-config)."""
+
+    def __init__(
+        self,
+        tests: Sequence[Test],
+        schedule: Schedule,
+        history: Mapping[str, Sequence[Observation]],
+        decided: Mapping[str, str] | None = None,
+    ) -> None:
+        self.schedule = schedule
+        warm = warmup_tests(tests, schedule.warmup)
+        self.states = {t.id: _TestState(t, i, t.id in warm, list(history.get(t.id, ()))) for i, t in enumerate(tests)}
+        self.groups = [[self.states[t.id] for t in g] for g in config_groups(tests)]
+        self.decisions: list[Decision] = []
+        self.round_no = 0
+        for tid, kind in (decided or {}).items():
+            if tid in self.states:
+                self.states[tid].final = kind
+        for st in self.states.values():  # a journal may already hold enough repeats (resume)
+            if not st.final:
+                self._check(st, record=False)
+
+    # -- planning ------------------------------------------------------------------------
+    def active(self, st: _TestState) -> bool:
+        return not st.final
+
+    def next_batch(self) -> list[Slot]:
+        """The next runs to do (a round, or one run in sequential order); [] when the campaign is complete."""
+        for group in self.groups:
+            live = [st for st in group if self.active(st)]
+            if live:
+                return self._batch(group, live)
+        return []
+
+    def _batch(self, group: list[_TestState], live: list[_TestState]) -> list[Slot]:
+        sched = self.schedule
+        if sched.order == "sequential":
+            live = live[:1]
+        else:
+            low = min(st.measured for st in live)
+            live = [st for st in live if st.measured == low]
+        self.round_no = min(st.measured for st in live) + 1
+        if sched.order == "shuffle":
+            live.sort(key=lambda st: short_hash([sched.shuffle_seed, self.round_no, st.test.id]))
+        slots: list[Slot] = []
+        group_warm = next((st for st in group if st.warmup and st.final != "skip"), None)
+        if sched.warmup == "per-config" and group_warm is not None and not group_warm.finished(0, True):
+            return [Slot(group_warm.test, 0, True, group_warm.attempt(0, True), 0)]
+        for st in live:
+            if sched.warmup == "per-test" and st.warmup and not st.finished(0, True):
+                slots.append(Slot(st.test, 0, True, st.attempt(0, True), 0))
+            run_no = self._next_run_no(st)
+            slots.append(Slot(st.test, run_no, False, st.attempt(run_no, False), self.round_no))
+        return slots
+
+    @staticmethod
+    def _next_run_no(st: _TestState) -> int:
+        done = {o.run_no for o in st.obs if not o.warmup and o.status in FINISHED}
+        n = 1
+        while n in done:
+            n += 1
+        return n
+
+    # -- learning --------------------------------------------------------------------------
+    def observe(self, test_id: str, obs: Observation) -> list[Decision]:
+        """Record a finished run; returns the decisions it causes (stop, max, skip) for that test."""
+        st = self.states[test_id]
+        st.obs.append(obs)
+        before = len(self.decisions)
+        if st.crashes >= 2 and not st.final:
+            st.final = "skip"
+            self.decisions.append(
+                Decision(
+                    test_id, "skip", st.measured, self.round_no, f"crashed {st.crashes} times", {"crashes": st.crashes}
+                )
+            )
+        elif not obs.warmup and not st.final:
+            self._check(st, record=True)
+        return self.decisions[before:]
+
+    def end_batch(self) -> list[Decision]:
+        """After a round: the race (opt-in) drops tests clearly behind their test case's leader."""
+        sched = self.schedule
+        if not sched.racing:
+            return []
+        by_case: dict[str, list[_TestState]] = {}
+        for st in self.states.values():
+            by_case.setdefault(st.test.test_case, []).append(st)
+        out: list[Decision] = []
+        for case, members in sorted(by_case.items()):
+            values = {st.test.id: st.values for st in members if st.final != "skip"}
+            candidates = [st.test.id for st in members if self.active(st)]
+            for drop in race(values, candidates, sched.racing_margin, sched.racing_min):
+                st = self.states[drop.test_id]
+                st.final = "drop"
+                ev = dict(drop.evidence, leader=drop.leader_id, test_case=case)
+                text = (
+                    f"behind {self.states[drop.leader_id].test.name}: upper 95 % bound "
+                    f"{ev['ci_high']:.4g} < leader's lower bound {ev['leader_ci_low']:.4g} - {sched.racing_margin:.0%}"
+                )
+                out.append(Decision(drop.test_id, "drop", st.measured, self.round_no, text, ev))
+        self.decisions.extend(out)
+        return out
+
+    def _check(self, st: _TestState, record: bool) -> None:
+        s = self.schedule
+        check = stop_rule(st.values, st.measured, s.repeats_min, s.repeats_max, s.ci)
+        if check.stop:
+            st.final = "stop" if check.reason == "ci" else "max"
+            if record:
+                self.decisions.append(stop_decision(st.test.id, check, self.round_no, s.ci))
+        elif st.crashes >= 2:
+            st.final = "skip"
+
+    # -- what is left (for estimates) ------------------------------------------------------
+    def remaining(self) -> Remaining:
+        """Runs still to do at best (every active test stops at its minimum) and at worst (at max)."""
+        s = self.schedule
+        low = high = warm = 0
+        configs = 0
+        for group in self.groups:
+            live = [st for st in group if self.active(st)]
+            if not live:
+                continue
+            if any(st.measured == 0 for st in live):
+                configs += 1
+            warm += sum(1 for st in group if st.warmup and not st.finished(0, True))
+            low += sum(max(0, s.repeats_min - st.measured) for st in live)
+            high += sum(max(0, s.repeats_max - st.measured) for st in live)
+        return Remaining(low, high, warm, configs)
+
+
+@dataclass(frozen=True)
+class Remaining:
+    """Runs left: measured runs at least / at most, warm-up runs, configurations still to provision."""
+
+    runs_low: int
+    runs_high: int
+    warmups: int
+    configs: int
+
+
+def decided_from_runs(runs: Iterable[Run]) -> dict[str, str]:
+    """Stops and drops already journalled (`schedule.decision` in a run's checks), so a resume keeps them;
+    "max" is not sticky: raising repeats.max in the campaign gives such tests more runs."""
+    return {
+        r.test_id: str(r.checks["schedule.decision"])
+        for r in runs
+        if r.checks.get("schedule.decision") in ("stop", "drop")
+    }
+
+
+def history_from_runs(runs: Iterable[Run]) -> dict[str, list[Observation]]:
+    """Journal runs -> the scheduler's history, by test id."""
+    out: dict[str, list[Observation]] = {}
+    for r in runs:
+        if r.status != "running":
+            out.setdefault(r.test_id, []).append(observation(r))
+    return out

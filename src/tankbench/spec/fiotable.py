@@ -1,0 +1,24 @@
+"""The [fio] table: fio options every test shares (those tankbench sets itself are refused with a pointer)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tankbench.keys import Keys
+from tankbench.spec.vocab import FIO_RESERVED
+
+
+def parse_fio(ctx: Keys, table: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in FIO_RESERVED:
+            raise ctx.err(f"fio.{key}", value, "is set by tankbench", FIO_RESERVED[key])
+        if not re.match(r"^[a-z0-9_]+$", key):
+            raise ctx.err(f"fio.{key}", value, "is not an fio option name", "fio options are lower_case_words")
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, (str, int, float)) or (isinstance(value, str) and "\n" in value):
+            raise ctx.err(f"fio.{key}", value, "must be a string or number on one line", 'e.g. ioengine = "libaio"')
+        out[key] = value
+    return out

@@ -1,0 +1,32 @@
+"""The [[target]] tables: each one's name and kind here, the rest of its keys by its kind (targets/)."""
+
+from __future__ import annotations
+
+from tankbench.keys import Keys
+from tankbench.model import Target
+from tankbench.spec.vocab import NAME_RE, TARGET_KEYS
+from tankbench.targets import kind_names, kinds
+
+EXAMPLE = 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"'
+
+
+def parse_targets(ctx: Keys, value: object) -> tuple[Target, ...]:
+    """Every [[target]] in file order; names unique; the kind parses its own table."""
+    if value is None:
+        raise ctx.err("[[target]]", None, "no target", EXAMPLE)
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ctx.err("target", value, "must be an array of tables", "write each target as [[target]]")
+    if not value:
+        raise ctx.err("target", value, "no target", EXAMPLE)
+    out: list[Target] = []
+    for i, t in enumerate(value):
+        p = f"target[{i}]."
+        ctx.unknown_keys(t, TARGET_KEYS, p)
+        name = ctx.string(p + "name", t.get("name", ""))
+        if not NAME_RE.match(name):
+            raise ctx.err(p + "name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "scratch"')
+        if any(o.name == name for o in out):
+            raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
+        kind = ctx.choice(p + "kind", t.get("kind"), kind_names())
+        out.append(kinds()[kind].parse_table(ctx, t, p, name))
+    return tuple(out)
