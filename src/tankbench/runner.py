@@ -354,7 +354,13 @@ class CampaignRunner:
         """Every pending run in the schedule's order (issue 11: warm-ups, rounds, adaptive repeats, racing)."""
         self.outcome.tests = len(tests)
         existing = [r for r in self.journal.runs(with_samples=False) if r.test_id in {t.id for t in tests}]
-        sched = Scheduler(tests, self.spec.schedule, history_from_runs(existing), decided_from_runs(existing))
+        sched = Scheduler(
+            tests,
+            self.spec.schedule,
+            history_from_runs(existing),
+            decided_from_runs(existing),
+            crash_retries=self.spec.unattended.crash_retries,
+        )
         self.outcome.runs_skipped_existing = sum(1 for r in existing if r.status in FINISHED)
         self.skip_crashed(sched)
         estimator = Estimator(self.spec, priors_for(self.host.accelerator == "tcg"))
@@ -433,9 +439,9 @@ class CampaignRunner:
         return checks
 
     def skip_crashed(self, sched: Scheduler) -> None:
-        """Tests that crashed twice are skipped (with a note in the journal), as before."""
+        """Tests that crashed their host more than campaign.crash_retries times are skipped (noted in the journal)."""
         for st in sched.states.values():
-            if st.final == "skip" or st.crashes >= 2:
+            if st.final == "skip" or st.crashes >= sched.max_crashes:
                 note = f"skipped: crashed {st.crashes} times (the host went down during its runs)"
                 self.journal.set_skip_note(st.test.id, note)
                 self.outcome.tests_skipped.append(st.test.name)
@@ -610,5 +616,5 @@ def summary_line(o: Outcome) -> str:
     if o.runs_skipped_existing:
         parts.append(f"{o.runs_skipped_existing} already in the journal")
     if o.tests_skipped:
-        parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing twice")
+        parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing the host (campaign.crash_retries)")
     return f"{', '.join(parts)} in {fmt_duration(o.seconds)}; journal: {o.journal}"
