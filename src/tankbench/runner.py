@@ -15,6 +15,7 @@ from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import deadline_s, job_text, run_job_text, test_file_path
+from tankbench.hooks import call_hook
 from tankbench.hosts.base import Host, agent_sha256, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
@@ -246,6 +247,7 @@ class CampaignRunner:
                 self._since = dict(res["counters"], **{"from": "previous run"})
         except HostError as e:
             self.journal.finish_run(row, unprocessed("crashed", f"the host failed during the run: {e}"))
+            self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
             raise
         if noise is not None and isinstance(res.get("noise"), dict):
             checks = dict(
@@ -267,6 +269,20 @@ class CampaignRunner:
             )
         self.journal.finish_run(row, run)
         return replace(run, row_id=row)
+
+    def hook(self, event: str, message: str, test: str = "", exit_status: int | None = None) -> None:
+        """Tell the campaign's hook command (campaign.hook) about an event."""
+        call_hook(
+            self.spec.unattended.hook,
+            event,
+            self.progress.note,
+            campaign=self.spec.name,
+            journal=self.journal.path,
+            host=self.host.name,
+            message=message,
+            test=test,
+            exit_status=exit_status,
+        )
 
     def copy_source(self) -> str:
         """A random-filled source file for copy tests, laid out and verified once per run of the campaign."""
@@ -568,6 +584,12 @@ def run_campaign(
                         )
                 try:
                     outcome = runner.run(tests)
+                    outcome.journal, outcome.seconds = journal_path, time.monotonic() - t0
+                    runner.hook("end", summary_line(outcome), exit_status=outcome.exit_status)
+                except BaseException as e:
+                    status = stop_status(e)
+                    runner.hook("end", f"the campaign stopped: {e or type(e).__name__}", exit_status=status)
+                    raise
                 finally:
                     if runner.tunables is not None:
                         runner.tunables.restore()
@@ -580,6 +602,15 @@ def run_campaign(
     outcome.journal = journal_path
     outcome.seconds = time.monotonic() - t0
     return outcome
+
+
+def stop_status(e: BaseException) -> int:
+    """The exit status `tankbench run` ends with for an exception that stopped the campaign (cli/run.py)."""
+    if isinstance(e, HostError):
+        return 3
+    if isinstance(e, UserError):
+        return 2
+    return 130 if isinstance(e, KeyboardInterrupt) else 1
 
 
 def leave_lab(host: LabHost, keep: bool, note: Callable[[str], None]) -> None:
