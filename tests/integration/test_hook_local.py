@@ -38,3 +38,32 @@ def test_the_hook_is_called_on_campaign_end_and_a_failing_hook_stops_nothing(tmp
     res = tankbench("run", str(c), "--journal", str(j2), "--no-report", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "exited 7" in res.stdout + res.stderr
+
+
+def test_show_from_another_shell_during_a_run(tmp_path: Path) -> None:
+    """`tankbench show` works while `tankbench run` holds the journal (issue 18 item 6: know without watching)."""
+    import json
+    import subprocess
+    import sys
+
+    c = write_campaign(tmp_path, runtime="3s", rw='["read"]')
+    j = tmp_path / "j.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "--no-report"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        seen = None
+        while proc.poll() is None:
+            if j.exists():
+                res = tankbench("show", "--journal", str(j), "--json", cwd=tmp_path)
+                assert res.returncode == 0, res.stderr
+                states = {t["state"] for t in json.loads(res.stdout)} if res.stdout.strip() else set()
+                if "running" in states:
+                    seen = states
+                    break
+        assert seen, "show never saw the run in flight"
+    finally:
+        assert proc.wait(timeout=300) == 0
