@@ -54,8 +54,8 @@ layout = ["unwritten"]
 end_fsync = 1
 """
 
-#: the slow disk: 256 KiB/s of writes, so the final fsync of what fio buffered in 2 s takes minutes
-SLOW = {"bps": 0, "bps_rd": 0, "bps_wr": 256 << 10, "iops": 0, "iops_rd": 0, "iops_wr": 0}
+#: the slow disk: 64 KiB/s of writes, so the final fsync of the 8+ MiB fio buffered takes minutes
+SLOW = {"bps": 0, "bps_rd": 0, "bps_wr": 64 << 10, "iops": 0, "iops_rd": 0, "iops_wr": 0}
 FAST = dict.fromkeys(SLOW, 0)
 
 
@@ -83,14 +83,22 @@ def running_row(journal: Path, after: int, stop: threading.Event) -> tuple[int, 
     return None
 
 
+def buffered(lab: Host, pid: int) -> int:
+    """Bytes fio (and its job processes) wrote so far: what sits in ZFS's dirty data until the fsync."""
+    out = sh(lab, f"cat /proc/{pid}/io $(for c in $(pgrep -P {pid}); do echo /proc/$c/io; done) 2>/dev/null || true")
+    return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("wchar:"))
+
+
 def saboteur(lab: Host, journal: Path, stop: threading.Event, seen: dict[str, Any]) -> None:
-    """The first run gets a slow disk once fio runs; the second run's fio (and its job process) is stopped."""
+    """The first run gets a slow disk once fio buffered 8 MiB (seed 000: fio counts buffered writes, then
+    waits for them in its final fsync); the second run's fio (and its job process) is stopped."""
     first = running_row(journal, 0, stop)
     if first is None:
         return
+    while buffered(lab, first[1]) < 8 << 20 and not stop.is_set():
+        pass
     throttle(SLOW)
     seen["late_row"] = first[0]
-    seen["throttle"] = qmp(vm.labs_dir() / LAB, "query-block")
     second = running_row(journal, first[0], stop)
     throttle(FAST)
     if second is None:
