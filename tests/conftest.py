@@ -2,29 +2,172 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tankbench import bootlog
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
-#: the longest test files, longest first (each boots nested test guests or a lab of its own): scripts/test runs
-#: pytest-xdist with two workers, one file per worker at a time, in this order, so the two longest start at once
-#: on different workers and the short files fill in around them
-LONG_FIRST = (
+#: every process a test starts inherits this mark through its environment, so each pytest process (the xdist
+#: controller and every worker set their own) can find what its tests left running when it ends
+SESSION_MARK = "TANKBENCH_TEST_SESSION"
+#: how long processes may take to end by themselves after the last test (a lab powering off, a guest's qemu)
+STRAY_GRACE_S = 60.0
+
+
+#: the suite's budget per tier on a 2-core machine, in seconds of wall time (README, next to the test command);
+#: the whole of scripts/test, the image build included, has 45 minutes
+BUDGET_S = {"unit": 120.0, "integration": 300.0, "lab": 1800.0, "browser": 120.0}
+#: per test (node id): its tier, its seconds (setup + call + teardown) and its first start and last stop
+_TIMES: dict[str, list[float]] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ[SESSION_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): one boot log for all workers
+        fd, path = tempfile.mkstemp(prefix="tankbench-boots-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[bootlog.ENV] = path
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's time, phase by phase (xdist hands every worker's reports to the controller)."""
+    t = _TIMES.setdefault(report.nodeid, [0.0, report.start, report.stop])
+    t[0] += report.duration
+    t[1], t[2] = min(t[1], report.start), max(t[2], report.stop)
+
+
+def _tier(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """What the run cost: time per tier against its budget, the ten slowest tests, and every VM boot (printed by
+    every run, so the next regression shows in CI's own output)."""
+    if hasattr(config, "workerinput") or not _TIMES:
+        return
+    tr = terminalreporter
+    tr.section("tankbench: time per tier (budget for a 2-core machine; README)")
+    tr.write_line(f"{'tier':<12} {'tests':>5} {'test time':>10} {'wall span':>10} {'budget':>8}")
+    for tier in sorted({_tier(n) for n in _TIMES}):
+        rows = [t for n, t in _TIMES.items() if _tier(n) == tier]
+        total, span = sum(t[0] for t in rows), max(t[2] for t in rows) - min(t[1] for t in rows)
+        budget = BUDGET_S.get(tier)
+        over = "  OVER BUDGET" if budget is not None and span > budget else ""
+        shown = f"{budget:.0f} s" if budget is not None else "-"
+        tr.write_line(f"{tier:<12} {len(rows):>5} {total:>8.0f} s {span:>8.0f} s {shown:>8}{over}")
+    tr.write_line("(test time: summed over tests and workers; wall span: first start to last end of the tier)")
+    tr.section("tankbench: the ten slowest tests")
+    for nodeid, t in sorted(_TIMES.items(), key=lambda kv: -kv[1][0])[:10]:
+        tr.write_line(f"{t[0]:8.1f} s  {nodeid}")
+    boots = _boots()
+    tr.section(f"tankbench: VM boots ({len(boots)}, {sum(b['seconds'] for b in boots):.0f} s to ready in all)")
+    for b in boots:
+        extra = f", {b['panics']} panicked first" if b.get("panics") else ""
+        tr.write_line(f"{b['seconds']:8.1f} s  {b['what']} {b['name']} ({b.get('accelerator', '?')}{extra})")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        Path(os.environ.get(bootlog.ENV, "/nonexistent")).unlink(missing_ok=True)
+
+
+def _boots() -> list[dict[str, Any]]:
+    path = os.environ.get(bootlog.ENV, "")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except OSError:
+        return []
+
+
+def marked_processes(mark: str) -> dict[int, str]:
+    """Live processes (not this one) whose environment carries `mark`: {pid: command line}."""
+    found: dict[int, str] = {}
+    needle = f"{SESSION_MARK}={mark}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+        except OSError:
+            continue
+        cmd = proc_cmdline(int(entry))
+        if cmd is not None:
+            found[int(entry)] = cmd
+    return found
+
+
+def zombie_children() -> dict[int, str]:
+    """Children of this process that ended and were never waited for: {pid: name}."""
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                head, tail = f.read().rsplit(")", 1)
+        except (OSError, ValueError):
+            continue
+        fields = tail.split()
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found[int(entry)] = head.split("(", 1)[1]
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_stray_processes() -> Iterator[None]:
+    """Torn down last: the session fails if a process its tests started (qemu, a guest controller, fio, ssh,
+    tankbench) still runs, or one of its children is an unreaped zombie. Strays are then ended, by pid."""
+    yield
+    mark = os.environ[SESSION_MARK]
+    deadline = time.monotonic() + STRAY_GRACE_S
+    while (left := marked_processes(mark)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    zombies = zombie_children()
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)  # ours: it carries this session's mark
+        except ProcessLookupError:
+            pass
+    problems = [
+        f"pid {pid} still running {STRAY_GRACE_S:.0f} s after the last test: {cmd[:300]}" for pid, cmd in left.items()
+    ]
+    problems += [f"pid {pid} ({name}) is a zombie nobody reaped" for pid, name in zombies.items()]
+    assert not problems, "the tests left processes behind:\n" + "\n".join(problems)
+
+
+#: the test files that boot nested test guests (a guest inside a lab: minutes each under TCG): one xdist group,
+#: so one worker runs them one after another while the other worker runs everything else; two nested guests at
+#: once on 2 cores starved each other (a 54-minute CI run, and the emulator oops a starved boot met)
+NESTED_GUESTS = (
     "tests/lab/test_vmdisk.py",
-    "tests/lab/test_presets.py",
     "tests/lab/test_guest_layers.py",
-    "tests/lab/test_zfs_campaign.py",
     "tests/lab/test_guest.py",
+)
+#: then the longest other files, longest first; the short files fill in around them
+LONG_FIRST = (
+    *NESTED_GUESTS,
+    "tests/lab/test_presets.py",
+    "tests/lab/test_zfs_campaign.py",
 )
 
 
@@ -32,6 +175,45 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest files first; the others keep their order (a stable sort)."""
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).relative_to(ROOT).as_posix(), len(rank)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's file-by-file scheduling (a file's lab fixtures stay in one process), except that the nested-guest
+    files are one unit of work, run on one worker one after another. (A scheduler of our own: xdist_group marks
+    no longer reach the scheduler under pytest 9, whose node ids xdist 3.8 cannot suffix.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesNestedGuestsTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "nested-guests" if path in NESTED_GUESTS else path
+
+    return FilesNestedGuestsTogether(config, log)
+
+
+def proc_cmdline(pid: int) -> str | None:
+    """A process's command line (NULs as spaces), or None once it has ended or is a zombie.
+
+    One read, no check first: a process can end between an exists() test and the read (that race made the
+    kill -9 test fail under load)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, IndexError):
+        return None
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: Callable[[], str] | str) -> None:
+    """Poll `predicate` until it is true; AssertionError naming `what` after `timeout` seconds (a deadline, never
+    a fixed sleep: the loop ends as soon as the condition holds, however loaded the machine)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(what() if callable(what) else what)
+        time.sleep(0.1)
 
 
 def zfs_fixture(name: str) -> str:

@@ -9,6 +9,8 @@ from tankbench.errors import UserError
 from tankbench.model import Target
 
 STABLE_PREFIX = "/dev/disk/by-id/"
+#: the confirmation of a disk named on the command line without --confirm: usable only while blank
+BLANK_PREFIX = "blank:"
 
 
 def check_raw_target(target: Target, info: Mapping[str, Any], spec_path: str) -> None:
@@ -17,7 +19,8 @@ def check_raw_target(target: Target, info: Mapping[str, Any], spec_path: str) ->
     Refused always: a missing or non-block path, a mounted device (or partition, or swap), a device with
     holders (LVM, md, dm-crypt). Refused unless named by /dev/disk/by-id/ and confirmed with that same id:
     any signature (filesystem, partition table, zfs_member, LVM, LUKS). A blank device needs the same
-    confirmation, naming it again in `confirm`.
+    confirmation, naming it again in `confirm`. `confirm = "blank:<id>"` (a disk named with --disks but not
+    --confirm) accepts the device only while it carries no signature.
     """
     where = f"{spec_path}: target {target.name!r} path = {target.path!r}"
     confirm_hint = f'add confirm = "{target.path}" to the target once you are sure its contents may be destroyed'
@@ -47,10 +50,21 @@ def check_raw_target(target: Target, info: Mapping[str, Any], spec_path: str) ->
                 f"{where}: the device carries data ({', '.join(signatures)})",
                 f"name it by its stable id under {STABLE_PREFIX} and confirm with that same id",
             )
+        if target.confirm == BLANK_PREFIX + target.path:
+            raise UserError(
+                f"{where}: the device carries data ({', '.join(signatures)}); naming it with --disks/--log/--cache "
+                "accepts only a blank disk",
+                f"if its contents may be destroyed, confirm it by its id: --confirm {target.path}",
+            )
         if target.confirm != target.path:
             raise UserError(
                 f"{where}: the device carries data ({', '.join(signatures)}) and is not confirmed", confirm_hint
             )
         return
-    if target.confirm != target.path:
+    if target.confirm not in (target.path, BLANK_PREFIX + target.path):
         raise UserError(f"{where}: writing to a raw device needs confirmation", confirm_hint)
+
+
+def pool_confirmation(pool: Any, dev: str) -> str:
+    """How the campaign confirmed a pool device: its id, or `blank:<id>` (only while blank; see above)."""
+    return dev if dev in pool.confirm else BLANK_PREFIX + dev

@@ -52,6 +52,21 @@ def parse_duration(text: str | int | float) -> float:
     return total
 
 
+THRESHOLD_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(%|s)\s*")
+
+
+def parse_threshold(value: object) -> tuple[float, float]:
+    """A timing threshold, the one grammar of campaign.timing_threshold and report.timing_threshold:
+    "10%" -> (0.10, 0), a plain number is a fraction (0.1 -> (0.10, 0)), "30s" -> (0, 30). ValueError otherwise."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value), 0.0
+    m = THRESHOLD_RE.fullmatch(value) if isinstance(value, str) else None
+    if not m:
+        raise ValueError(f"not a timing threshold: {value!r}")
+    v = float(m.group(1))
+    return (v / 100.0, 0.0) if m.group(2) == "%" else (0.0, v)
+
+
 def fmt_size(n: float) -> str:
     """Short binary size label the way fio writes block sizes: 4096 -> "4k", 1048576 -> "1M"."""
     for unit, mult in (("P", 1 << 50), ("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):

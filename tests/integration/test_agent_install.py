@@ -20,7 +20,7 @@ from tankbench.errors import HostError
 from tankbench.hosts.base import agent_argv, agent_digest, agent_source, work_root
 from tankbench.hosts.local import LocalHost
 from tankbench.spec import load_spec
-from tests.conftest import tankbench
+from tests.conftest import proc_cmdline, tankbench, wait_until
 from tests.integration.test_run_local import rows, write_campaign
 
 PLANT = """import os, sys
@@ -103,12 +103,7 @@ def test_the_agent_still_ends_fio_when_tankbench_goes_away(tmp_path: Path) -> No
     assert session.proc.stdin is not None
     session.proc.stdin.close()  # what the kernel does to our end of the pipe when tankbench is killed
     session.proc.wait(timeout=30)  # 75 from the watcher, or 0 when fio's end wins the race to exit: both fine
-    for _ in range(50):
-        if not Path(f"/proc/{pid}").exists():
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError(f"fio {pid} still runs after the agent's stdin closed")
+    wait_until(lambda: proc_cmdline(pid) is None, 10, f"fio {pid} still runs after the agent's stdin closed")
 
 
 def _mode(path: str) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import tankbench
+from tests.conftest import proc_cmdline, tankbench, wait_until
 
 CAMPAIGN = """
 [campaign]
@@ -120,12 +120,9 @@ size = "16M"
     done_before = [r for r in before if r[3] == "done"]
     assert [r[3] for r in before].count("running") == 1
     # the agent saw its stdin close and ended fio: nothing keeps benchmarking behind our back
-    for _ in range(50):
-        if not os.path.exists(f"/proc/{fio_pid}") or "fio" not in Path(f"/proc/{fio_pid}/cmdline").read_text():
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError(f"fio {fio_pid} still runs after tankbench was killed")
+    wait_until(
+        lambda: "fio" not in (proc_cmdline(fio_pid) or ""), 10, f"fio {fio_pid} still runs after tankbench was killed"
+    )
     res = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "only host crashes count toward skipping a test" in res.stderr

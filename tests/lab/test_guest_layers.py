@@ -24,7 +24,7 @@ ramp = "0s"
 repeats = 1
 warmup = false
 cooldown = "0s"
-copy_size = "32M"
+copy_size = "8M"            # small: copies into ext4 on a zvol crawl under nested emulation
 
 [host]
 kind = "lab"
@@ -150,9 +150,9 @@ def test_guest_layers_and_copies_in_one_guest(lab: LabHost, tmp_path: Path) -> N
         rows = journal_rows(journal)
         assert {r["name"] for r in rows} == {
             "zfs-vm-zvol-randwrite-4k-ext4",
-            "zfs-vm-zvol-copy-cp-32M-ext4",
-            "zfs-vm-zvol-copy-rsync-32M-ext4",
-            "zfs-vm-zvol-copy-dd-32M-ext4",
+            "zfs-vm-zvol-copy-cp-8M-ext4",
+            "zfs-vm-zvol-copy-rsync-8M-ext4",
+            "zfs-vm-zvol-copy-dd-8M-ext4",
             "zfs-vm-qcow2-randwrite-4k-xfs-luks",
         }
         assert assert_guest_layers(rows) == 5

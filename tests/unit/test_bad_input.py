@@ -78,3 +78,19 @@ def test_unknown_scale_names_the_scales_there_are(tmp_path: Path):
     res = tankbench("plan", "zvol-issues", "--scale", "huge", cwd=tmp_path)
     assert res.returncode == 2 and "no [scale.huge] in this campaign (scales: quick)" in res.stderr
     assert "Hint: " in res.stderr and os.listdir(tmp_path) == []
+
+
+HOST_FILES = sorted((FIXTURES / "bad" / "hostfile").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", HOST_FILES, ids=[p.stem for p in HOST_FILES])
+def test_bad_host_file(path: Path, tmp_path: Path):
+    """`plan PRESET --host FILE`: a bad host file (or what it asks of the preset) is an Error naming the file."""
+    message, hint = expectation(path)
+    res = tankbench("plan", "tuning-matrix", "--scale", "quick", "--host", str(path), cwd=tmp_path, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("Error: ") and "Traceback" not in res.stderr + res.stdout
+    assert message in res.stderr and "Hint: " in res.stderr and hint in res.stderr, res.stderr
+    if "campaign" not in message:  # errors of the preset after the overrides name the preset's file instead
+        assert str(path) in res.stderr or "tuning-matrix.toml" in res.stderr
+    assert os.listdir(tmp_path) == []

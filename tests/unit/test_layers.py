@@ -18,7 +18,7 @@ PACKAGE = Path(tankbench.__file__).parent
 #: top first; each entry a module or package (its submodules belong to it unless named themselves)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "__main__"),
-    ("runner", "hooks"),
+    ("runner", "doctor", "hooks"),
     ("reports",),
     ("analysis",),
     ("spec", "schedule", "progress", "verdict", "fio.jobs"),
@@ -26,7 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("guest", "lab", "preflight", "secrets", "tunables", "coldcache"),
     ("hosts",),
     ("fio", "fio.parse", "fio.layout", "fio.importer", "zfs", "journal", "metrics", "copytest", "safety"),
-    ("model", "units", "errors", "keys", "agent", "analysis.stats", ""),  # "": the package itself (its version)
+    # "": the package itself (its version)
+    ("model", "units", "errors", "keys", "agent", "analysis.stats", "bootlog", ""),
 )
 
 #: exporters read the Analysis, never the journal or fio's output themselves

@@ -115,3 +115,17 @@ def test_a_built_wheel_ships_and_lists_the_presets(tmp_path: Path):
         timeout=120,
     )
     assert plan.returncode == 0 and "8 tests" in plan.stdout, plan.stdout + plan.stderr
+
+
+def test_zvol_vs_qcow2s_ci_form_keeps_every_path_of_the_quick_form_in_fewer_runs():
+    """Issue 23: CI runs the smallest form that still covers what the quick form covers (every backing, a qcow2
+    cluster size set, the host twin, a fill per backing); users keep the quick form."""
+    quick = expand(load_spec(resolve_campaign("zvol-vs-qcow2"), "quick"))
+    ci = expand(load_spec(resolve_campaign("zvol-vs-qcow2"), "ci"))
+
+    def paths(tests: list) -> set[tuple[str, str, str]]:  # type: ignore[type-arg]
+        return {(t.target.name, t.params.get("backing", ""), t.params.get("workload", "fio")) for t in tests}
+
+    assert paths(ci) == paths(quick)
+    assert {t.params.get("qcow2_cluster") for t in ci if t.params.get("backing") == "qcow2"} == {"8k"}
+    assert len(ci) < len(quick) and len(ci) == 7

@@ -33,3 +33,16 @@ def test_parse_duration_rejects(text):
 def test_formatting():
     assert fmt_size(4096) == "4k" and fmt_size(1 << 20) == "1M" and fmt_size(1000) == "1000"
     assert fmt_duration(75) == "1m15s" and fmt_duration(3.5) == "3.5s" and fmt_duration(7200) == "2h00m"
+
+
+def test_one_timing_threshold_grammar() -> None:
+    """campaign.timing_threshold and report.timing_threshold share units.parse_threshold."""
+    from tankbench.units import parse_threshold
+
+    assert parse_threshold("10%") == (0.10, 0.0)
+    assert parse_threshold(" 5.5 % ") == (0.055, 0.0)
+    assert parse_threshold(0.2) == (0.2, 0.0)
+    assert parse_threshold("30s") == (0.0, 30.0)
+    for bad in ("ten", "-5%", True, -1, "10", None):
+        with pytest.raises(ValueError):
+            parse_threshold(bad)

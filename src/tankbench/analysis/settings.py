@@ -1,157 +1,24 @@
-"""Report settings, goals and workload mix, read from the campaign TOML stored in the journal.
+"""The report settings the analysis reads: defined with the campaign's other tables in spec/report.py (one parser
+for plan time and report time); re-exported here for the analysis and the CLI."""
 
-Schema (all optional)::
+from tankbench.spec.report import (
+    GOAL_METRICS,
+    GOAL_OPS,
+    Goal,
+    Settings,
+    parse_mix_text,
+    parse_settings,
+    parse_threshold,
+    settings_from_doc,
+)
 
-    [report]
-    baseline = "raw"              # target kind or target name whose rows are baselines
-    test_case = ["rw", "bs"]      # grouping keys of a leaderboard (any params key)
-    timing_threshold = "10%"      # wall > (ramp + runtime) * (1 + threshold) is a timing issue; "30s" also works.
-                                  # Default: the threshold each run recorded (checks timing.threshold_s), else 10%
-
-    [mix]                         # weights of test cases in your real workload (normalised to 1)
-    "read random 4k" = 0.56
-    "write random 4k" = 0.24
-
-    [[goal]]
-    name = "saturate 1 Gbps"
-    case = "write seq 1M"
-    metric = "MiB/s"              # or "durable MiB/s", "IOPS", "p99_ms"
-    op = ">="                     # >=, >, <=, <
-    value = 117
-"""
-
-from __future__ import annotations
-
-import re
-import tomllib
-from dataclasses import dataclass, field
-from typing import Any
-
-from tankbench.errors import SpecError, UserError
-
-GOAL_METRICS = {"MiB/s": "mibs", "durable MiB/s": "durable_mibs", "IOPS": "iops", "p99_ms": "p99_ms"}
-GOAL_OPS = (">=", ">", "<=", "<")
-
-
-@dataclass(frozen=True)
-class Goal:
-    """A target a configuration must meet in one test case, e.g. write seq 1M >= 117 MiB/s."""
-
-    name: str
-    case: str
-    metric: str
-    op: str
-    value: float
-
-    def met_by(self, x: float) -> bool:
-        return {">=": x >= self.value, ">": x > self.value, "<=": x <= self.value, "<": x < self.value}[self.op]
-
-    @property
-    def text(self) -> str:
-        return f"{self.case}: {self.metric} {self.op} {self.value:g}"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything the report reads from the campaign besides the tests."""
-
-    baseline: str = "raw"
-    case_keys: tuple[str, ...] = ("rw", "bs")
-    timing_fraction: float = 0.10
-    timing_seconds: float = 0.0
-    timing_explicit: bool = False
-    mix: tuple[tuple[str, float], ...] = ()
-    goals: tuple[Goal, ...] = field(default_factory=tuple)
-
-    def timing_limit(self, expected_s: float) -> float:
-        """Seconds of excess wall time tolerated for a run expected to take expected_s."""
-        return self.timing_seconds if self.timing_seconds else expected_s * self.timing_fraction
-
-
-def parse_threshold(text: Any, path: str = "", key: str = "report.timing_threshold") -> tuple[float, float]:
-    """ "10%" -> (0.10, 0); "30s" -> (0, 30)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%|s)\s*", str(text))
-    if not m:
-        raise SpecError(path, key, text, "not a percentage or a number of seconds", 'write e.g. "10%" or "30s"')
-    v = float(m.group(1))
-    return (v / 100.0, 0.0) if m.group(2) == "%" else (0.0, v)
-
-
-def parse_mix_text(text: str) -> tuple[tuple[str, float], ...]:
-    """`--mix "read random 4k=56,write random 4k=24,read seq 1M=20"` -> normalised weights."""
-    items = []
-    for part in [p for p in re.split(r"[,;]", text) if p.strip()]:
-        name, sep, weight = part.rpartition("=") if "=" in part else part.rpartition(":")
-        try:
-            w = float(weight.strip().rstrip("%"))
-        except ValueError:
-            w = -1.0
-        if not sep or not name.strip() or w <= 0:
-            raise UserError(
-                f"bad --mix item {part.strip()!r}",
-                'write test cases with positive weights: --mix "read random 4k=70,write random 4k=30"',
-            )
-        items.append((name.strip(), w))
-    if not items:
-        raise UserError("empty --mix", 'write e.g. --mix "read random 4k=70,write random 4k=30"')
-    return _normalise(items)
-
-
-def _normalise(items: list[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
-    total = sum(w for _, w in items)
-    return tuple((name, w / total) for name, w in items)
-
-
-def _parse_goal(path: str, i: int, g: Any) -> Goal:
-    key = f"goal[{i}]"
-    if not isinstance(g, dict):
-        raise SpecError(path, key, g, "must be a table", "write [[goal]] with case, metric, op, value")
-    for k in ("case", "metric", "value"):
-        if k not in g:
-            raise SpecError(path, f"{key}.{k}", None, "missing", "a goal needs case, metric, op and value")
-    if g["metric"] not in GOAL_METRICS:
-        raise SpecError(path, f"{key}.metric", g["metric"], "unknown metric", f"use one of {', '.join(GOAL_METRICS)}")
-    op = g.get("op", "<=" if g["metric"] == "p99_ms" else ">=")
-    if op not in GOAL_OPS:
-        raise SpecError(path, f"{key}.op", op, "unknown comparison", f"use one of {' '.join(GOAL_OPS)}")
-    if isinstance(g["value"], bool) or not isinstance(g["value"], int | float):
-        raise SpecError(path, f"{key}.value", g["value"], "not a number", "write a plain number, e.g. value = 117")
-    name = str(g.get("name") or f"{g['case']} {g['metric']} {op} {g['value']}")
-    return Goal(name, str(g["case"]), str(g["metric"]), op, float(g["value"]))
-
-
-def _parse_mix(path: str, mix: Any) -> tuple[tuple[str, float], ...]:
-    if not isinstance(mix, dict) or not mix:
-        raise SpecError(path, "mix", mix, "must be a table of test case = weight", '"read random 4k" = 0.7')
-    for name, w in mix.items():
-        if isinstance(w, bool) or not isinstance(w, int | float) or w <= 0:
-            raise SpecError(path, f"mix.{name}", w, "weight must be a positive number", "e.g. 0.3 or 30")
-    return _normalise([(str(k), float(v)) for k, v in mix.items()])
-
-
-def parse_settings(spec_text: str, path: str = "campaign") -> Settings:
-    """Read [report], [mix] and [[goal]] from a campaign's TOML text; SpecError on bad values."""
-    try:
-        doc = tomllib.loads(spec_text or "")
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(path, "(file)", None, f"not valid TOML: {e}", "fix the campaign file") from e
-    rep = doc.get("report", {})
-    if not isinstance(rep, dict):
-        raise SpecError(path, "report", rep, "must be a table", "write [report]")
-    keys = rep.get("test_case", ["rw", "bs"])
-    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
-        raise SpecError(path, "report.test_case", keys, "must be a list of parameter names", '["rw", "bs"]')
-    frac, secs = parse_threshold(rep.get("timing_threshold", "10%"), path)
-    explicit = "timing_threshold" in rep
-    goals = doc.get("goal", [])
-    if not isinstance(goals, list):
-        raise SpecError(path, "goal", goals, "must be an array of tables", "write [[goal]]")
-    return Settings(
-        baseline=str(rep.get("baseline", "raw")),
-        case_keys=tuple(keys),
-        timing_fraction=frac,
-        timing_seconds=secs,
-        timing_explicit=explicit,
-        mix=_parse_mix(path, doc["mix"]) if "mix" in doc else (),
-        goals=tuple(_parse_goal(path, i, g) for i, g in enumerate(goals)),
-    )
+__all__ = [
+    "GOAL_METRICS",
+    "GOAL_OPS",
+    "Goal",
+    "Settings",
+    "parse_mix_text",
+    "parse_settings",
+    "parse_threshold",
+    "settings_from_doc",
+]

@@ -8,11 +8,32 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from tankbench import __version__
+from tankbench import version_line
 from tankbench.errors import HostError, UserError
 
 # The order subcommands are listed in --help; modules not named here are appended alphabetically.
-ORDER = ["plan", "run", "show", "results", "report", "compare", "advise", "importfio", "presets", "clean", "lab"]
+ORDER = [
+    "plan",
+    "run",
+    "show",
+    "results",
+    "report",
+    "compare",
+    "advise",
+    "importfio",
+    "presets",
+    "doctor",
+    "clean",
+    "lab",
+]
+
+
+class _Version(argparse.Action):
+    """--version, computed only when asked (it may ask git)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(version_line())
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tankbench",
         description="Reproducible ZFS storage benchmarks: plan a campaign, run it unattended, report honestly.",
     )
-    parser.add_argument("--version", action="version", version=f"tankbench {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="print the version and the commit it was built from"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
     names.sort(key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tankbench.cli.presets import resolve_campaign
+from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.errors import UserError
 from tankbench.runner import open_host
-from tankbench.spec import load_spec
 from tankbench.targets.zfs import TAG, ZfsProvisioner
 
 
@@ -23,11 +22,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML) or preset name")
     p.add_argument("--scale", metavar="NAME", default="", help="the [scale.NAME] the campaign ran with")
+    add_campaign_options(p)
     p.set_defaults(func=cmd_clean)
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    spec = load_spec(resolve_campaign(args.campaign), args.scale)
+    spec = load_campaign(args)
     if spec.pool is None:
         raise UserError(
             f"{spec.path}: the campaign has no [pool]: nothing on ZFS to clean",

@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
+from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli._common import print_json
-from tankbench.cli.presets import resolve_campaign
 from tankbench.errors import UserError
 from tankbench.fio.jobs import job_script, job_text
 from tankbench.journal import Journal
@@ -16,7 +16,7 @@ from tankbench.progress import fmt_estimate
 from tankbench.runner import default_journal_path, local_has_zfs
 from tankbench.schedule.estimate import Estimate, Estimator, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
-from tankbench.spec import Spec, expand, load_spec
+from tankbench.spec import Spec, expand
 from tankbench.units import fmt_duration
 
 
@@ -38,6 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="",
         help="learn costs and what is done from this journal (default: the campaign's, if it exists)",
     )
+    add_campaign_options(p)
     p.set_defaults(func=cmd_plan)
 
 
@@ -67,7 +68,7 @@ def estimate(
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    spec = load_spec(resolve_campaign(args.campaign), args.scale)
+    spec = load_campaign(args)
     tests = expand(spec)
     est, sched, learned = estimate(spec, tests, args.journal)
     real = estimate(spec, tests, args.journal, real_host=True)[0] if runs_in_emulated_lab(spec) else None
@@ -92,6 +93,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                     }
                     for t in tests
                 ],
+                "resolved_sizes": list(spec.extras.get("resolved_sizes", ())),
                 "estimated_seconds": round(est.likely, 1),
                 "estimate": {
                     "low_s": round(est.low, 1),
@@ -118,6 +120,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for t in tests:
         out.write(f"{t.number:04d}  {t.id}  {t.name:{width}}  {t.test_case}\n")
     out.write("\n" + summary(spec, tests, est, sched, learned) + "\n")
+    out.write(resolved_sizes(spec))
     if real is not None and not learned:
         out.write(
             f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(real)}.\n"
@@ -125,6 +128,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.export:
         out.write(f"Exported {len(tests)} job scripts to {args.export}/ (run any NNNN-job.sh with plain fio).\n")
     return 0
+
+
+def resolved_sizes(spec: Spec) -> str:
+    """The sizes the campaign gave relative to the host, as this host resolved them (empty if none)."""
+    lines = spec.extras.get("resolved_sizes", ())
+    return "".join(["Sizes relative to the host:\n", *(f"  {x}\n" for x in lines)]) if lines else ""
 
 
 def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, learned: bool) -> str:

@@ -6,9 +6,9 @@ import argparse
 import os
 import sys
 
-from tankbench.cli.presets import resolve_campaign
+from tankbench.cli._campaign import add_campaign_options, load_campaign
+from tankbench.cli.plan import resolved_sizes
 from tankbench.runner import run_campaign, summary_line
-from tankbench.spec import load_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,11 +38,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="do not write the report (index.html, summary.md, …) next to the journal afterwards",
     )
+    add_campaign_options(p)
     p.set_defaults(func=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    spec = load_spec(resolve_campaign(args.campaign), args.scale)
+    spec = load_campaign(args)
+    if not args.quiet:
+        sys.stdout.write(resolved_sizes(spec))
     outcome = run_campaign(spec, args.journal, quiet=args.quiet, keep_lab=args.keep_lab)
     print(summary_line(outcome), file=sys.stderr if args.quiet else sys.stdout)
     if not args.no_report:

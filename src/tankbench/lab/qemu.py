@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -215,6 +216,9 @@ def start_qemu(argv: list[str], d: Path) -> subprocess.Popen[bytes]:
             argv, stdin=subprocess.DEVNULL, stdout=errlog, stderr=subprocess.STDOUT, start_new_session=True, cwd=d
         )
     _CHILDREN[proc.pid] = proc
+    # reaped the moment it exits, whoever stops it: `lab down` from another process (the CLI, a test) cannot wait
+    # for our child, which stayed a zombie in this process for as long as it lived (25 min in one CI run)
+    threading.Thread(target=proc.wait, name=f"reap-qemu-{proc.pid}", daemon=True).start()
     return proc
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tankbench import bootlog
 from tankbench.errors import HostError, UserError
 from tankbench.hosts.lab import LabHost
 from tankbench.lab import build as labbuild
@@ -247,6 +248,7 @@ def _boot(
         state.ready_seconds = round(time.monotonic() - t0, 1)
         write_state(d, state)
         progress(f"lab {name}: ready in {state.ready_seconds:.0f} s (ssh and zfs)")
+        bootlog.record("lab", name, state.ready_seconds, accelerator=accel, panics=panics)
     return outcome, state
 
 

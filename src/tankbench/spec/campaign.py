@@ -19,6 +19,7 @@ from tankbench.spec.vocab import (
     SS_RE,
     WARMUP_MODES,
 )
+from tankbench.units import parse_threshold
 
 
 def parse_campaign(ctx: Keys, camp: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,17 +78,23 @@ def _run_mode(ctx: Keys, camp: Mapping[str, Any]) -> tuple[str, int]:
 
 
 def _threshold(ctx: Keys, value: object) -> float:
+    """campaign.timing_threshold in units.parse_threshold's grammar; a fraction of the expected time only (the
+    runner's verdict has no seconds form; [report] timing_threshold takes "30s")."""
     key = "campaign.timing_threshold"
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    if isinstance(value, str) and value.endswith("%"):
-        try:
-            pct = float(value[:-1])
-        except ValueError:
-            pct = -1
-        if pct >= 0:
-            return pct / 100.0
-    raise ctx.err(key, value, "must be a percentage", 'e.g. "10%" (wall time allowed beyond ramp + runtime)')
+    try:
+        fraction, seconds = parse_threshold(value)
+    except ValueError:
+        fraction, seconds = -1.0, 0.0
+    if isinstance(value, str) and value.strip().endswith("s"):
+        raise ctx.err(
+            key,
+            value,
+            "must be a percentage (seconds apply only to [report] timing_threshold)",
+            'e.g. "10%" (wall time allowed beyond ramp + runtime)',
+        )
+    if fraction < 0 or seconds:
+        raise ctx.err(key, value, "must be a percentage", 'e.g. "10%" (wall time allowed beyond ramp + runtime)')
+    return fraction
 
 
 def _cooldown(ctx: Keys, value: object) -> Cooldown:

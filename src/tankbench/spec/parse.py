@@ -19,7 +19,10 @@ from tankbench.spec.fill import check_fill
 from tankbench.spec.fiotable import parse_fio
 from tankbench.spec.host import parse_host
 from tankbench.spec.matrix import parse_include, parse_matrix, parse_rule, parse_tunables_table, table_list
+from tankbench.spec.overrides import Overrides, apply_overrides, resolve_sizes
+from tankbench.spec.overrides import record as record_overrides
 from tankbench.spec.pool import parse_pool
+from tankbench.spec.report import settings_from_doc
 from tankbench.spec.rules import check_guest_copies, check_new_axes
 from tankbench.spec.schema import Cooldown, HostSpec, PoolSpec, Schedule, Spec
 from tankbench.spec.targettable import parse_targets
@@ -28,7 +31,7 @@ from tankbench.spec.vocab import AXES, CAMPAIGN_KEYS, FIO_AXES, TOP_KEYS
 __all__ = ["AXES", "FIO_AXES", "Cooldown", "HostSpec", "PoolSpec", "Schedule", "Spec", "load_spec", "parse_spec"]
 
 
-def load_spec(path: str, scale: str = "") -> Spec:
+def load_spec(path: str, scale: str = "", overrides: Overrides | None = None) -> Spec:
     """Read and validate a campaign file; raise UserError/SpecError naming the file, key and value."""
     try:
         with open(path, "rb") as f:
@@ -45,7 +48,7 @@ def load_spec(path: str, scale: str = "") -> Spec:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text", "save the campaign file as UTF-8") from None
-    return parse_spec(text, path, scale)
+    return parse_spec(text, path, scale, overrides)
 
 
 def apply_scale(ctx: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
@@ -72,8 +75,9 @@ def apply_scale(ctx: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
     return out
 
 
-def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
-    """Validate campaign TOML text (pure); `scale` applies that [scale.NAME] table's overrides."""
+def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: Overrides | None = None) -> Spec:
+    """Validate campaign TOML text (pure); `scale` applies that [scale.NAME] table's overrides, then `overrides`
+    the command line's (--set, --disks, --host; relative sizes are resolved through its facts provider)."""
     ctx = Keys(path)
     try:
         doc = tomllib.loads(text)
@@ -83,10 +87,12 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
         ) from None
     ctx.unknown_keys(doc, TOP_KEYS, "")
     doc = apply_scale(ctx, doc, scale)
+    doc = apply_overrides(path, doc, overrides, TOP_KEYS)
     camp = ctx.table(doc, "campaign", required=True)
     ctx.unknown_keys(camp, CAMPAIGN_KEYS, "campaign.")
     settings = parse_campaign(ctx, camp)
     host = parse_host(ctx, camp.get("host"), doc.get("host"))
+    doc, resolved = resolve_sizes(path, doc, host, overrides)
     targets = parse_targets(ctx, doc.get("target"))
     pool = parse_pool(ctx, doc.get("pool"), targets)
     matrix = parse_matrix(ctx, ctx.table(doc, "matrix", required=True), targets)
@@ -107,16 +113,18 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "") -> Spec:
     tunables = parse_tunables_table(ctx, ctx.table(doc, "tunables"))
     check_new_axes(ctx, matrix, fio, pool, targets, settings["mode"])
     check_fill(ctx.err, matrix, excludes, includes, pool, targets, settings["fill_room"])
-    extras: dict[str, Any] = {k: doc[k] for k in ("goal", "mix", "report") if k in doc}
+    report = settings_from_doc(doc, path)  # the report reads these again from the journal's copy of the text
+    extras: dict[str, Any] = {"resolved_sizes": tuple(r.line() for r in resolved)} if resolved else {}
     return Spec(
         path=path,
-        text=text,
+        text=record_overrides(text, overrides, resolved),
         host=host,
         targets=targets,
         matrix=frozen_map(matrix),
         excludes=excludes,
         includes=includes,
         fio=frozen_map(fio),
+        report=report,
         extras=frozen_map(extras),
         pool=pool,
         scale=scale,

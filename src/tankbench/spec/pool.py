@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from tankbench.keys import Keys
 from tankbench.model import Target
+from tankbench.safety import BLANK_PREFIX
 from tankbench.spec.schema import PoolSpec
 from tankbench.spec.vocab import POOL_KEYS, VDEV_CLASSES, VDEV_GROUPS
 from tankbench.targets import traits_of
@@ -128,7 +129,7 @@ def _check_devices_once(ctx: Keys, lists: Mapping[str, tuple[str, ...]]) -> None
             if d in seen:
                 raise ctx.err(f"pool.{key}", d, f"is already listed in pool.{seen[d]}", "use each device once")
             seen[d] = key
-    missing = [d for d in seen if d not in lists["confirm"]]
+    missing = [d for d in seen if d not in lists["confirm"] and BLANK_PREFIX + d not in lists["confirm"]]
     if missing:
         raise ctx.err(
             "pool.confirm",

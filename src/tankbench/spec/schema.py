@@ -9,6 +9,7 @@ from typing import Any
 from tankbench.model import Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy
 from tankbench.spec.fill import DEFAULT_ROOM
+from tankbench.spec.report import Settings
 from tankbench.spec.unattended import Unattended
 from tankbench.spec.vocab import VDEV_GROUPS
 
@@ -147,6 +148,9 @@ class Spec:
     excludes: tuple[Mapping[str, tuple[Any, ...]], ...]
     includes: tuple[Mapping[str, Any], ...]
     fio: Mapping[str, Any]
+    #: [report], [mix] and [[goal]]: what the report reads (checked when the campaign is read)
+    report: Settings = field(default_factory=Settings)
+    #: what the command line resolved for this campaign (`resolved_sizes`: relative sizes made absolute)
     extras: Mapping[str, Any] = field(default_factory=frozen_map)
     pool: PoolSpec | None = None
     scale: str = ""

@@ -163,7 +163,7 @@ class ZfsProvisioner:
             self.key = ensure_key(self.host, self.root)
 
     def setup_created_pool(self) -> None:
-        from tankbench.safety import check_raw_target
+        from tankbench.safety import check_raw_target, pool_confirmation
 
         name = self.pool.name
         if self.host.run(["zpool", "list", "-H", "-o", "name", name], timeout=120).returncode == 0:
@@ -173,7 +173,7 @@ class ZfsProvisioner:
         probe = self.host.call_agent({"op": "probe", "paths": [], "block_devices": devices}, timeout=300)
         for dev in devices:
             check_raw_target(
-                Target(name=f"pool {name} vdev", kind="raw", path=dev, confirm=dev),
+                Target(name=f"pool {name} vdev", kind="raw", path=dev, confirm=pool_confirmation(self.pool, dev)),
                 probe["block_devices"][dev],
                 self.spec.path,
             )
