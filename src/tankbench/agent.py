@@ -1060,11 +1060,14 @@ def op_fio_run(req: dict[str, Any]) -> None:
             _children.append(during.pid)
     with Sampler(req.get("devices", []), float(req.get("interval", 1.0))) as sampler:
         t0 = time.monotonic()
+        watch: dict[str, Any] = {}
         if req.get("observe"):  # the job runs elsewhere (a test guest): sample until told to stop
             emit("observing")
             rc, err, timed_out, pid = 0, b"", not _stop.wait(deadline), None
         else:
-            rc, err, timed_out, pid = _run_job(argv, deadline, cwd=workdir)
+            rc, err, timed_out, pid, watch = _run_job(
+                argv, deadline, workdir, req.get("hung_after_s"), req.get("devices", [])
+            )
         wall = time.monotonic() - t0
         drain_s, dirty_start, dirty_end = drain(
             float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd
@@ -1102,6 +1105,7 @@ def op_fio_run(req: dict[str, Any]) -> None:
             "drain.dirty_start_bytes": dirty_start,
             "drain.dirty_end_bytes": dirty_end,
             "preflight.presync_s": round(presync_s, 3),
+            **watch,
         },
         counters=counters(req.get("devices", [])),
         noise=noise,
@@ -1113,27 +1117,146 @@ def op_fio_run(req: dict[str, Any]) -> None:
     )
 
 
-def _run_job(argv: Sequence[str], deadline: float, cwd: str | None = None) -> tuple[int, bytes, bool, int]:
-    """Run fio (or a copy command) in a process group of its own under the watchdog deadline, in `cwd` (where
-    fio writes the logs a job names relatively). Returns (exit status, stderr, timed out, pid)."""
+def tree_pids(top: int, root: str = "") -> list[int]:
+    """`top` and every live process under it, from the ppid in /proc/*/stat (fio's job processes call setsid:
+    they leave fio's process group, not its tree)."""
+    parent = {}
+    for path in glob.glob(root + PROC + "/[0-9]*/stat"):
+        text = read_text(path, None)
+        if not text:
+            continue
+        fields = text[text.rfind(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
+        if len(fields) > 1:
+            parent[int(path.split("/")[-2])] = int(fields[1])
+    out = {top} if top in parent else set()
+    grew = True
+    while grew:
+        grew = False
+        for pid, ppid in parent.items():
+            if ppid in out and pid not in out:
+                out.add(pid)
+                grew = True
+    return sorted(out)
+
+
+#: /proc/<pid>/io counters that move when a process moves data; the top process's rchar/syscr are left out
+#: (fio's main process reads /sys/block/*/stat for its disk-util thread even when every job is stuck)
+_IO_KEYS = ("rchar", "wchar", "syscr", "syscw", "read_bytes", "write_bytes")
+_LEADER_IO_KEYS = ("wchar", "syscw", "read_bytes", "write_bytes")
+
+
+def io_marks(top: int, devices: Iterable[str], root: str = "") -> tuple[int, ...]:
+    """Counters that change while a run makes progress: the I/O of the run's processes (/proc/<pid>/io),
+    the ops completed on its disks (/proc/diskstats) and dirty + writeback memory (a drain going on). Two
+    equal readings mean nothing moved in between."""
+    total = 0
+    for pid in tree_pids(top, root):
+        keys = _LEADER_IO_KEYS if pid == top else _IO_KEYS
+        for line in read_text(root + PROC + "/%d/io" % pid).splitlines():
+            k, _, v = line.partition(":")
+            if k in keys:
+                total += int(v or 0)
+    disk = diskstats(devices, root)
+    ops = sum(r + w + rs + ws for r, rs, w, ws in disk.values())
+    m = meminfo(root)
+    dirty_mib = (m.get("Dirty", 0) + m.get("Writeback", 0)) >> 20  # whole MiB: the host's own small writes are noise
+    return total, ops, dirty_mib if dirty_mib > 1 else 0
+
+
+class Watch:
+    """The progress watchdog of one run (`top`: the pid of fio or the copy command): it ends the run only when nothing moved for `hung_after_s` (hung),
+    or at `cap_s` (far too late); a run that is late but moving goes on. Polls every `poll_s`."""
+
+    def __init__(
+        self,
+        top: int,
+        devices: Iterable[str],
+        hung_after_s: float,
+        cap_s: float,
+        poll_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        root: str = "",
+    ) -> None:
+        self.top, self.devices, self.root = top, list(devices), root
+        self.hung_after_s, self.cap_s, self.poll_s, self.clock = hung_after_s, cap_s, poll_s, clock
+        self.t0 = self.last_move = clock()
+        self.marks = io_marks(top, self.devices, root)
+        self.longest_stall_s = 0.0
+
+    def check(self) -> str:
+        """ "" while the run may go on, else why it must end: "hung" or "cap"."""
+        now = self.clock()
+        marks = io_marks(self.top, self.devices, self.root)
+        if marks != self.marks:
+            self.marks, self.last_move = marks, now
+        stall = now - self.last_move
+        self.longest_stall_s = max(self.longest_stall_s, stall)
+        if stall >= self.hung_after_s:
+            return "hung"
+        if now - self.t0 >= self.cap_s:
+            return "cap"
+        return ""
+
+    def report(self, ended_by: str) -> dict[str, Any]:
+        return {
+            "watchdog.ended_by": ended_by,
+            "watchdog.longest_stall_s": round(self.longest_stall_s, 1),
+            "watchdog.hung_after_s": self.hung_after_s,
+            "watchdog.cap_s": round(self.cap_s, 1),
+        }
+
+
+def _signal_all(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _run_job(
+    argv: Sequence[str],
+    deadline: float,
+    cwd: str | None = None,
+    hung_after_s: float | None = None,
+    devices: Iterable[str] = (),
+) -> tuple[int, bytes, bool, int, dict[str, Any]]:
+    """Run fio (or a copy command) in a process group of its own, in `cwd` (where fio writes the logs a job
+    names relatively), under the watchdog: without `hung_after_s` it ends the job at `deadline`; with it, only
+    when no progress was seen for `hung_after_s` seconds or at `deadline` (the cap). Returns (exit status,
+    stderr, ended by the watchdog, pid, watchdog.* checks)."""
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
     with _lock:
         _children.append(proc.pid)
     emit("started", pid=proc.pid)
-    timed_out = False
-    try:
-        _, err = proc.communicate(timeout=deadline)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, signal.SIGTERM)
+    watch = Watch(proc.pid, devices, hung_after_s if hung_after_s else deadline + 1, deadline)
+    errbuf: list[bytes] = []
+    reader = threading.Thread(target=lambda: errbuf.append(proc.stderr.read() if proc.stderr else b""), daemon=True)
+    reader.start()
+    ended_by = ""
+    while proc.poll() is None:
         try:
-            _, err = proc.communicate(timeout=10)
+            proc.wait(timeout=min(watch.poll_s, max(0.01, deadline - (time.monotonic() - watch.t0))))
+            break
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            _, err = proc.communicate()
+            ended_by = watch.check()
+            if ended_by:
+                break
+    if ended_by:
+        tree = tree_pids(proc.pid)
+        _signal_all(tree, signal.SIGTERM)
+        _signal_all(tree, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            _signal_all(tree, signal.SIGKILL)
+            proc.wait()
+        _signal_all(tree[1:], signal.SIGKILL)  # job processes fio left behind (they are in sessions of their own)
+    reader.join(timeout=10)
     with _lock:
         _children.remove(proc.pid)
-    return proc.returncode, err, timed_out, proc.pid
+    checks = watch.report(ended_by) if hung_after_s else {}
+    return proc.returncode, b"".join(errbuf), bool(ended_by), proc.pid, checks
 
 
 def op_noise(req: dict[str, Any]) -> None:

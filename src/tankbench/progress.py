@@ -1,4 +1,5 @@
-"""Progress with ETA on stderr: a rewriting line on a terminal, plain lines otherwise (no bar, no colour)."""
+"""Progress with ETA on stderr: a rewriting line on a terminal; otherwise (a log file, a pipe) plain lines, each
+stamped with the UTC time it was written (no bar, no colour, nothing rewritten)."""
 
 from __future__ import annotations
 
@@ -70,23 +71,25 @@ class Progress:
             width = os.get_terminal_size(self.stream.fileno()).columns if self.stream.isatty() else 120
             self.stream.write("\r\033[K" + msg[: width - 1])
         else:
-            self.stream.write(msg + "\n")
+            self.stream.write(self._stamped(msg))
         self.stream.flush()
+
+    def _stamped(self, text: str) -> str:
+        """`text` as lines for a log file: each line starts with the UTC time, e.g. 2026-11-24T16:35:02Z."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return "".join(f"{stamp} {line}\n" for line in text.splitlines() or [""])
 
     def finish(self, status: str, detail: str) -> None:
         self.done += 1
         self._run_seconds += time.monotonic() - self._started
         if self.quiet:
             return
-        if self.tty:
-            self.stream.write("\r\033[K")
-        self.stream.write(f"    {status}: {detail}\n")
+        line = f"    {status}: {detail}"
+        self.stream.write("\r\033[K" + line + "\n" if self.tty else self._stamped(line))
         self.stream.flush()
 
     def note(self, text: str) -> None:
         if self.quiet:
             return
-        if self.tty:
-            self.stream.write("\r\033[K")
-        self.stream.write(text + "\n")
+        self.stream.write("\r\033[K" + text + "\n" if self.tty else self._stamped(text))
         self.stream.flush()

@@ -15,6 +15,7 @@ from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import deadline_s, job_text, run_job_text, test_file_path
+from tankbench.hooks import call_hook
 from tankbench.hosts.base import Host, agent_sha256, work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
@@ -28,6 +29,7 @@ from tankbench.schedule.rules import FINISHED, Decision, observation
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.schedule.steady import steady_state_from_text
 from tankbench.spec import Spec, expand
+from tankbench.spec.unattended import legacy_grace_note
 from tankbench.targets import TargetKind, Workspace, kind_of
 from tankbench.tunables import Tunables
 from tankbench.units import fmt_duration
@@ -196,11 +198,13 @@ class CampaignRunner:
         row = self.journal.begin_run(
             test.id, run_no, warm, attempt, test.expected_s, self.host.name, boot_id=self.pre.boot_id
         )
-        deadline = deadline_s(test, spec.deadline_grace, spec.min_throughput)
+        watch = spec.unattended
+        deadline = deadline_s(test, watch.late_max_s, spec.min_throughput)
         request = {
             "op": "fio_run",
             "job_text": run_job_text(test),
             "deadline_s": deadline,
+            "hung_after_s": watch.hung_after_s,
             "workdir": f"{self.workdir}/{test.id}",
             "devices": checks.get("devices", []),
             "interval": spec.sample_interval,
@@ -209,7 +213,7 @@ class CampaignRunner:
         if test.is_copy:
             request["argv"] = copy_argv(str(test.params["workload"]), self.copy_source(), test_file_path(test))
             request["sync_cmd"] = ["sync"]
-            request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + spec.deadline_grace + 60
+            request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + watch.late_max_s
         request.update(self.kinds[test.target.kind].capture(test))
         noise, self._noise = self._noise, None
         if noise is not None:
@@ -245,6 +249,7 @@ class CampaignRunner:
                 self._since = dict(res["counters"], **{"from": "previous run"})
         except HostError as e:
             self.journal.finish_run(row, unprocessed("crashed", f"the host failed during the run: {e}"))
+            self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
             raise
         if noise is not None and isinstance(res.get("noise"), dict):
             checks = dict(
@@ -266,6 +271,20 @@ class CampaignRunner:
             )
         self.journal.finish_run(row, run)
         return replace(run, row_id=row)
+
+    def hook(self, event: str, message: str, test: str = "", exit_status: int | None = None) -> None:
+        """Tell the campaign's hook command (campaign.hook) about an event."""
+        call_hook(
+            self.spec.unattended.hook,
+            event,
+            self.progress.note,
+            campaign=self.spec.name,
+            journal=self.journal.path,
+            host=self.host.name,
+            message=message,
+            test=test,
+            exit_status=exit_status,
+        )
 
     def copy_source(self) -> str:
         """A random-filled source file for copy tests, laid out and verified once per run of the campaign."""
@@ -291,7 +310,7 @@ class CampaignRunner:
         checks: dict[str, Any],
     ) -> Run:
         """Combine fio's JSON, the agent's measurements and the target kind's capture into one validated Run."""
-        verdict = decide_run(test, res, self.spec.timing_threshold, self.spec.deadline_grace, self.spec.copy_size)
+        verdict = decide_run(test, res, self.spec.timing_threshold, self.spec.copy_size)
         metrics = dict(verdict.metrics)
         all_checks = dict(checks)
         all_checks.update(res.get("checks", {}))
@@ -353,7 +372,13 @@ class CampaignRunner:
         """Every pending run in the schedule's order (issue 11: warm-ups, rounds, adaptive repeats, racing)."""
         self.outcome.tests = len(tests)
         existing = [r for r in self.journal.runs(with_samples=False) if r.test_id in {t.id for t in tests}]
-        sched = Scheduler(tests, self.spec.schedule, history_from_runs(existing), decided_from_runs(existing))
+        sched = Scheduler(
+            tests,
+            self.spec.schedule,
+            history_from_runs(existing),
+            decided_from_runs(existing),
+            crash_retries=self.spec.unattended.crash_retries,
+        )
         self.outcome.runs_skipped_existing = sum(1 for r in existing if r.status in FINISHED)
         self.skip_crashed(sched)
         estimator = Estimator(self.spec, priors_for(self.host.accelerator == "tcg"))
@@ -432,9 +457,9 @@ class CampaignRunner:
         return checks
 
     def skip_crashed(self, sched: Scheduler) -> None:
-        """Tests that crashed twice are skipped (with a note in the journal), as before."""
+        """Tests that crashed their host more than campaign.crash_retries times are skipped (noted in the journal)."""
         for st in sched.states.values():
-            if st.final == "skip" or st.crashes >= 2:
+            if st.final == "skip" or st.crashes >= sched.max_crashes:
                 note = f"skipped: crashed {st.crashes} times (the host went down during its runs)"
                 self.journal.set_skip_note(st.test.id, note)
                 self.outcome.tests_skipped.append(st.test.name)
@@ -530,6 +555,8 @@ def run_campaign(
     t0 = time.monotonic()
     tests = expand(spec)
     progress = Progress(0, quiet=quiet)
+    if legacy := legacy_grace_note(spec.unattended):
+        progress.note(legacy)
     host = host or open_host(spec, progress.note)
     journal_path = journal_path or default_journal_path(spec)
     try:
@@ -559,6 +586,12 @@ def run_campaign(
                         )
                 try:
                     outcome = runner.run(tests)
+                    outcome.journal, outcome.seconds = journal_path, time.monotonic() - t0
+                    runner.hook("end", summary_line(outcome), exit_status=outcome.exit_status)
+                except BaseException as e:
+                    status = stop_status(e)
+                    runner.hook("end", f"the campaign stopped: {e or type(e).__name__}", exit_status=status)
+                    raise
                 finally:
                     if runner.tunables is not None:
                         runner.tunables.restore()
@@ -571,6 +604,15 @@ def run_campaign(
     outcome.journal = journal_path
     outcome.seconds = time.monotonic() - t0
     return outcome
+
+
+def stop_status(e: BaseException) -> int:
+    """The exit status `tankbench run` ends with for an exception that stopped the campaign (cli/run.py)."""
+    if isinstance(e, HostError):
+        return 3
+    if isinstance(e, UserError):
+        return 2
+    return 130 if isinstance(e, KeyboardInterrupt) else 1
 
 
 def leave_lab(host: LabHost, keep: bool, note: Callable[[str], None]) -> None:
@@ -607,5 +649,5 @@ def summary_line(o: Outcome) -> str:
     if o.runs_skipped_existing:
         parts.append(f"{o.runs_skipped_existing} already in the journal")
     if o.tests_skipped:
-        parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing twice")
+        parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing the host (campaign.crash_retries)")
     return f"{', '.join(parts)} in {fmt_duration(o.seconds)}; journal: {o.journal}"

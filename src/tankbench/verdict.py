@@ -26,13 +26,29 @@ class Verdict:
     notes: tuple[str, ...] = ()
 
 
-def decide_run(
-    test: Test, res: Mapping[str, Any], timing_threshold: float, deadline_grace: float, copy_size: int
-) -> Verdict:
+def watchdog_note(test: Test, res: Mapping[str, Any]) -> str:
+    """Why the watchdog ended a run: it stopped making progress (hung), or it was still going at the cap."""
+    checks = res.get("checks", {})
+    wall = float(res.get("wall_s") or 0.0)
+    if checks.get("watchdog.ended_by") == "hung":
+        return (
+            f"hung: no I/O progress for {float(checks['watchdog.hung_after_s']):.0f} s (campaign.hung_after); "
+            f"the watchdog ended fio after {wall:.0f} s (expected {test.expected_s:.0f} s)"
+        )
+    if checks.get("watchdog.ended_by") == "cap":
+        return (
+            f"still running at the cap: the watchdog ended fio after {wall:.0f} s, "
+            f"{wall - test.expected_s:.0f} s past its expected end (campaign.late_max)"
+        )
+    return f"the watchdog ended the run after {wall:.0f} s (expected {test.expected_s:.0f} s)"
+
+
+def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, copy_size: int) -> Verdict:
     """Status and numbers of one run from the agent's `fio_run` result.
 
     `done` unless fio's JSON is missing/unreadable or reports an error, fio exited non-zero (`failed`), or the
-    watchdog ended it (`timeout`). A timing issue is wall time beyond ramp + runtime by more than
+    watchdog ended it (`timeout`: hung, or past campaign.late_max). A late run that ended by itself is `done`
+    and measured: its lateness is `timing.excess_s`. A timing issue is wall time beyond ramp + runtime by more than
     max(timing_threshold x expected, 2 s); copy tests have no expected duration. Derived figures come from the
     metrics registry (metrics.py), the one definition every output uses.
     """
@@ -40,7 +56,7 @@ def decide_run(
     if test.is_fill:  # the pool-full experiment: what the guest saw is its result (guest/fill.py)
         status, fill_notes = fill_status(metrics, res.get("checks", {}))
         if res.get("timed_out"):
-            status, fill_notes = "timeout", (*fill_notes, "the fill did not end before its deadline")
+            status, fill_notes = "timeout", (*fill_notes, watchdog_note(test, res))
         return Verdict(status=status, wall_s=float(res["wall_s"]), metrics=metrics, notes=fill_notes)
     notes: list[str] = []
     status = "done"
@@ -76,9 +92,7 @@ def decide_run(
         notes.append(f"fio exited {res['exit_status']}")
     if res.get("timed_out"):
         status = "timeout"
-        notes.append(
-            f"watchdog ended fio after {test.expected_s + deadline_grace:.0f} s (expected {test.expected_s:.0f} s)"
-        )
+        notes.append(watchdog_note(test, res))
     threshold = max(timing_threshold * test.expected_s, TIMING_FLOOR_S)
     timed = not test.is_copy and test.params.get("mode") != "size"  # size-based runs have no expected duration
     ran = fio_ran_s(test.ramp, test.expected_s, metrics.get("fio.runtime_s")) if steady else test.expected_s

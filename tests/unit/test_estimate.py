@@ -122,3 +122,21 @@ def test_a_test_guest_boot_is_counted_once_per_run_until_it_has_booted() -> None
     guest = next(t for t in tests if t.target.kind == "vm-disk")
     host = next(t for t in tests if t.target.kind == "zvol")
     assert est.config_cost(guest)[1] - est.config_cost(host)[1] == pytest.approx(30.0)
+
+
+def test_progress_in_a_log_file_is_plain_lines_each_with_its_time() -> None:
+    """Issue 18 item 6: read later from a log file, every line says when it was written; nothing is rewritten."""
+    import io
+    import re
+
+    from tankbench.progress import Progress
+
+    out = io.StringIO()
+    p = Progress(2, stream=out)
+    p.start(1, 2, 1, "file-a-read-4k", "run 1/1", 5.0)
+    p.finish("done", "100 IOPS")
+    p.note("host: lab\nsecond line")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4 and "\r" not in out.getvalue() and "\033" not in out.getvalue()
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ", line) for line in lines), lines
+    assert lines[1].endswith("    done: 100 IOPS") and lines[3].endswith(" second line")

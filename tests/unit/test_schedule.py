@@ -344,3 +344,17 @@ def test_settle_is_kept_on_resume_and_cannot_be_combined_with_ci() -> None:
         spec_of('repeats = { max = 3, ci = "5%", settle = "5%" }')
     with pytest.raises(SpecError, match="repeats.settle"):
         spec_of('repeats = { max = 3, settle = "500%" }')
+
+
+@pytest.mark.parametrize("retries", [0, 1, 3])
+def test_a_test_is_skipped_after_crash_retries_plus_one_crashes(retries: int) -> None:
+    """campaign.crash_retries (issue 18) replaces the fixed "skipped after two crashes"."""
+    spec = parse_spec(CAMPAIGN.format(extra=f"crash_retries = {retries}"))
+    assert spec.unattended.crash_retries == retries
+    tests = expand(spec)
+    sched = Scheduler(tests, spec.schedule, {}, crash_retries=spec.unattended.crash_retries)
+    tid = tests[0].id
+    for n in range(retries + 1):
+        decisions = sched.observe(tid, Observation(1, False, "crashed", None))
+        assert [d.kind for d in decisions] == (["skip"] if n == retries else []), n
+    assert sched.states[tid].final == "skip"

@@ -28,7 +28,7 @@ def _test(runtime: float = 10.0, ramp: float = 2.0, **params: Any) -> FioTest:
 
 
 def _decide(res: dict[str, Any], test: FioTest | None = None, threshold: float = 0.1) -> Any:
-    return decide_run(test or _test(), res, threshold, 60.0, 64 << 20)
+    return decide_run(test or _test(), res, threshold, 64 << 20)
 
 
 def test_clean_run_is_done_with_fio_numbers_and_no_timing_issue() -> None:
@@ -53,7 +53,24 @@ def test_wall_time_beyond_threshold_is_a_timing_issue() -> None:
 def test_watchdog_makes_a_timeout_whatever_fio_printed() -> None:
     v = _decide({"wall_s": 80.0, "exit_status": -9, "timed_out": True, "fio_json": ""})
     assert v.status == "timeout"
-    assert any("watchdog ended fio after 72 s (expected 12 s)" in n for n in v.notes)
+    assert any("the watchdog ended the run after 80 s (expected 12 s)" in n for n in v.notes)
+
+
+def test_a_hung_run_is_a_timeout_that_says_it_stopped_making_progress() -> None:
+    checks = {"watchdog.ended_by": "hung", "watchdog.hung_after_s": 30.0, "watchdog.longest_stall_s": 30.4}
+    v = _decide({"wall_s": 45.0, "exit_status": -15, "timed_out": True, "fio_json": "", "checks": checks})
+    assert v.status == "timeout"
+    assert any(n.startswith("hung: no I/O progress for 30 s (campaign.hung_after)") for n in v.notes)
+    capped = dict(checks, **{"watchdog.ended_by": "cap"})
+    v = _decide({"wall_s": 7212.0, "exit_status": -15, "timed_out": True, "fio_json": "", "checks": capped})
+    assert v.status == "timeout" and any("7200 s past its expected end (campaign.late_max)" in n for n in v.notes)
+
+
+def test_a_late_run_that_ended_by_itself_is_done_and_its_lateness_measured() -> None:
+    # seed 000: runs that finish minutes to hours late are the finding, not a failure
+    v = _decide({"wall_s": 12.0 + 3600.0, "exit_status": 0, "fio_json": FIO_JSON, "drain_s": 1.0})
+    assert v.status == "done" and v.checks["timing.issue"]
+    assert v.metrics["timing.excess_s"] == 3600.0 and "timing.durable_bw_bytes" in v.metrics
 
 
 def test_nonzero_exit_or_unreadable_json_fails() -> None:

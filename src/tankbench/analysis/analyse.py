@@ -9,6 +9,7 @@ from typing import Any
 from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation, evaluate_goal, mix_advice, recommendations
 from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
 from tankbench.analysis.checks import Warning, emulation_layers, validity_warnings
+from tankbench.analysis.crashes import CrashRow, crash_advice, crash_rows
 from tankbench.analysis.figures import Figure, figures
 from tankbench.analysis.fill import FillRow, fill_rows
 from tankbench.analysis.guest import GuestTable, guest_tables
@@ -42,6 +43,8 @@ class Analysis:
     #: {test id: {direction: latency percentiles in ms}} of the last measured run of a few chosen tests
     series: Mapping[str, tuple[int, Mapping[str, Any]]] = field(default_factory=dict)
     percentiles: Mapping[str, Mapping[str, list[float]]] = field(default_factory=dict)
+    #: tests whose runs crashed the host (analysis/crashes.py)
+    crashes: tuple[CrashRow, ...] = ()
 
     @property
     def emulated(self) -> bool:
@@ -85,19 +88,22 @@ def analyse_dataset(
     warns = validity_warnings(ds)
     late = any(w.code == "timing-issue" for w in warns)
     weights = mix if mix is not None else ds.settings.mix
+    crashed = crash_rows(ds)
+    avoid = tuple(Recommendation("crash", text, basis) for text, basis in crash_advice(crashed))
     return Analysis(
         ds,
         key,
         boards,
         comps,
         warns,
-        recommendations(ds, boards, comps, late),
+        avoid + recommendations(ds, boards, comps, late),
         mix_advice(ds, weights, _mix_metric(boards, weights, key)) if weights else None,
         tuple(evaluate_goal(ds, g) for g in ds.settings.goals),
         figures(ds, per_case),
         selection,
         guest_tables(ds, per_case),
         fill_rows(ds),
+        crashes=crashed,
     )
 
 

@@ -58,7 +58,9 @@ def estimate(
         with Journal(path, create=False) as journal:
             ids = {t.id for t in tests}
             runs = [r for r in journal.runs(with_samples=False) if r.test_id in ids]
-    sched = Scheduler(tests, spec.schedule, history_from_runs(runs), decided_from_runs(runs))
+    sched = Scheduler(
+        tests, spec.schedule, history_from_runs(runs), decided_from_runs(runs), spec.unattended.crash_retries
+    )
     est = Estimator(spec, priors_for(runs_in_emulated_lab(spec) and not real_host))
     est.learn(runs, tests)
     est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop", "settled"))

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run a campaign (resumes where it stopped)",
         description="Run every pending test of CAMPAIGN and commit each run to the journal as it ends. "
         "Runs already in the journal are kept; a run that was in progress when tankbench died is "
-        "marked crashed and retried once; a test that crashed twice is skipped with a note. "
+        "marked crashed and retried; a test that crashed its host more than campaign.crash_retries times "
+        "(default 1) is skipped with a note. "
         "Exit status: 0 all runs done, 1 some runs failed/timed out/were skipped, 2 bad input, "
         "3 the host failed.",
     )

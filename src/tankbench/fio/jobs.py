@@ -56,14 +56,16 @@ def job_bytes(test: Test) -> int:
     return size
 
 
-def deadline_s(test: Test, grace_s: float, min_throughput: int) -> float:
-    """When the watchdog ends fio. Time based: ramp + runtime + grace. Size based, where the duration is not
-    known in advance: ramp + the bytes all jobs move (size x numjobs; fio's size counts reads and writes
-    together) at the floor throughput `min_throughput` (campaign.min_throughput, default 1 MiB/s) + grace."""
+def deadline_s(test: Test, late_s: float, min_throughput: int) -> float:
+    """The watchdog's cap: when it ends fio even though fio still makes progress (a run that stops making
+    progress ends earlier, after campaign.hung_after). Time based: ramp + runtime + late_s (campaign.late_max).
+    Size based, where the duration is not known in advance: ramp + the bytes all jobs move (size x numjobs;
+    fio's size counts reads and writes together) at the floor throughput `min_throughput`
+    (campaign.min_throughput, default 1 MiB/s) + late_s."""
     if not size_based(test):
-        return test.expected_s + grace_s
+        return test.expected_s + late_s
     total = job_bytes(test) * numjobs_of(test)
-    return test.ramp + total / max(1, min_throughput) + grace_s
+    return test.ramp + total / max(1, min_throughput) + late_s
 
 
 #: fio options that decide what write buffers hold: a campaign that sets one gets exactly what it asked for

@@ -257,6 +257,8 @@ def sections_html(a: Analysis) -> list[str]:
     ]
     if a.fill:
         out.append(fill_html(a))
+    if a.crashes:
+        out.append(crashes_html(a))
     if a.goals:
         out.append(
             '<h2 id="goals">Goals</h2>'
@@ -307,6 +309,22 @@ def fill_html(a: Analysis) -> str:
         "</code>): what it saw, and whether what it had written reads back intact (fio verify).</p><table><tr>"
         "<th>test</th><th>backing</th><th>werror</th><th>guest saw</th><th>host error (qemu)</th>"
         f"<th>written before the stop</th><th>intact</th><th>run</th></tr>{rows}</table>"
+    )
+
+
+def crashes_html(a: Analysis) -> str:
+    """Tests that crashed the host (issue 18): configuration, crashes out of attempts, what the journal noted."""
+    rows = "".join(
+        f"<tr><td>#{c.test_number} {e(c.test_name)}</td><td>{e(c.config)}</td>"
+        f"<td class='num'>{c.crashes} of {c.attempts}</td><td>{'skipped' if c.skipped else c.finished}</td>"
+        f"<td>{e('; '.join(c.notes) or '—')}</td></tr>"
+        for c in a.crashes
+    )
+    return (
+        '<h2 id="crashes">Tests that crashed the host</h2><p>Runs during which the host went down (a kernel '
+        "crash, a hang, a reboot): a finding about the configuration, not a measurement.</p><table><tr>"
+        "<th>test</th><th>configuration</th><th>crashed runs</th><th>finished runs</th><th>noted</th></tr>"
+        f"{rows}</table>"
     )
 
 

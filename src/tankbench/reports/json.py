@@ -99,6 +99,7 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
         "fingerprints": {k: dict(v.data) for k, v in ds.fingerprints.items()},
         "tests": [test_dict(t) for t in ds.tests],
         "pool_full": [f.as_dict() for f in a.fill],
+        "crashed_host": [c.as_dict() for c in a.crashes],
         "figures": [
             {
                 "id": f.id,

@@ -108,6 +108,24 @@ def fill_md(a: Analysis) -> list[str]:
     return out + [""]
 
 
+def crashes_md(a: Analysis) -> list[str]:
+    """Tests that crashed the host (issue 18), most crashes first; nothing when none did."""
+    if not a.crashes:
+        return []
+    out = [
+        "## Tests that crashed the host",
+        "",
+        "| test | configuration | crashed runs | finished runs | noted |",
+        "|---|---|---|---|---|",
+    ]
+    out += [
+        f"| #{c.test_number} {_cell(c.test_name)} | {_cell(c.config)} | {c.crashes} of {c.attempts} | "
+        f"{'skipped' if c.skipped else c.finished} | {_cell('; '.join(c.notes) or '—')} |"
+        for c in a.crashes
+    ]
+    return [*out, ""]
+
+
 def summary_markdown(a: Analysis) -> str:
     """The whole summary.md text."""
     ds = a.dataset
@@ -145,6 +163,7 @@ def summary_markdown(a: Analysis) -> str:
         ]
         out.append("")
     out += fill_md(a)
+    out += crashes_md(a)
     out += ["## Warnings", ""] + [
         f"- **{w.severity}: {w.code}** — {w.message.rstrip('.')}. Fix: {w.fix}." for w in a.warnings
     ]

@@ -82,8 +82,11 @@ class Scheduler:
         schedule: Schedule,
         history: Mapping[str, Sequence[Observation]],
         decided: Mapping[str, str] | None = None,
+        crash_retries: int = 1,
     ) -> None:
         self.schedule = schedule
+        #: a test is skipped once it crashed its host this many times (campaign.crash_retries + 1)
+        self.max_crashes = crash_retries + 1
         warm = warmup_tests(tests, schedule.warmup)
         self.states = {t.id: _TestState(t, i, t.id in warm, list(history.get(t.id, ()))) for i, t in enumerate(tests)}
         self.groups = [[self.states[t.id] for t in g] for g in config_groups(tests)]
@@ -186,7 +189,7 @@ class Scheduler:
         if obs.warmup and obs.status in FINISHED:
             self.warmed.add(test_id)
         before = len(self.decisions)
-        if st.crashes >= 2 and not st.final:
+        if st.crashes >= self.max_crashes and not st.final:
             st.final = "skip"
             self.decisions.append(
                 Decision(
@@ -259,7 +262,7 @@ class Scheduler:
             st.final = "stop" if check.reason == "ci" else "max"
             if record:
                 self.decisions.append(stop_decision(st.test.id, check, self.round_no, s.ci))
-        elif st.crashes >= 2:
+        elif st.crashes >= self.max_crashes:
             st.final = "skip"
 
     # -- what is left (for estimates) ------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 from tankbench.keys import Keys
 from tankbench.model import short_hash
 from tankbench.spec.schema import Cooldown, Schedule
+from tankbench.spec.unattended import parse_unattended
 from tankbench.spec.vocab import (
     COOLDOWN_KEYS,
     NAME_RE,
@@ -40,6 +41,7 @@ def parse_campaign(ctx: Keys, camp: Mapping[str, Any]) -> dict[str, Any]:
         "warmup": schedule.warmup != "none",
         "repeats": schedule.repeats_max,
         "schedule": schedule,
+        # retired by hung_after / late_max: still read (old campaigns stay valid), ignored, warned about on run
         "deadline_grace": ctx.duration("campaign.deadline_grace", camp.get("deadline_grace", "60s")),
         "timing_threshold": _threshold(ctx, camp.get("timing_threshold", "10%")),
         "max_tests": ctx.integer("campaign.max_tests", camp.get("max_tests", 5000), 1, 1_000_000),
@@ -50,6 +52,7 @@ def parse_campaign(ctx: Keys, camp: Mapping[str, Any]) -> dict[str, Any]:
         "fill_room": ctx.size("campaign.fill_room", camp.get("fill_room", "64M")),
         "mode": mode,
         "min_throughput": min_throughput,
+        "unattended": parse_unattended(ctx, camp),  # hung_after, late_max, crash_retries, host_wait, hook
     }
 
 

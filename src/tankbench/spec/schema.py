@@ -12,6 +12,7 @@ from tankbench.preflight import PreflightPolicy
 from tankbench.spec.fill import DEFAULT_ROOM
 from tankbench.spec.hosts import FleetSpec
 from tankbench.spec.report import Settings
+from tankbench.spec.unattended import Unattended
 from tankbench.spec.vocab import VDEV_GROUPS
 
 
@@ -169,6 +170,8 @@ class Spec:
     fill_room: int = DEFAULT_ROOM
     #: several hosts ([campaign] hosts, hosts_mode): None for a campaign on one host
     fleet: FleetSpec | None = None
+    #: the watchdog, crash retries, waiting for the host, the event hook (spec/unattended.py)
+    unattended: Unattended = field(default_factory=Unattended)
 
     @property
     def size_based(self) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 from tankbench.lab import diskmodels
 from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES
+from tankbench.spec.unattended import UNATTENDED_KEYS
 from tankbench.targets import kind_axes, kind_names, kinds
 
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")
@@ -89,6 +90,7 @@ CAMPAIGN_KEYS = (
     "mode",
     "min_throughput",
     "fill_room",
+    *UNATTENDED_KEYS,
 )
 
 TOP_KEYS = (

@@ -1,0 +1,79 @@
+"""Tests that crashed their host (issue 18 item 5): seed 000's 201 kernel crashes were themselves a finding.
+One row per test with a `crashed` run, for the report's section and `advise`'s warning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tankbench.analysis.cases import Dataset
+
+
+@dataclass(frozen=True)
+class CrashRow:
+    """A test whose runs took the host down: its configuration, how often, and what the journal noted."""
+
+    test_id: str
+    test_number: int
+    test_name: str
+    config: str
+    crashes: int
+    attempts: int  # every run row of the test (crashed ones included)
+    finished: int  # runs that ended by themselves (done, failed, timeout)
+    skipped: bool
+    notes: tuple[str, ...]  # what the crashed rows say (the host's error; a kernel log when one was kept)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "test_id": self.test_id,
+            "test_number": self.test_number,
+            "test_name": self.test_name,
+            "config": self.config,
+            "crashes": self.crashes,
+            "attempts": self.attempts,
+            "finished": self.finished,
+            "skipped": self.skipped,
+            "notes": list(self.notes),
+        }
+
+
+def crash_rows(ds: Dataset) -> tuple[CrashRow, ...]:
+    """Every test with at least one `crashed` run, most crashes first."""
+    out = []
+    for t in ds.tests:
+        crashed = [r for r in t.runs if r.status == "crashed"]
+        if not crashed:
+            continue
+        out.append(
+            CrashRow(
+                t.id,
+                t.number,
+                t.name,
+                t.storage_config,
+                len(crashed),
+                len(t.runs),
+                sum(1 for r in t.runs if r.status in ("done", "failed", "timeout")),
+                bool(t.skip_note),
+                tuple(dict.fromkeys(r.note for r in crashed if r.note)),
+            )
+        )
+    return tuple(sorted(out, key=lambda c: (-c.crashes, c.test_number)))
+
+
+def crash_advice(rows: tuple[CrashRow, ...]) -> list[tuple[str, tuple[str, ...]]]:
+    """`advise`'s warnings: (sentence, test ids) per configuration that crashed its host."""
+    by_config: dict[str, list[CrashRow]] = {}
+    for c in rows:
+        by_config.setdefault(c.config, []).append(c)
+    out = []
+    for config, cs in by_config.items():
+        n = sum(c.crashes for c in cs)
+        out.append(
+            (
+                f"Avoid {config}: its runs crashed the host {n} time(s) "
+                f"({', '.join(f'{c.test_number:04d} {c.test_name}' for c in cs)}); see the report's "
+                "section of tests that crashed the host.",
+                tuple(c.test_id for c in cs),
+            )
+        )
+    return out

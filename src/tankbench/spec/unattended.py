@@ -1,0 +1,74 @@
+"""Campaign keys for running unattended (issue 18): the progress watchdog, crash retries, waiting for a host
+that went down, and the event hook. Parsed from [campaign] by parse.py, used by the runner."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tankbench.keys import Keys
+
+#: the keys this module reads from [campaign]
+UNATTENDED_KEYS = ("hung_after", "late_max", "crash_retries", "host_wait", "hook")
+
+
+@dataclass(frozen=True)
+class Unattended:
+    """How a campaign behaves without a person watching it."""
+
+    #: a run whose fio made no I/O progress (and no drain went on) for this long is hung: ended, status timeout
+    hung_after_s: float = 300.0
+    #: a run still making progress this long past its expected end is ended anyway (status timeout)
+    late_max_s: float = 86400.0
+    #: how many times a test that crashed the host is tried again before it is skipped
+    crash_retries: int = 1
+    #: how long to wait for a host that stopped answering before the campaign stops (exit status 3)
+    host_wait_s: float = 1800.0
+    #: a command run on campaign events (argv; empty: none)
+    hook: tuple[str, ...] = ()
+    #: the campaign still names the retired deadline_grace (read, ignored, warned about at run time)
+    legacy_grace: bool = False
+
+
+def parse_unattended(ctx: Keys, camp: Mapping[str, Any]) -> Unattended:
+    """The unattended keys of [campaign], validated."""
+    hook = camp.get("hook", [])
+    if isinstance(hook, str):
+        try:
+            hook = shlex.split(hook)
+        except ValueError as e:
+            raise ctx.err("campaign.hook", hook, f"not a command line ({e})", "check its quotes") from None
+    if not isinstance(hook, list) or not all(isinstance(a, str) and a for a in hook):
+        raise ctx.err(
+            "campaign.hook", hook, "must be a command", 'e.g. hook = "/usr/local/bin/notify" or ["notify", "--mail"]'
+        )
+    hung = ctx.duration("campaign.hung_after", camp.get("hung_after", "5m"), positive=True)
+    late = ctx.duration("campaign.late_max", camp.get("late_max", "24h"), positive=True)
+    if late < hung:
+        raise ctx.err(
+            "campaign.late_max",
+            camp.get("late_max"),
+            f"is shorter than hung_after ({hung:g} s)",
+            "late_max is the generous cap for late runs that still make progress: make it hours, not seconds",
+        )
+    return Unattended(
+        hung_after_s=hung,
+        late_max_s=late,
+        crash_retries=ctx.integer("campaign.crash_retries", camp.get("crash_retries", 1), 0, 1000),
+        host_wait_s=ctx.duration("campaign.host_wait", camp.get("host_wait", "30m")),
+        hook=tuple(hook),
+        legacy_grace="deadline_grace" in camp,
+    )
+
+
+def legacy_grace_note(u: Unattended) -> str:
+    """The warning for a campaign that still sets deadline_grace ("" when it does not)."""
+    if not u.legacy_grace:
+        return ""
+    return (
+        "warning: campaign.deadline_grace is no longer used: the watchdog ends a run only when it makes no "
+        f"progress for campaign.hung_after ({u.hung_after_s:g} s), or at campaign.late_max "
+        f"({u.late_max_s:g} s) past its expected end; remove deadline_grace (see docs/unattended.md)"
+    )
