@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import tankbench
+from tankbench import model
 from tankbench.fio.jobs import job_text
 from tankbench.hosts.local import LocalHost
 from tankbench.journal import Journal
-from tankbench.model import Test
 from tankbench.progress import Progress
 from tankbench.runner import CampaignRunner, Outcome, preflight
 from tankbench.spec import expand, load_spec
@@ -46,7 +46,7 @@ io = ["direct"]
 class Ran:
     runner: CampaignRunner
     outcome: Outcome
-    tests: list[Test]
+    tests: list[model.Test]
     journal: Journal
 
 
