@@ -118,7 +118,7 @@ def test_result_to_run_combines_fio_the_agent_and_the_checks(ran: Ran) -> None:
 
     failed = ran.runner.result_to_run(test, 8, False, 1, 1000.0, dict(res, exit_status=1), {})
     assert failed.status == "failed" and "fio exited 1" in failed.note
-    late = ran.runner.result_to_run(test, 9, False, 1, 1000.0, dict(res, timed_out=True), {})
-    assert late.status == "timeout" and "watchdog ended fio" in late.note
+    ended = ran.runner.result_to_run(test, 9, False, 1, 1000.0, dict(res, timed_out=True), {})
+    assert ended.status == "timeout" and "the watchdog ended the run" in ended.note
     broken = ran.runner.result_to_run(test, 10, False, 1, 1000.0, dict(res, fio_json="not json"), {})
     assert broken.status == "failed" and broken.note
