@@ -98,10 +98,12 @@ def qemu_argv(
         "virtio-blk-pci,drive=root,serial=tbroot",
     ]
     for serial in data_disk_ids(config.disks, config.slog, config.l2arc):
-        # cache=unsafe: a guest flush never reaches the host's disk (noise); a disk model charges the writes
+        # qemu's default cache (writeback): a guest flush is an fdatasync of the image file. Not cache=unsafe: with
+        # flushes dropped, a lab's writes piled up as the host's dirty memory (GBs), and any `sync` on the host (the
+        # drain of every local run) then waited minutes for them (447 s seen in CI's integration tests beside a lab)
         argv += [
             "-drive",
-            f"file={run_dir / (serial + '.img')},if=none,id={serial},format=raw,discard=unmap,cache=unsafe",
+            f"file={run_dir / (serial + '.img')},if=none,id={serial},format=raw,discard=unmap",
             "-device",
             f"virtio-blk-pci,drive={serial},serial={serial}",
         ]
