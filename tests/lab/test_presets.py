@@ -363,5 +363,5 @@ def test_raidz1_log_cache_pool_with_a_tunable_axis_survives_kill_9_and_resume(la
         if params["cache"] == "cold":
             assert checks["cache.cold_verified"] is True and checks["cache.arc_data_size_after"] < 8 << 20, checks
     words = [w.split()[0].removesuffix("-part1") for w in sh(lab5, "zpool status -P tbkill").splitlines() if w.strip()]
-    assert "raidz1-0" in words and words[words.index("cache") + 1] == f"{ID}tbcache0"
+    assert "raidz1-0" in words and words[words.index("cache") + 1] == f"{ID}tbdata3"
     assert tankbench("clean", str(campaign), cwd=tmp_path, timeout=600).returncode == 0
