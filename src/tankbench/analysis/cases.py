@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
 from tankbench.guest.fill import FILL_CHECK_KEYS
-from tankbench.journal.db import Journal, TestRow
+from tankbench.journal.db import INPUT_COLUMNS, Journal, TestRow
 from tankbench.metrics import METRICS, Times, applicable, fio_ran_s, raw_keys, run_values
 from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES, Fingerprint, test_case_for
 from tankbench.targets import KindTraits, traits_of
@@ -119,7 +119,7 @@ class TestSummary:
     stats: Mapping[str, Summary | None]
     zfs: Mapping[str, Any] = field(default_factory=dict)  # zfs.* / arc.* metrics and checks of the last measured run
 
-    @property
+    @cached_property
     def traits(self) -> KindTraits:
         """What the test's target kind is (ZFS, a zvol, in a guest, …), asked instead of comparing its name."""
         return traits_of(self.target_kind)
@@ -233,29 +233,40 @@ def case_name(params: Mapping[str, Any], keys: tuple[str, ...]) -> str:
 def run_view(r: Mapping[str, Any], ramp: float, settings: Settings, keys: tuple[str, ...] | None = None) -> RunView:
     """Extract the report's numbers from one journal run row (Journal.iter_run_values); `keys`: the registry
     metrics worth computing (those whose inputs the journal has)."""
-    m = r["metrics"]
-    wall, drain, expected = r["wall_s"], r["drain_s"], r["expected_s"]
+    return view_of((*(r.get(c) for c in INPUT_COLUMNS), r["metrics"], r["checks"]), ramp, settings, keys)
+
+
+_ROW = INPUT_COLUMNS + ("metrics", "checks")
+assert _ROW[:7] == ("id", "test_id", "run_no", "warmup", "attempt", "status", "started")
+assert _ROW[9:] == ("fingerprint_id", "expected_s", "wall_s", "drain_s", "exit_status", "note", "metrics", "checks")
+
+
+def view_of(r: tuple[Any, ...], ramp: float, settings: Settings, keys: tuple[str, ...] | None = None) -> RunView:
+    """run_view of a Journal.run_input_rows tuple (the INPUT_COLUMNS, metrics, checks): `report` builds one per
+    run, so no dict per row. The checks dict becomes the view's `extra` (with EXTRA_METRIC_KEYS added)."""
+    rid, test_id, run_no, warmup, attempt, status, started, _, _, fp, expected, wall, drain, _, note, m, extra = r
     values = run_values(m, Times(wall, expected, ramp, drain), keys)
-    extra = r["checks"]
-    extra.update((k, m[k]) for k in EXTRA_METRIC_KEYS if k in m)
+    for k in EXTRA_METRIC_KEYS:
+        if k in m:
+            extra[k] = m[k]
     # against fio's own end when steady state ended it early: a late exit before ramp + runtime is still late
     ran = fio_ran_s(ramp, expected, extra.get("fio.runtime_s")) if extra.get("steadystate.attained") else expected
     excess = None if wall is None else wall - ran
-    late = run_late(r["status"], excess, drain, timing_limit(extra, expected, settings))
+    late = run_late(status, excess, drain, timing_limit(extra, expected, settings))
     return RunView(
-        r["id"],
-        r["test_id"],
-        r["run_no"],
-        bool(r["warmup"]),
-        r["attempt"],
-        r["status"],
-        r["started"],
-        r["fingerprint_id"],
+        rid,
+        test_id,
+        run_no,
+        bool(warmup),
+        attempt,
+        status,
+        started,
+        fp,
         expected,
         wall,
         drain,
         values,
-        r["note"],
+        note,
         extra,
         late,
     )
@@ -271,32 +282,30 @@ def summarise_runs(views: Iterable[RunView]) -> dict[str, Summary | None]:
     meas = [v.values for v in views if v.measured]
     out: dict[str, Summary | None] = dict.fromkeys(METRICS)
     for k in meas[0] if meas else ():
-        col = [x for x in (m[k] for m in meas) if x is not None]
+        col = [x for m in meas if (x := m[k]) is not None]
         out[k] = summarise(col) if col else None
     return out
 
 
-def zfs_facts(journal: Journal, row: TestRow) -> dict[str, Any]:
-    """The zfs.* and arc.* metrics and checks of a ZFS test's last measured run ({} for other targets)."""
-    if not traits_of(row.target_kind).zfs:
+def zfs_facts(row: TestRow, last: tuple[Mapping[str, Any], Mapping[str, Any]] | None) -> dict[str, Any]:
+    """The zfs.* and arc.* metrics and checks of a ZFS test's last measured run ({} for other targets);
+    `last`: that run's (metrics, checks)."""
+    if not traits_of(row.target_kind).zfs or last is None:
         return {}
-    run = journal.last_measured_run(row.id, with_samples=False)
-    if run is None:
-        return {}
-    return {k: v for k, v in (*run.metrics.items(), *run.checks.items()) if k.startswith(("zfs.", "arc."))}
+    return {k: v for k, v in (*last[0].items(), *last[1].items()) if k.startswith(("zfs.", "arc."))}
 
 
 def summarise_test(
     row: TestRow,
-    runs: Iterable[Mapping[str, Any]],
+    runs: Iterable[tuple[Any, ...]],
     settings: Settings,
     keys: tuple[str, ...] | None = None,
     zfs: Mapping[str, Any] | None = None,
 ) -> TestSummary:
-    """Build the TestSummary of one journal test from its runs."""
+    """Build the TestSummary of one journal test from its runs (Journal.run_input_rows tuples)."""
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
-    views = tuple(run_view(r, ramp, settings, keys) for r in runs)
+    views = tuple([view_of(r, ramp, settings, keys) for r in runs])
     if row.params.get("workload") == FILL:  # size-based: the campaign's runtime says nothing about a fill's time
         views = tuple(v._replace(late=False) for v in views)
     target = c.get("target", {})
@@ -329,14 +338,20 @@ def index_for_reports(journal: Journal) -> None:
 
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:
     """Read tests, runs (without the heavy samples) and fingerprints once."""
-    grouped: dict[str, list[dict[str, Any]]] = {}
+    grouped: dict[str, list[tuple[Any, ...]]] = {}
     seen: set[str] = set()
-    for r in journal.iter_run_values(METRIC_KEYS, CHECK_KEYS):
-        grouped.setdefault(r["test_id"], []).append(r)
-        seen.update(r["metrics"])
+    last: dict[str, int] = {}  # test id -> runs.id of its last measured run (Journal.last_measured_run's)
+    for r in journal.run_input_rows(METRIC_KEYS, CHECK_KEYS):
+        grouped.setdefault(r[1], []).append(r)
+        seen.update(r[-2])
+        if r[5] == "done" and not r[3]:
+            last[r[1]] = r[0]
     keys = applicable(seen)
+    rows = journal.tests()
+    facts = journal.run_facts(last[t.id] for t in rows if t.id in last and traits_of(t.target_kind).zfs)
     tests = tuple(
-        summarise_test(row, grouped.get(row.id, []), settings, keys, zfs_facts(journal, row)) for row in journal.tests()
+        summarise_test(row, grouped.get(row.id, []), settings, keys, zfs_facts(row, facts.get(last.get(row.id, -1))))
+        for row in rows
     )
     names = tuple(str(c.get("name", "")) for c in journal.campaigns())
     return Dataset(journal.path, tests, journal.fingerprints(), names, settings)

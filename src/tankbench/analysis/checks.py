@@ -184,13 +184,22 @@ class RunCheck:
     detail: bool = False
 
     def warnings(self, ds: Dataset) -> Iterator[Warning]:
-        hits = [(t, r) for t in ds.tests for r in self.runs(t) if self.applies(t, r)]
-        msg = self.message.replace("{n}", str(len(hits)))
+        applies, runs = self.applies, self.runs
+        tests: dict[str, TestSummary] = {}
+        rows: list[int] = []
+        first: list[tuple[TestSummary, RunView]] = []  # the first hits, for `detail`
+        for t in ds.tests:  # per test, not per (test, run) pair: a report checks 100,000s of runs
+            hits = [r for r in runs(t) if applies(t, r)]
+            if hits:
+                tests[t.id] = t
+                rows += [r.row_id for r in hits]
+                if len(first) < 3:
+                    first += [(t, r) for r in hits[:3]]
+        msg = self.message.replace("{n}", str(len(rows)))
         if self.detail:
-            reasons = "; ".join(f"#{t.number}: {r.extra.get('schedule.reason', '')}" for t, r in hits[:3])
-            msg += f" ({reasons}{' …' if len(hits) > 3 else ''})"
-        tests = list({t.id: t for t, _ in hits}.values())
-        yield from _warning(self.code, self.severity, tests, msg, self.fix, (r.row_id for _, r in hits))
+            reasons = "; ".join(f"#{t.number}: {r.extra.get('schedule.reason', '')}" for t, r in first[:3])
+            msg += f" ({reasons}{' …' if len(rows) > 3 else ''})"
+        yield from _warning(self.code, self.severity, list(tests.values()), msg, self.fix, rows)
 
 
 def _done(t: TestSummary) -> Iterable[RunView]:
@@ -204,12 +213,12 @@ def _measured(t: TestSummary) -> Iterable[RunView]:
 def _runtime_mismatch(t: TestSummary, r: RunView) -> bool:
     """fio's runtime less its final fsync (fio counts end_fsync in a job's runtime) against the configured one;
     a run that reached its steady state early (campaign.ss) ends short on purpose."""
-    rt = r.extra.get("fio.runtime_s")
-    if rt is None:
+    rt, runtime = r.extra.get("fio.runtime_s"), t.runtime
+    if rt is None or not runtime:
         return False
     rt -= r.extra.get("sync.end_fsync_s") or 0.0
-    steady_early = bool(r.extra.get("steadystate.attained")) and rt < t.runtime
-    return bool(t.runtime and abs(rt - t.runtime) > 0.1 * t.runtime + 0.5 and not steady_early)
+    steady_early = bool(r.extra.get("steadystate.attained")) and rt < runtime
+    return abs(rt - runtime) > 0.1 * runtime + 0.5 and not steady_early
 
 
 def _compress_options(t: TestSummary) -> bool:

@@ -28,14 +28,14 @@ class Summary:
 
 def summarise(values: Sequence[float]) -> Summary | None:
     """Summary of the values, or None when there are none (\"not measured\")."""
-    vals = tuple(float(v) for v in values)
+    vals = tuple(map(float, values))
     n = len(vals)
     if n == 0:
         return None
     mean = math.fsum(vals) / n
     if n == 1:
         return Summary(1, mean, 0.0, mean, mean, vals)
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (n - 1))
+    sd = math.sqrt(math.fsum([(v - mean) ** 2 for v in vals]) / (n - 1))
     half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)
     return Summary(n, mean, sd, mean - half, mean + half, vals)
 

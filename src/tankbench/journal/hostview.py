@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from tankbench.journal.db import Journal
+from tankbench.journal.db import INPUT_COLUMNS, Journal
 from tankbench.model import Fingerprint, Run
 
 
@@ -32,8 +32,9 @@ class HostJournal(Journal):
         done = [r for r in self.runs(test_id, with_samples=with_samples) if r.status == "done" and not r.warmup]
         return done[-1] if done else None
 
-    def iter_run_values(self, metric_keys: Sequence[str], check_keys: Sequence[str]) -> Iterator[dict[str, Any]]:
-        return (d for d in super().iter_run_values(metric_keys, check_keys) if d["host"] == self.only_host)
+    def run_input_rows(self, metric_keys: Sequence[str], check_keys: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        host = INPUT_COLUMNS.index("host")  # iter_run_values reads these rows too
+        return (r for r in super().run_input_rows(metric_keys, check_keys) if r[host] == self.only_host)
 
     def fingerprints(self) -> dict[str, Fingerprint]:
         used = {r.fingerprint_id for r in self.iter_runs()}
