@@ -5,6 +5,7 @@ fleet host's view: the same Dataset, to the last float, and the same warnings.""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,3 +171,16 @@ def test_many_hits_and_details(tmp_path: Path) -> None:
     for check in (every, odd, none):
         assert list(check.warnings(ds)) == list(reference_run_warnings(check, ds))
     assert list(none.warnings(ds)) == []
+
+
+@pytest.mark.parametrize("golden", GOLDEN, ids=[g.stem for g in GOLDEN])
+def test_compact_json_reads_back_as_the_indented_one(golden: Path) -> None:
+    """results.json above 10,000 runs is written by orjson: the same data as json's indented file."""
+    from tankbench.analysis.analyse import analyse_journal
+    from tankbench.reports.json import analysis_dict, encode
+
+    data = analysis_dict(analyse_journal(str(golden)))
+    indented = encode(data, compact=False)
+    assert indented == (json.dumps(data, indent=1, default=str) + "\n").encode()  # as before, byte for byte
+    assert json.loads(encode(data, compact=True)) == json.loads(indented)
+    assert json.loads(encode({"big": 2**70} | data, compact=True))["big"] == 2**70  # json's turn

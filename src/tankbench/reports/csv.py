@@ -61,7 +61,7 @@ def rows(a: Analysis) -> list[list[Any]]:
                     r.excess_s,
                     r.drain_s,
                     int(r.late),
-                    *(v.get(k) for k in present),
+                    *map(v.get, present),
                     r.note,
                 ]
             )

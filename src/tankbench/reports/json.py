@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from tankbench import EXPORT_FORMAT, __version__
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
@@ -225,10 +227,20 @@ def mix_dict(a: Analysis) -> dict[str, Any] | None:
     }
 
 
+def encode(data: Any, compact: bool) -> bytes:
+    """Indented by json (byte-for-byte as before), or compact by orjson: 8-10x faster than json's C encoder on
+    100,000 runs (bench/report). orjson writes no spaces after separators, and null for NaN/infinity (which
+    json wrote as the non-JSON NaN/Infinity); json takes over where orjson refuses (integers beyond 64 bits)."""
+    if compact:
+        try:
+            return orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+        except TypeError:  # orjson.JSONEncodeError: what json still writes
+            pass
+    return (json.dumps(data, indent=None if compact else 1, default=str) + "\n").encode()
+
+
 def write_json(a: Analysis, path: str) -> None:
-    """Indented for small journals; compact above 10,000 runs. json.dumps, not json.dump: dump streams through
-    the pure-Python encoder, dumps uses the C one when not indenting (~5× faster)."""
-    text = json.dumps(analysis_dict(a), indent=1 if a.dataset.n_runs <= 10_000 else None, default=str)
-    with open(path, "w", encoding="utf-8") as f:
+    """Indented for small journals; compact above 10,000 runs."""
+    text = encode(analysis_dict(a), compact=a.dataset.n_runs > 10_000)
+    with open(path, "wb") as f:
         f.write(text)
-        f.write("\n")

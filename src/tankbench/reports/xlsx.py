@@ -213,6 +213,7 @@ def rows_xml(body: list[list[Any]], first_row: int = 2) -> str:
     ncols = max((len(r) for r in body), default=0)
     letters = [get_column_letter(i + 1) for i in range(ncols)]
     out = []
+    text: dict[str, str] = {}  # a string cell's escaped text: test ids, names, cases repeat on every run's row
     for n, row in enumerate(body, start=first_row):
         out.append(f'<row r="{n}">')
         for letter, v in zip(letters, row):
@@ -225,6 +226,12 @@ def rows_xml(body: list[list[Any]], first_row: int = 2) -> str:
                 out.append(f'<c r="{letter}{n}" t="n"><v>{v}</v></c>')
                 continue
             elif v is None:
+                continue
+            elif kind is str and v:
+                t = text.get(v)
+                if t is None:
+                    t = text[v] = escape(ILLEGAL.sub("", v))
+                out.append(f'<c r="{letter}{n}" t="inlineStr"><is><t>{t}</t></is></c>')
                 continue
             out.append(_cell(f"{letter}{n}", v))
         out.append("</row>")
