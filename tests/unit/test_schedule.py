@@ -358,3 +358,35 @@ def test_a_test_is_skipped_after_crash_retries_plus_one_crashes(retries: int) ->
         decisions = sched.observe(tid, Observation(1, False, "crashed", None))
         assert [d.kind for d in decisions] == (["skip"] if n == retries else []), n
     assert sched.states[tid].final == "skip"
+
+
+def test_a_settled_place_is_judged_again_when_a_neighbour_moves() -> None:
+    spec = spec_of('repeats = { max = 3, settle = "5%" }')
+    tests = expand(spec)
+    reads = [t.id for t in tests if t.params["rw"] == "read"]
+    assert len(reads) >= 3
+    truth = {t.id: 1000.0 * (i + 1) for i, t in enumerate(tests)}
+    truth[reads[0]], truth[reads[1]], truth[reads[2]] = 100.0, 101.0, 200.0  # 0, 1 in doubt; 2 settled at once
+
+    def value(slot: Slot) -> float:  # the in-doubt neighbour's second run lands on the settled test
+        return 205.0 if (slot.test.id, slot.run_no) == (reads[1], 2) else truth[slot.test.id]
+
+    sched = Scheduler(tests, spec.schedule, {})
+    done = drive(sched, value)
+    first = [d for d in sched.decisions if d.test_id == reads[2]]
+    assert [d.kind for d in first][:2] == ["settled", "reopened"], first
+    reopened = first[1]
+    assert reopened.after_runs == 1 and "in doubt again" in reopened.reason
+    assert reopened.evidence["worst_overlap"] > 0.05 and reopened.evidence["test_case"]
+    assert sum(1 for tid, _, warm in done if tid == reads[2] and not warm) >= 2, "it ran again"
+    # every reopened test was settled before it, and each ends settled again or at max
+    for tid in {d.test_id for d in sched.decisions if d.kind == "reopened"}:
+        kinds = [d.kind for d in sched.decisions if d.test_id == tid]
+        assert kinds[0] == "settled" and kinds[-1] in ("settled", "max"), (tid, kinds)
+
+
+def test_a_settled_place_at_max_is_not_reopened() -> None:
+    spec = spec_of('repeats = { max = 1, settle = "5%" }')
+    sched = Scheduler(expand(spec), spec.schedule, {})
+    drive(sched, lambda s: 100.0)
+    assert all(d.kind != "reopened" for d in sched.decisions)

@@ -501,6 +501,23 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         lambda t, r: r.extra.get("schedule.decision") == "stop",
         detail=True,
     ),
+    RunCheck(
+        "schedule-settled",
+        "info",
+        "These tests ran no more once their place in their test case was settled (repeats.settle): their "
+        "intervals overlap no neighbour's by more than the margin",
+        "set a fixed repeats = N, or a smaller settle margin, for more runs of every test",
+        lambda t, r: r.extra.get("schedule.decision") == "settled",
+        detail=True,
+    ),
+    RunCheck(
+        "schedule-reopened",
+        "info",
+        "A neighbour's later runs put these settled places in doubt again: they ran again",
+        "nothing to do: the decisions after it (in the test's later runs) are the ones that count",
+        lambda t, r: r.extra.get("schedule.decision") == "reopened",
+        detail=True,
+    ),
 )
 
 

@@ -137,6 +137,7 @@ class Decision:
     """An adaptive decision about one test, for the journal and the report: nothing is decided silently.
 
     kind: "stop" (CI within target), "max" (max repeats reached without it), "drop" (a race dropped it),
+    "settled" (its place in its test case is settled: repeats.settle), "reopened" (a settled place in doubt again),
     "skip" (crashed its host more than campaign.crash_retries times)."""
 
     test_id: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tankbench.model import Run, Test, short_hash
 from tankbench.schedule.configs import config_groups, warmup_tests
@@ -239,7 +240,14 @@ class Scheduler:
         for case, members in sorted(by_case.items()):
             values = {st.test.id: st.values for st in members}
             candidates = [st.test.id for st in members if self.active(st) and st.measured >= sched.repeats_min]
-            for place in places(values, candidates, sched.settle, cv):
+            # a settled place is judged again each round: a neighbour's new runs (or the campaign's noise level)
+            # may have moved into its interval; below repeats.max it then runs again
+            settled = [st.test.id for st in members if st.final == "settled" and st.measured < sched.repeats_max]
+            for place in places(values, candidates + settled, sched.settle, cv):
+                if place.test_id in settled:
+                    if not place.settled:
+                        out.append(self._reopen(self.states[place.test_id], place.evidence, case))
+                    continue
                 if not place.settled:
                     continue
                 st = self.states[place.test_id]
@@ -254,6 +262,18 @@ class Scheduler:
                 out.append(Decision(st.test.id, "settled", st.measured, self.round_no, text, ev))
         self.decisions.extend(out)
         return out
+
+    def _reopen(self, st: _TestState, evidence: Mapping[str, Any], case: str) -> Decision:
+        """A settled test whose place is in doubt again: active, with the numbers that reopened it."""
+        assert self.schedule.settle is not None
+        st.final = ""
+        ev = dict(evidence, test_case=case)
+        text = (
+            f"place {ev['rank']} in {case} in doubt again after {st.measured} run(s): a neighbour's interval now "
+            f"overlaps its {ev['ci_low']:.4g}–{ev['ci_high']:.4g} by {ev['worst_overlap']:.1%} of the larger mean "
+            f"(more than {self.schedule.settle:.0%}, or at all between the two leaders; noise {ev['cv']:.1%})"
+        )
+        return Decision(st.test.id, "reopened", st.measured, self.round_no, text, ev)
 
     def _check(self, st: _TestState, record: bool) -> None:
         s = self.schedule
