@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
+from tankbench.bulk import gc_paused
 from tankbench.guest.fill import FILL_CHECK_KEYS
 from tankbench.journal.db import INPUT_COLUMNS, Journal, TestRow
 from tankbench.metrics import METRICS, Times, applicable, fio_ran_s, raw_keys, run_values
@@ -127,6 +128,11 @@ class TestSummary:
     @cached_property
     def measured(self) -> tuple[RunView, ...]:
         return tuple(r for r in self.runs if r.measured)
+
+    @cached_property
+    def decided(self) -> tuple[RunView, ...]:
+        """Runs holding an adaptive decision (`schedule.decision`), found once for every schedule-* check."""
+        return tuple(r for r in self.runs if "schedule.decision" in r.extra)
 
     @property
     def load1(self) -> Summary | None:
@@ -338,6 +344,11 @@ def index_for_reports(journal: Journal) -> None:
 
 def load_dataset(journal: Journal, settings: Settings) -> Dataset:
     """Read tests, runs (without the heavy samples) and fingerprints once."""
+    with gc_paused():  # 100,000s of tuples and dicts: no cycles for the collector to find
+        return _load_dataset(journal, settings)
+
+
+def _load_dataset(journal: Journal, settings: Settings) -> Dataset:
     grouped: dict[str, list[tuple[Any, ...]]] = {}
     seen: set[str] = set()
     last: dict[str, int] = {}  # test id -> runs.id of its last measured run (Journal.last_measured_run's)

@@ -210,6 +210,11 @@ def _measured(t: TestSummary) -> Iterable[RunView]:
     return t.measured
 
 
+def _decided(t: TestSummary) -> Iterable[RunView]:
+    """Runs holding an adaptive decision (schedule.decision): the schedule-* checks look at no others."""
+    return t.decided
+
+
 def _runtime_mismatch(t: TestSummary, r: RunView) -> bool:
     """fio's runtime less its final fsync (fio counts end_fsync in a job's runtime) against the configured one;
     a run that reached its steady state early (campaign.ss) ends short on purpose."""
@@ -481,6 +486,7 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "A race stopped repeating these tests, clearly behind their test case's leader",
         "set racing = false to give every test its full repeats",
         lambda t, r: r.extra.get("schedule.decision") == "drop",
+        _decided,
         detail=True,
     ),
     RunCheck(
@@ -491,6 +497,7 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         lambda t, r: (
             r.extra.get("schedule.decision") == "max" and "max repeats" in str(r.extra.get("schedule.reason", ""))
         ),
+        _decided,
         detail=True,
     ),
     RunCheck(
@@ -499,6 +506,7 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "These tests stopped early: their confidence interval met repeats.ci",
         "set a fixed repeats = N for a fixed number of runs",
         lambda t, r: r.extra.get("schedule.decision") == "stop",
+        _decided,
         detail=True,
     ),
     RunCheck(
@@ -508,6 +516,7 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "intervals overlap no neighbour's by more than the margin",
         "set a fixed repeats = N, or a smaller settle margin, for more runs of every test",
         lambda t, r: r.extra.get("schedule.decision") == "settled",
+        _decided,
         detail=True,
     ),
     RunCheck(
@@ -516,6 +525,7 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "A neighbour's later runs put these settled places in doubt again: they ran again",
         "nothing to do: the decisions after it (in the test's later runs) are the ones that count",
         lambda t, r: r.extra.get("schedule.decision") == "reopened",
+        _decided,
         detail=True,
     ),
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import WORKLOAD
+from tankbench.bulk import gc_paused
 
 HEAD = ("run_row_id", "test_id", "test_number", "test_name", "target", "target_kind", "test_case", "baseline")
 RUN = ("run_no", "warmup", "attempt", "status", "wall_s", "expected_s", "excess_s", "drain_s", "late")
@@ -72,4 +73,6 @@ def write_csv(a: Analysis, path: str) -> None:
     with open(path, "w", encoding="utf-8", newline="") as f:
         w = csv.writer(f)
         w.writerow(header(a))
-        w.writerows(rows(a))
+        with gc_paused():  # a list per run
+            body = rows(a)
+        w.writerows(body)

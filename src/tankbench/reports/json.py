@@ -12,6 +12,7 @@ from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
 from tankbench.analysis.leaderboard import Ratio
 from tankbench.analysis.stats import Summary
+from tankbench.bulk import gc_paused
 from tankbench.metrics import METRICS, REGISTRY
 from tankbench.reports.common import EXPLAIN
 
@@ -241,6 +242,7 @@ def encode(data: Any, compact: bool) -> bytes:
 
 def write_json(a: Analysis, path: str) -> None:
     """Indented for small journals; compact above 10,000 runs."""
-    text = encode(analysis_dict(a), compact=a.dataset.n_runs > 10_000)
+    with gc_paused():  # a dict per run
+        text = encode(analysis_dict(a), compact=a.dataset.n_runs > 10_000)
     with open(path, "wb") as f:
         f.write(text)

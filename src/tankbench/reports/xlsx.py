@@ -18,6 +18,7 @@ from openpyxl.utils import get_column_letter
 
 from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.leaderboard import Leaderboard
+from tankbench.bulk import gc_paused
 from tankbench.metrics import METRICS
 from tankbench.reports.common import EXPLAIN, guest_header, guest_values
 from tankbench.reports.csv import axis_columns, rows
@@ -259,4 +260,6 @@ def splice_rows(path: str, sheet: str, xml_rows: str) -> None:
 def write_xlsx(a: Analysis, path: str) -> None:
     """results.xlsx: the workbook by openpyxl, then the raw sheet's rows spliced in."""
     build_workbook(a).save(path)
-    splice_rows(path, RAW_SHEET, rows_xml(rows(a)))
+    with gc_paused():  # a list per run
+        xml = rows_xml(rows(a))
+    splice_rows(path, RAW_SHEET, xml)
