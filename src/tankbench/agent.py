@@ -726,6 +726,24 @@ def op_prepare_file(req: dict[str, Any]) -> None:
     )
 
 
+def layout_state(req: dict[str, Any]) -> dict[str, Any]:
+    """The layout checks of a prepare_file request's files as they are now, writing nothing: what the next run
+    on them would find (fio_run's `layout_after`, measured after its drain, spares that run a prepare call)."""
+    paths = list(req.get("paths") or [req["path"]])
+    size, layout = int(req["size"]), req.get("layout") or "random"
+    if not all(os.path.isfile(p) for p in paths):
+        return {"layout.verified": False, "layout.note": "a test file is missing"}
+    dataset, _ = zfs_dataset_of(paths[0])
+    zero_holes = bool(dataset and zfs_space(dataset).get("compression", "off") != "off")
+    t0 = time.monotonic()
+    files = [_measure_file(p) for p in paths]
+    notes = ["%s: %s" % (p, why) for p, m in zip(paths, files) for ok, why in [_file_ok(m, size, layout, zero_holes)]
+             if not ok]  # fmt: skip
+    space = zfs_space(dataset) if dataset else {}
+    seconds = time.monotonic() - t0
+    return layout_checks(layout, files, False, seconds, dict(space, dataset=dataset) if dataset else None, notes)
+
+
 def _write_region(path: str, size: int, layout: str) -> None:
     if layout == "unwritten":
         import fcntl
@@ -1082,6 +1100,7 @@ def op_fio_run(req: dict[str, Any]) -> None:
         with _lock:
             _children.remove(during.pid)
     files_after = capture(req.get("capture_files", []))
+    layout_after = layout_state(req["layout_after"]) if isinstance(req.get("layout_after"), dict) else None
     after = []
     for argv_ in req.get("after_cmds", []):
         try:
@@ -1114,6 +1133,7 @@ def op_fio_run(req: dict[str, Any]) -> None:
         files_after=files_after,
         during_output=during_out,
         after_outputs=after,
+        layout_after=layout_after,
     )
 
 

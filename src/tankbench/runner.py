@@ -195,6 +195,7 @@ class CampaignRunner:
     def execute(self, test: Test, run_no: int, warm: bool, attempt: int, checks: dict[str, Any]) -> Run:
         """Run fio once and journal the frozen Run (a `running` row exists while it is in flight)."""
         spec = self.spec
+        self.ws.run_seq += 1  # what a kind learned at the end of the previous run no longer stands for the next
         row = self.journal.begin_run(
             test.id, run_no, warm, attempt, test.expected_s, self.host.name, boot_id=self.pre.boot_id
         )

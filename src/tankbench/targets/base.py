@@ -54,6 +54,9 @@ class Workspace:
     zfs_params: Mapping[str, str] = field(default_factory=dict)
     zfs_version: str = ""
     zfs_ready: bool = False
+    #: runs begun in this campaign run (the runner counts): what a kind learned at the end of run N holds for
+    #: the next run only while this is still N (no other run, of any kind, came in between)
+    run_seq: int = 0
     _zfs: ZfsProvisioner | None = None
 
     @property
