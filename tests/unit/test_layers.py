@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hosts",),
     ("fio", "fio.parse", "fio.layout", "fio.importer", "zfs", "journal", "metrics", "copytest", "safety"),
     # "": the package itself (its version)
-    ("model", "units", "errors", "keys", "agent", "analysis.stats", "bootlog", ""),
+    ("model", "units", "errors", "keys", "agent", "analysis.stats", "bootlog", "bulk", ""),
 )
 
 #: exporters read the Analysis, never the journal or fio's output themselves
