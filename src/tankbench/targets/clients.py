@@ -1,0 +1,306 @@
+"""A target's `clients`: ssh hosts whose fio generates its load through fio's client/server mode.
+
+A `kind = "file"` target with `clients = [...]` names a directory on each client (`path`): every client lays
+out its own test file there and runs the test's job on it, all at once, driven by one `fio --client` on this
+machine through loopback-only servers reached over ssh (fio/clientserver.py). The campaign's host observes the
+same window (samplers, drain) as it does for a test guest. One journal run per test run: the aggregate figures
+are the run's metrics, each client's are in its checks (`clients.results`) and in the run's fio JSON
+(`client_stats`).
+
+Everything a client can be refused for is checked before anything is created (the preflight): an entry that
+is not an ssh host, a client named twice, a client that is the campaign's host, an unreachable client, a
+directory that is not usable there, fio versions that differ, the server port in use on a client.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import subprocess
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tankbench.errors import UserError
+from tankbench.fio.clientserver import DEFAULT_PORT, ClientResult, FioServers
+from tankbench.fio.jobs import job_text
+from tankbench.fio.parse import FioOutputError
+from tankbench.guest.guestcopy import observed
+from tankbench.hosts.base import Host
+from tankbench.hosts.ssh import SshHost
+from tankbench.keys import Keys
+from tankbench.model import ClientHost, Target, Test
+from tankbench.targets.base import Campaign
+
+#: keys of a client's inline table
+CLIENT_KEYS = ("address", "user", "port", "identity", "known_hosts")
+_EXAMPLE = 'e.g. clients = ["root@10.0.0.2", "root@10.0.0.3"] or [{ address = "10.0.0.2", identity = "~/.ssh/id" }]'
+
+
+def _entry(keys: Keys, key: str, value: object) -> ClientHost:
+    if isinstance(value, str):
+        text = value.removeprefix("ssh:")
+        if text in ("local", "lab") or text.startswith("lab:"):
+            raise keys.err(
+                key,
+                value,
+                "a client is an ssh host (its fio serves on loopback, reached through ssh)",
+                f"name the client's ssh address; {_EXAMPLE}",
+            )
+        user, _, rest = text.rpartition("@")
+        address, port = rest, 22
+        if rest.count(":") == 1:
+            address, _, p = rest.partition(":")
+            port = int(p) if p.isdigit() else -1
+        if not address or any(ch.isspace() for ch in text) or not 1 <= port <= 65535:
+            raise keys.err(key, value, "not an ssh host", f"write [user@]address[:port]; {_EXAMPLE}")
+        return ClientHost(address=address, user=user or "root", port=port)
+    if not isinstance(value, dict):
+        raise keys.err(key, value, "must be a string or an inline table", _EXAMPLE)
+    keys.unknown_keys(value, CLIENT_KEYS, key + ".")
+    address = keys.string(key + ".address", value.get("address", ""))
+    if not address:
+        raise keys.err(key + ".address", value.get("address"), "a client needs an address", _EXAMPLE)
+    return ClientHost(
+        address=address,
+        user=keys.string(key + ".user", value.get("user", "root")) or "root",
+        port=keys.integer(key + ".port", value.get("port", 22), 1, 65535),
+        identity=keys.string(key + ".identity", value.get("identity", "")),
+        known_hosts=keys.string(key + ".known_hosts", value.get("known_hosts", "")),
+    )
+
+
+def parse_clients(keys: Keys, table: Mapping[str, Any], prefix: str) -> tuple[tuple[ClientHost, ...], int]:
+    """(clients, fio server port) of a target table's `clients` and `client_port` keys (pure)."""
+    if "clients" not in table:
+        if "client_port" in table:
+            raise keys.err(prefix + "client_port", table["client_port"], "given without clients", _EXAMPLE)
+        return (), 0
+    value = table["clients"]
+    if not isinstance(value, list) or not value:
+        raise keys.err(prefix + "clients", value, "must be a non-empty list of client hosts", _EXAMPLE)
+    clients = tuple(_entry(keys, f"{prefix}clients[{i}]", v) for i, v in enumerate(value))
+    seen: dict[str, int] = {}
+    for i, c in enumerate(clients):
+        if c.name in seen:
+            raise keys.err(
+                f"{prefix}clients[{i}]",
+                value[i],
+                f"names the same client as {prefix}clients[{seen[c.name]}] ({c.name})",
+                "name each client host once",
+            )
+        seen[c.name] = i
+    port = keys.integer(prefix + "client_port", table.get("client_port", DEFAULT_PORT), 1024, 65535)
+    return clients, port
+
+
+def ssh_client(c: ClientHost) -> SshHost:
+    """The SshHost of a client (the same options an ssh campaign host gets)."""
+    from os.path import expanduser
+
+    return SshHost(
+        c.address,
+        user=c.user,
+        port=c.port,
+        identity=expanduser(c.identity) if c.identity else None,
+        known_hosts=expanduser(c.known_hosts) if c.known_hosts else None,
+    )
+
+
+def local_addresses() -> set[str]:
+    """This machine's IP addresses (`ip -o addr`), loopback included."""
+    try:
+        out = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    found = {"127.0.0.1", "::1", "localhost"}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[2] in ("inet", "inet6"):
+            found.add(parts[3].split("/")[0])
+    return found
+
+
+def resolve(address: str) -> set[str]:
+    """The IP addresses a name resolves to (itself when it does not resolve: the ssh check says why)."""
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(address, None)} | {address}
+    except OSError:
+        return {address}
+
+
+def server_addresses(host: Host) -> set[str]:
+    """Addresses under which the campaign's host could be named as a client (a lab is reached through a port
+    forward of this machine: no client address is the lab's)."""
+    address = str(getattr(host, "address", ""))
+    if host.name == "local":
+        return local_addresses()
+    return resolve(address) if address and not host.name.startswith("lab") else set()
+
+
+def refuse_server_as_client(where: Callable[[int], str], host: Host, clients: tuple[ClientHost, ...]) -> None:
+    """UserError when a client is the campaign's host (its load would compete with the server it measures)."""
+    server = server_addresses(host)
+    for j, c in enumerate(clients):
+        if c.name == host.name or resolve(c.address) & server:
+            raise UserError(
+                f"{where(j)}: is the campaign's host ({host.name}): its load would compete with the server it measures",
+                "name client hosts other than the host that holds the target",
+            )
+
+
+def _servers_key(t: Target) -> tuple[tuple[str, ...], int]:
+    return tuple(c.name for c in t.clients), t.client_port
+
+
+class ClientLoad:
+    """The run-time side of targets with clients, for one campaign run on one host: checks, fio servers (started
+    once per campaign, per set of clients and port), per-client layout and the client/server run."""
+
+    def __init__(self, host: Host, spec: Campaign, note: Callable[[str], None]) -> None:
+        self.host = host
+        self.spec = spec
+        self.path = spec.path
+        self.note = note
+        self.servers: dict[tuple[tuple[str, ...], int], FioServers] = {}
+        self.versions: dict[tuple[tuple[str, ...], int], str] = {}
+
+    def key(self, t: Target) -> str:
+        """`target[i].clients` of target t, as the campaign file names it."""
+        i = next((n for n, x in enumerate(self.spec.targets) if x.name == t.name), 0)
+        return f"target[{i}].clients"
+
+    def where(self, t: Target) -> Callable[[int], str]:
+        """`file: target[i].clients[j] = 'name'` for client j of target t (errors name the key and value)."""
+        return lambda j: f"{self.path}: {self.key(t)}[{j}] = {t.clients[j].name!r}"
+
+    def check(self, t: Target, matrix: Mapping[str, tuple[Any, ...]]) -> None:
+        """Everything a client can be refused for, read-only (the preflight): UserError with a hint."""
+        where = self.where(t)
+        odd = [w for w in matrix.get("workload", ()) if w != "fio"]
+        if odd:
+            raise UserError(
+                f"{self.path}: matrix.workload = {odd[0]!r} with target {t.name!r}, which has clients: copy and "
+                "fill workloads run on the campaign's host, not through fio client/server",
+                'use workload = "fio" with client targets, or a target without clients for the copy tests',
+            )
+        refuse_server_as_client(where, self.host, t.clients)
+        hosts = [ssh_client(c) for c in t.clients]
+        try:
+            for j, h in enumerate(hosts):
+                try:
+                    h.check_connection()
+                except UserError as e:
+                    raise UserError(f"{where(j)}: {e.message}", e.hint) from e
+                self._check_directory(t, h)
+            servers = FioServers(hosts, server=self.host.name, port=t.client_port)
+            try:
+                servers.check()
+            except UserError as e:
+                names = ", ".join(c.name for c in t.clients)
+                raise UserError(f"{self.path}: {self.key(t)} = [{names}]: {e.message}", e.hint) from e
+        finally:
+            for h in hosts:
+                h.close()
+
+    def _check_directory(self, t: Target, h: SshHost) -> None:
+        probe = h.call_agent({"op": "probe", "paths": [t.path], "block_devices": []}, timeout=300)
+        info = probe["paths"][t.path]
+        where = f"{self.path}: target {t.name!r} path = {t.path!r}"
+        if info["exists"] and not info["is_dir"]:
+            raise UserError(f"{where}: exists on client {h.name} and is not a directory", "name a directory")
+        if not info["exists"] and not info["parent_is_dir"]:
+            raise UserError(
+                f"{where}: neither it nor its parent directory exists on client {h.name}",
+                "create the parent directory on every client, or fix the path",
+            )
+        if not info["writable"]:
+            raise UserError(f"{where}: not writable on client {h.name}", "pick a directory you can write to")
+
+    def start(self, t: Target) -> FioServers:
+        """The target's fio servers (started on first use; one set per campaign run)."""
+        key = _servers_key(t)
+        if key not in self.servers:
+            servers = FioServers([ssh_client(c) for c in t.clients], server=self.host.name, port=t.client_port)
+            servers.__enter__()  # checks again, starts, waits until each listens on loopback; stop() in finish
+            self.servers[key] = servers
+            self.versions[key] = servers.fio_version
+            self.note(f"fio servers on {', '.join(c.name for c in t.clients)} (127.0.0.1:{t.client_port}, via ssh)")
+        return self.servers[key]
+
+    def lay_out(self, test: Test, lay_out_one: Callable[[Host], dict[str, Any]]) -> dict[str, Any]:
+        """Each client lays out and verifies its own test file; the run's layout is verified when every one is."""
+        servers = self.start(test.target)
+        per: dict[str, dict[str, Any]] = {}
+        for h in servers.clients:
+            per[h.name] = lay_out_one(h)
+        return {
+            "layout.verified": all(bool(c.get("layout.verified")) for c in per.values()),
+            "clients.layout": per,
+        }
+
+    def run(self, test: Test, request: dict[str, Any]) -> dict[str, Any]:
+        """The test's job on every client at once through `fio --client`, while the host observes the window."""
+        t = test.target
+        servers = self.start(t)
+        job = job_text(test)  # without run_job_text's IOPS logs: they would be written on the clients
+        deadline = float(request["deadline_s"])
+
+        def go() -> tuple[int, str, str, float]:
+            return servers.run_raw(job, timeout=deadline + 60)
+
+        res, (rc, out, err, wall) = observed(self.host, dict(request, job_text=job), go)
+        per: list[ClientResult] = []
+        total: ClientResult | None = None
+        try:
+            per, total = servers.results(out)
+        except FioOutputError:
+            pass  # decide_run says the run failed, and why (the output and stderr are kept)
+        res.update(
+            fio_json=out,
+            exit_status=rc,
+            stderr_tail=err[-4000:],
+            wall_s=wall,
+            timed_out=rc == 124 or bool(res.get("timed_out")),
+        )
+        res["checks"] = dict(
+            res.get("checks", {}),
+            **{
+                "clients.hosts": [c.name for c in t.clients],
+                "clients.port": t.client_port,
+                "clients.fio_version": self.versions.get(_servers_key(t), ""),
+                "clients.results": {r.host: figures(r) for r in per},
+                "clients.host_wall_s": round(res.get("wall_s", wall), 3),
+            },
+        )
+        if total is not None:
+            res["checks"]["clients.total"] = figures(total)
+        missing = sorted({c.name for c in t.clients} - {r.host for r in per})
+        if rc == 0 and missing:
+            res["exit_status"] = 1
+            res["stderr_tail"] = f"fio --client gave no result for {', '.join(missing)}\n" + res["stderr_tail"]
+        return res
+
+    def stop(self) -> None:
+        """Stop every fio server (the end of the campaign run, whatever happened)."""
+        for key, servers in list(self.servers.items()):
+            servers.stop()
+            for h in servers.clients:
+                h.close()
+            del self.servers[key]
+
+
+def figures(r: ClientResult) -> dict[str, float]:
+    """One client's (or the total's) figures as a run's checks keep them."""
+    return {
+        "read_bw_bytes": r.read_bw_bytes,
+        "write_bw_bytes": r.write_bw_bytes,
+        "read_iops": r.read_iops,
+        "write_iops": r.write_iops,
+        "jobs": float(len(r.entry.get("entries", []))),
+    }
+
+
+def shell_note(t: Target) -> str:
+    """A comment line for exported scripts: the job runs on the clients, not here."""
+    names = " ".join(shlex.quote(c.name) for c in t.clients)
+    return f"# this target's load comes from clients through fio client/server (tankbench run does it): {names}"

@@ -1,0 +1,180 @@
+"""A campaign whose file target names two client hosts (namespace hosts, real sshd, real fio servers): `tankbench
+run` drives them through fio client/server, the journal keeps per-client and total figures, the report shows
+both, nothing listens afterwards (also after kill -9 of tankbench), and bad clients are refused first."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tankbench
+from tests.netns import NetnsHost, namespace_hosts
+
+PORT = 18766
+
+CAMPAIGN = """
+[campaign]
+name = "clients-itest"
+runtime = "{runtime}"
+ramp = "0s"
+warmup = false
+repeats = 1
+host = "local"
+
+[[target]]
+name = "load"
+kind = "file"
+path = "{dir}"
+size = "4M"
+clients = [{clients}]
+client_port = {port}
+
+[fio]
+rate = "1m"
+
+[matrix]
+rw = ["read", "write"]
+bs = ["64k"]
+iodepth = [1]
+io = ["direct"]
+"""
+
+
+@pytest.fixture
+def clients(tmp_path: Path):
+    with namespace_hosts(2, tmp_path / "ns") as pair:
+        yield pair
+
+
+def campaign(tmp: Path, hosts: list[NetnsHost], target: Path, runtime: str = "2s", port: int = PORT) -> Path:
+    c = tmp / "clients.toml"
+    c.write_text(
+        CAMPAIGN.format(runtime=runtime, dir=target / "load", clients=", ".join(h.table() for h in hosts), port=port)
+    )
+    return c
+
+
+def listeners(h: NetnsHost) -> list[str]:
+    """Every TCP listener in the host's namespace that is not its sshd."""
+    out = subprocess.run(
+        ["ip", "netns", "exec", h.netns, "ss", "-ltnpH"], capture_output=True, text=True, check=True
+    ).stdout
+    return [line for line in out.splitlines() if "sshd" not in line]
+
+
+def fio_servers(hosts: list[NetnsHost]) -> list[str]:
+    return [line for h in hosts for line in listeners(h) if "fio" in line]
+
+
+def wait_nothing_listening(hosts: list[NetnsHost], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(listeners(h) for h in hosts) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling until the servers are gone
+    assert [listeners(h) for h in hosts] == [[] for _ in hosts]
+
+
+def test_two_clients_run_a_campaign_with_per_client_and_total_results(clients, tmp_path: Path):
+    hosts, target = clients
+    c = campaign(tmp_path, hosts, target)
+    j = tmp_path / "j.sqlite"
+    res = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "2 run(s) done" in res.stdout
+    wait_nothing_listening(hosts, timeout=5)
+    conn = sqlite3.connect(j)
+    try:
+        runs = conn.execute("SELECT metrics, checks, fio_json, host FROM runs WHERE status = 'done'").fetchall()
+    finally:
+        conn.close()
+    assert len(runs) == 2
+    names = sorted(h.name for h in hosts)
+    for metrics_text, checks_text, fio_json, host in runs:
+        metrics, checks = json.loads(metrics_text), json.loads(checks_text)
+        assert host == "local"  # the campaign's host; the clients generated the load
+        assert sorted(checks["clients.results"]) == names
+        assert checks["clients.hosts"] == [h.name for h in hosts]
+        assert checks["layout.verified"] is True
+        per = checks["clients.results"]
+        direction = "read" if per[names[0]]["read_bw_bytes"] else "write"
+        for name in names:  # rate = 1m on each client
+            assert 0.5 * 2**20 < per[name][f"{direction}_bw_bytes"] < 1.5 * 2**20, per
+        total = sum(p[f"{direction}_bw_bytes"] for p in per.values())
+        assert checks["clients.total"][f"{direction}_bw_bytes"] == pytest.approx(total)
+        assert metrics[f"{direction}.bw_bytes"] == pytest.approx(total, rel=0.01)  # the run's figure: the sum
+        assert '"client_stats"' in fio_json
+    for h in hosts:  # each client laid out its own file in its own directory
+        assert (h.base / "target" / "load" / "tankbench-load.fiodata").stat().st_size == 4 << 20
+    md = (tmp_path / "report" / "clients.md").read_text()
+    for name in names:
+        assert name in md
+    assert "all clients" in md
+
+
+def test_kill_9_of_tankbench_mid_run_leaves_no_fio_server(clients, tmp_path: Path):
+    hosts, target = clients
+    c = campaign(tmp_path, hosts, target, runtime="30s")
+    j = tmp_path / "j.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "fio servers on" in line:
+            break
+    assert fio_servers(hosts), "".join(seen)  # the servers run (and the run is starting)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    wait_nothing_listening(hosts)
+
+
+def test_bad_clients_are_refused_before_anything_is_created(clients, tmp_path: Path):
+    hosts, target = clients
+    c = campaign(tmp_path, hosts, target)
+    # a port in use on the second client
+    busy = subprocess.Popen(
+        ["ip", "netns", "exec", hosts[1].netns, "fio", f"--server=127.0.0.1,{PORT}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not fio_servers(hosts[1:]) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling until that fio listens
+        res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path)
+        assert res.returncode == 2, res.stderr + res.stdout
+        assert res.stderr.startswith(f"Error: {c}: target[0].clients = [") and f"port {PORT} is in use" in res.stderr
+        assert "Hint: " in res.stderr
+        assert fio_servers(hosts[:1]) == []  # nothing started on the first client
+    finally:
+        busy.send_signal(signal.SIGTERM)
+        busy.wait()
+    # a different fio here (where fio --client runs) than on the clients: a shim first on this PATH
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "fio").write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && { echo fio-2.1.4; exit 0; }\nexec /usr/bin/fio "$@"\n'
+    )
+    (shim / "fio").chmod(0o755)
+    path = f"{shim}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, env={"PATH": path})
+    assert res.returncode == 2, res.stderr + res.stdout
+    assert "fio versions differ" in res.stderr and "fio-2.1.4" in res.stderr, res.stderr
+    assert "Hint: " in res.stderr
+    assert not (tmp_path / "j.sqlite").exists()
+    for h in hosts:
+        assert not (h.base / "target" / "load").exists()
