@@ -118,7 +118,8 @@ def test_two_clients_run_a_campaign_with_per_client_and_total_results(clients, t
     assert "all clients" in md
 
 
-def test_kill_9_of_tankbench_mid_run_leaves_no_fio_server(clients, tmp_path: Path):
+@pytest.mark.parametrize("how", ["kill -9", "Ctrl-C"])
+def test_tankbench_stopped_mid_run_leaves_no_fio_server(clients, tmp_path: Path, how: str):
     hosts, target = clients
     c = campaign(tmp_path, hosts, target, runtime="30s")
     j = tmp_path / "j.sqlite"
@@ -132,14 +133,52 @@ def test_kill_9_of_tankbench_mid_run_leaves_no_fio_server(clients, tmp_path: Pat
     )
     assert proc.stdout is not None
     seen = []
-    for line in proc.stdout:
+    for line in proc.stdout:  # the servers start before the first run's layout
         seen.append(line)
         if "fio servers on" in line:
             break
-    assert fio_servers(hosts), "".join(seen)  # the servers run (and the run is starting)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    deadline = time.monotonic() + 120
+    while not running(j) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling until the first run is in flight (fio runs on both clients)
+    assert running(j), "".join(seen)
+    assert len(fio_servers(hosts)) == 2
+    if how == "kill -9":
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait() == -signal.SIGKILL
+    else:  # a terminal's Ctrl-C reaches the whole foreground process group
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = proc.stdout.read()
+        assert proc.wait() == 130, "".join(seen) + rest
     wait_nothing_listening(hosts)
+    deadline = time.monotonic() + 60
+    while any(fio_processes(h) for h in hosts) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling until the job processes the servers forked have ended too
+    assert [fio_processes(h) for h in hosts] == [[], []]
+
+
+def running(journal: Path) -> bool:
+    if not journal.exists():
+        return False
+    conn = sqlite3.connect(journal, timeout=30)
+    try:
+        return bool(conn.execute("SELECT count(*) FROM runs WHERE status = 'running'").fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return False
+    finally:
+        conn.close()
+
+
+def fio_processes(h: NetnsHost) -> list[int]:
+    """Processes named fio in the host's namespace (the server and the jobs it forks)."""
+    pids = subprocess.run(["ip", "netns", "pids", h.netns], capture_output=True, text=True).stdout.split()
+    out = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "fio":
+                out.append(int(pid))
+        except OSError:
+            continue
+    return out
 
 
 def test_bad_clients_are_refused_before_anything_is_created(clients, tmp_path: Path):
