@@ -112,7 +112,7 @@ def local_addresses() -> set[str]:
         out = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         out = ""
-    found = {"127.0.0.1", "::1", "localhost"}
+    found = {"::1", "localhost"}
     for line in out.splitlines():
         parts = line.split()
         if len(parts) > 3 and parts[2] in ("inet", "inet6"):
@@ -141,7 +141,9 @@ def refuse_server_as_client(where: Callable[[int], str], host: Host, clients: tu
     """UserError when a client is the campaign's host (its load would compete with the server it measures)."""
     server = server_addresses(host)
     for j, c in enumerate(clients):
-        if c.name == host.name or resolve(c.address) & server:
+        addresses = resolve(c.address)
+        loopback = host.name == "local" and any(a.startswith("127.") for a in addresses)  # all of 127/8 is here
+        if c.name == host.name or loopback or addresses & server:
             raise UserError(
                 f"{where(j)}: is the campaign's host ({host.name}): its load would compete with the server it measures",
                 "name client hosts other than the host that holds the target",
