@@ -11,9 +11,9 @@ from tankbench.analysis.checks import lab_disk_note
 from tankbench.analysis.detail import with_run_detail
 from tankbench.analysis.select import Where, parse_group_by, parse_where
 from tankbench.cli.show import add_journal_args, journal_path
+from tankbench.clientreport import write_clients
 from tankbench.journal.db import Journal
 from tankbench.journal.hostview import fleet_mode
-from tankbench.reports.clients import write_clients
 from tankbench.reports.write import write_all
 
 

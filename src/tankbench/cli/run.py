@@ -85,8 +85,8 @@ def write_report(journal: str, quiet: bool) -> None:
     """The report of the whole journal, in report/ beside it (what `tankbench report` writes)."""
     from tankbench.analysis.analyse import analyse_dataset, load
     from tankbench.analysis.detail import with_run_detail
+    from tankbench.clientreport import write_clients
     from tankbench.journal.db import Journal
-    from tankbench.reports.clients import write_clients
     from tankbench.reports.write import write_all
 
     out = os.path.join(os.path.dirname(os.path.abspath(journal)), "report")

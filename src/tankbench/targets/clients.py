@@ -22,7 +22,6 @@ from typing import Any
 
 from tankbench.errors import UserError
 from tankbench.fio.clientserver import DEFAULT_PORT, ClientResult, FioServers
-from tankbench.fio.jobs import job_text
 from tankbench.fio.parse import FioOutputError
 from tankbench.guest.guestcopy import observed
 from tankbench.hosts.base import Host
@@ -244,7 +243,7 @@ class ClientLoad:
         """The test's job on every client at once through `fio --client`, while the host observes the window."""
         t = test.target
         servers = self.start(t)
-        job = job_text(test)  # without run_job_text's IOPS logs: they would be written on the clients
+        job = without_logs(str(request["job_text"]))
         deadline = float(request["deadline_s"])
 
         def go() -> tuple[int, str, str, float]:
@@ -289,6 +288,15 @@ class ClientLoad:
             for h in servers.clients:
                 h.close()
             del self.servers[key]
+
+
+#: the per-job IOPS log options fio/jobs.py adds to size-based jobs that end with an fsync (runner side)
+_LOG_OPTIONS = ("write_iops_log=", "log_avg_msec=", "per_job_logs=")
+
+
+def without_logs(job: str) -> str:
+    """The job without IOPS logs: on a client they would be written in the server's directory, not ours."""
+    return "".join(line for line in job.splitlines(keepends=True) if not line.startswith(_LOG_OPTIONS))
 
 
 def figures(r: ClientResult) -> dict[str, float]:
