@@ -28,6 +28,7 @@ from tankbench.spec.rules import check_guest_copies, check_new_axes
 from tankbench.spec.schema import Cooldown, HostSpec, PoolSpec, Schedule, Spec
 from tankbench.spec.targettable import parse_targets
 from tankbench.spec.vocab import AXES, CAMPAIGN_KEYS, FIO_AXES, TOP_KEYS
+from tankbench.targets.clients import check_client_targets
 
 __all__ = ["AXES", "FIO_AXES", "Cooldown", "HostSpec", "PoolSpec", "Schedule", "Spec", "load_spec", "parse_spec"]
 
@@ -98,6 +99,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     targets = parse_targets(ctx, doc.get("target"))
     pool = parse_pool(ctx, doc.get("pool"), targets)
     matrix = parse_matrix(ctx, ctx.table(doc, "matrix", required=True), targets)
+    check_client_targets(ctx, targets, matrix, fleet is not None)
     if True in matrix.get("slog", ()) and (pool is None or not pool.log):
         raise ctx.err(
             "matrix.slog",

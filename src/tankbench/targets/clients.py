@@ -92,6 +92,33 @@ def parse_clients(keys: Keys, table: Mapping[str, Any], prefix: str) -> tuple[tu
     return clients, port
 
 
+def check_client_targets(
+    keys: Keys, targets: tuple[Target, ...], matrix: Mapping[str, tuple[Any, ...]], fleet: bool
+) -> None:
+    """Campaign-wide rules for targets with clients (pure): no copy or fill workloads (they run on the
+    campaign's host), no fleet (hosts sharing one set of clients would start their servers on one port)."""
+    named = [(i, t) for i, t in enumerate(targets) if t.clients]
+    if not named:
+        return
+    i, t = named[0]
+    odd = [w for w in matrix.get("workload", ()) if w != "fio"]
+    if odd:
+        raise keys.err(
+            "matrix.workload",
+            list(matrix["workload"]),
+            f"target {t.name!r} has clients: copy and fill workloads run on the campaign's host, not through "
+            "fio client/server",
+            'use workload = ["fio"] with client targets (a campaign of their own for the copy tests)',
+        )
+    if fleet:
+        raise keys.err(
+            f"target[{i}].clients",
+            [c.name for c in t.clients],
+            "client targets run on one campaign host, not with campaign.hosts",
+            "name one host ([host] or campaign.host) for a campaign with client targets",
+        )
+
+
 def ssh_client(c: ClientHost) -> SshHost:
     """The SshHost of a client (the same options an ssh campaign host gets)."""
     from os.path import expanduser
@@ -174,16 +201,9 @@ class ClientLoad:
         """`file: target[i].clients[j] = 'name'` for client j of target t (errors name the key and value)."""
         return lambda j: f"{self.path}: {self.key(t)}[{j}] = {t.clients[j].name!r}"
 
-    def check(self, t: Target, matrix: Mapping[str, tuple[Any, ...]]) -> None:
+    def check(self, t: Target) -> None:
         """Everything a client can be refused for, read-only (the preflight): UserError with a hint."""
         where = self.where(t)
-        odd = [w for w in matrix.get("workload", ()) if w != "fio"]
-        if odd:
-            raise UserError(
-                f"{self.path}: matrix.workload = {odd[0]!r} with target {t.name!r}, which has clients: copy and "
-                "fill workloads run on the campaign's host, not through fio client/server",
-                'use workload = "fio" with client targets, or a target without clients for the copy tests',
-            )
         refuse_server_as_client(where, self.host, t.clients)
         hosts = [ssh_client(c) for c in t.clients]
         try:

@@ -81,7 +81,7 @@ class FileKind(TargetKind):
 
     def check(self, target: Target, probe: Mapping[str, Any]) -> None:
         if target.clients:
-            return self.clients.check(target, self.ws.spec.matrix)
+            return self.clients.check(target)
         info = probe["paths"][target.path]
         where = f"{self.ws.spec.path}: target {target.name!r} path = {target.path!r}"
         host = self.host.name
