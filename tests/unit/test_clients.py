@@ -177,3 +177,12 @@ def test_no_clients_md_without_client_runs(tmp_path: Path):
     finally:
         j.close()
     assert not (tmp_path / "clients.md").exists()
+
+
+def test_a_copy_include_on_a_client_target_is_refused_and_on_another_target_not():
+    text = CAMPAIGN.format(extra='clients = ["10.0.0.2"]') + '\n[[include]]\ntarget = "load"\nworkload = "cp"\n'
+    with pytest.raises(SpecError, match=r"include\[0\].workload = 'cp': target 'load' has clients"):
+        parse_spec(text, "c.toml")
+    other = '[[target]]\nname = "local"\nkind = "file"\npath = "/srv/x"\nsize = "8M"\n\n'
+    fine = text.replace('target = "load"', 'target = "local"').replace("[matrix]", other + "[matrix]")
+    assert len(parse_spec(fine, "c.toml").includes) == 1

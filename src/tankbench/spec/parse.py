@@ -99,7 +99,6 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     targets = parse_targets(ctx, doc.get("target"))
     pool = parse_pool(ctx, doc.get("pool"), targets)
     matrix = parse_matrix(ctx, ctx.table(doc, "matrix", required=True), targets)
-    check_client_targets(ctx, targets, matrix, fleet is not None)
     if True in matrix.get("slog", ()) and (pool is None or not pool.log):
         raise ctx.err(
             "matrix.slog",
@@ -110,6 +109,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     excludes = tuple(parse_rule(ctx, r, i, "exclude", targets) for i, r in enumerate(table_list(ctx, doc, "exclude")))
     includes = tuple(parse_include(ctx, r, i, targets) for i, r in enumerate(table_list(ctx, doc, "include")))
     check_guest_copies(ctx, matrix, includes, targets)
+    check_client_targets(ctx, targets, matrix, includes, fleet is not None)
     fio = parse_fio(ctx, ctx.table(doc, "fio"))
     schedule: Schedule = settings["schedule"]
     if schedule.ss:  # fio's own steady-state detection: part of the job, so part of each test's id

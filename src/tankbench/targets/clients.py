@@ -93,7 +93,11 @@ def parse_clients(keys: Keys, table: Mapping[str, Any], prefix: str) -> tuple[tu
 
 
 def check_client_targets(
-    keys: Keys, targets: tuple[Target, ...], matrix: Mapping[str, tuple[Any, ...]], fleet: bool
+    keys: Keys,
+    targets: tuple[Target, ...],
+    matrix: Mapping[str, tuple[Any, ...]],
+    includes: tuple[Mapping[str, Any], ...],
+    fleet: bool,
 ) -> None:
     """Campaign-wide rules for targets with clients (pure): no copy or fill workloads (they run on the
     campaign's host), no fleet (hosts sharing one set of clients would start their servers on one port)."""
@@ -110,6 +114,16 @@ def check_client_targets(
             "fio client/server",
             'use workload = ["fio"] with client targets (a campaign of their own for the copy tests)',
         )
+    with_clients = {x.name for _, x in named}
+    for n, inc in enumerate(includes):
+        if inc.get("workload", "fio") != "fio" and inc.get("target", t.name) in with_clients:
+            raise keys.err(
+                f"include[{n}].workload",
+                inc["workload"],
+                f"target {inc.get('target', t.name)!r} has clients: copy and fill workloads run on the campaign's "
+                "host, not through fio client/server",
+                'give the include a target without clients (target = "…")',
+            )
     if fleet:
         raise keys.err(
             f"target[{i}].clients",
