@@ -284,6 +284,7 @@ class ClientLoad:
             return servers.run_raw(job, timeout=deadline + 60)
 
         res, (rc, out, err, wall) = observed(self.host, dict(request, job_text=job), go)
+        host_wall = float(res.get("wall_s", wall))  # the host's observing window (fio --client's, plus a round trip)
         per: list[ClientResult] = []
         total: ClientResult | None = None
         try:
@@ -304,7 +305,7 @@ class ClientLoad:
                 "clients.port": t.client_port,
                 "clients.fio_version": self.versions.get(_servers_key(t), ""),
                 "clients.results": {r.host: figures(r) for r in per},
-                "clients.host_wall_s": round(res.get("wall_s", wall), 3),
+                "clients.host_wall_s": round(host_wall, 3),
             },
         )
         if total is not None:
