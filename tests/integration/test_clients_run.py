@@ -116,6 +116,16 @@ def test_two_clients_run_a_campaign_with_per_client_and_total_results(clients, t
     for name in names:
         assert name in md
     assert "all clients" in md
+    # plan --export's script does the same with plain fio and ssh, and leaves nothing behind either
+    exported = tankbench("plan", str(c), "--export", str(tmp_path / "x"), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    script = subprocess.run(["sh", str(tmp_path / "x" / "0001-job.sh")], capture_output=True, text=True, timeout=120)
+    assert script.returncode == 0, script.stderr
+    doc = json.loads(script.stdout[script.stdout.index("{") :])
+    entries = [e for e in doc["client_stats"] if e["jobname"] != "All clients"]
+    assert len(entries) == 2 and all(0.5 * 2**20 < e["read"]["bw_bytes"] < 1.5 * 2**20 for e in entries)
+    wait_nothing_listening(hosts, timeout=5)
+    assert [fio_processes(h) for h in hosts] == [[], []]
 
 
 @pytest.mark.parametrize("how", ["kill -9", "Ctrl-C"])

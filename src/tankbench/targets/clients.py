@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tankbench.errors import UserError
-from tankbench.fio.clientserver import DEFAULT_PORT, ClientResult, FioServers
+from tankbench.fio.clientserver import DEFAULT_PORT, SERVER_SCRIPT, ClientResult, FioServers
 from tankbench.fio.parse import FioOutputError
 from tankbench.guest.guestcopy import observed
 from tankbench.hosts.base import Host
@@ -345,7 +345,41 @@ def figures(r: ClientResult) -> dict[str, float]:
     }
 
 
-def shell_note(t: Target) -> str:
-    """A comment line for exported scripts: the job runs on the clients, not here."""
-    names = " ".join(shlex.quote(c.name) for c in t.clients)
-    return f"# this target's load comes from clients through fio client/server (tankbench run does it): {names}"
+def script_lines(test: Test, fio_name: str) -> list[str]:
+    """Shell lines that run the test's job on its clients as `run` does, for `plan --export`: a loopback-only
+    fio server per client through an ssh forward whose stdin is this script's (the server ends with it), then
+    one `fio --client`. fio lays out each client's file itself (tankbench's run lays it out with random data)."""
+    t = test.target
+    q = shlex.quote
+    server = q(shlex.join(["sh", "-c", SERVER_SCRIPT, "sh", str(t.client_port)]))
+    lines = [
+        "# The load comes from client hosts (fio client/server): each client's fio serves on its loopback only,",
+        "# reached through an ssh forward; closing the forward's stdin (this script's end) stops the server.",
+        "d=$(mktemp -d); trap 'exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; wait; rm -rf \"$d\"' EXIT",
+    ]
+    clients = []
+    for j, c in enumerate(t.clients[:7]):
+        opts = ["-p", str(c.port)]
+        if c.identity:
+            opts += ["-i", c.identity, "-o", "IdentitiesOnly=yes"]
+        if c.known_hosts:
+            opts += ["-o", f"UserKnownHostsFile={c.known_hosts}"]
+        local = LOCAL_PORT_BASE + j
+        argv = ["ssh", *opts, "-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local}:127.0.0.1:{t.client_port}"]
+        lines += [
+            f'mkfifo "$d/c{j}"',
+            f'{shlex.join([*argv, f"{c.user}@{c.address}", "--"])} {server} <"$d/c{j}" >/dev/null &',
+            f'exec {j + 3}>"$d/c{j}"',
+        ]
+        clients += [f"--client=127.0.0.1,{local}", q(fio_name)]
+    if len(t.clients) > 7:
+        lines.append("# (only the first 7 clients: a shell script has 7 spare descriptors here)")
+    lines += [
+        "sleep 5  # until every server listens (tankbench run polls ss on each client instead)",
+        "fio --output-format=json " + " ".join(clients),
+    ]
+    return lines
+
+
+#: local ends of the forwards in exported scripts (tankbench run picks free ports)
+LOCAL_PORT_BASE = 38765

@@ -12,7 +12,7 @@ from tankbench.fio.layout import KindFacts, layout_request
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
 from tankbench.targets.base import TargetKind, Workspace, parse_path_table, rw_and_bs
-from tankbench.targets.clients import ClientLoad, parse_clients, shell_note
+from tankbench.targets.clients import ClientLoad, parse_clients
 
 
 def layout_script_lines(path: str, size: int) -> list[str]:
@@ -65,8 +65,8 @@ class FileKind(TargetKind):
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
         path = cls.fio_filename(test)
-        if test.target.clients:  # the job runs on the clients: the script shows it, `run` does it
-            return [shell_note(test.target)]
+        if test.target.clients:  # the job runs on the clients (fio/jobs.job_script asks clients.script_lines)
+            return []
         if test.is_copy:
             return [f'mkdir -p "$(dirname {shlex.quote(path)})"']
         return layout_script_lines(path, test.target.size)
