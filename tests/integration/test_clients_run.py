@@ -102,6 +102,9 @@ def test_two_clients_run_a_campaign_with_per_client_and_total_results(clients, t
         assert sorted(checks["clients.results"]) == names
         assert checks["clients.hosts"] == [h.name for h in hosts]
         assert checks["layout.verified"] is True
+        machines = checks["clients.machines"]
+        assert sorted(m["hostname"] for m in machines.values()) == sorted(h.netns for h in hosts)
+        assert {m["fio_version"] for m in machines.values()} == {checks["clients.fio_version"]}
         per = checks["clients.results"]
         direction = "read" if per[names[0]]["read_bw_bytes"] else "write"
         for name in names:  # rate = 1m on each client

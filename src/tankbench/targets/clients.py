@@ -30,6 +30,8 @@ from tankbench.keys import Keys
 from tankbench.model import ClientHost, Target, Test
 from tankbench.targets.base import Campaign
 
+#: what a run records of each client's machine (from its agent's probe)
+MACHINE_FACTS = ("hostname", "cpu_model", "cpu_count", "mem_bytes", "kernel", "fio_version")
 #: keys of a client's inline table
 CLIENT_KEYS = ("address", "user", "port", "identity", "known_hosts")
 _EXAMPLE = 'e.g. clients = ["root@10.0.0.2", "root@10.0.0.3"] or [{ address = "10.0.0.2", identity = "~/.ssh/id" }]'
@@ -205,6 +207,8 @@ class ClientLoad:
         self.note = note
         self.servers: dict[tuple[tuple[str, ...], int], FioServers] = {}
         self.versions: dict[tuple[tuple[str, ...], int], str] = {}
+        #: each client's machine facts (its agent's fingerprint, the part that says what generated the load)
+        self.machines: dict[str, dict[str, Any]] = {}
 
     def key(self, t: Target) -> str:
         """`target[i].clients` of target t, as the campaign file names it."""
@@ -259,6 +263,9 @@ class ClientLoad:
             servers.__enter__()  # checks again, starts, waits until each listens on loopback; stop() in finish
             self.servers[key] = servers
             self.versions[key] = servers.fio_version
+            for h in servers.clients:
+                fp = h.call_agent({"op": "probe", "paths": [], "block_devices": []}, timeout=300)["fingerprint"]
+                self.machines[h.name] = {k: fp[k] for k in MACHINE_FACTS if k in fp}
             self.note(f"fio servers on {', '.join(c.name for c in t.clients)} (127.0.0.1:{t.client_port}, via ssh)")
         return self.servers[key]
 
@@ -304,6 +311,7 @@ class ClientLoad:
                 "clients.hosts": [c.name for c in t.clients],
                 "clients.port": t.client_port,
                 "clients.fio_version": self.versions.get(_servers_key(t), ""),
+                "clients.machines": {c.name: self.machines.get(c.name, {}) for c in t.clients},
                 "clients.results": {r.host: figures(r) for r in per},
                 "clients.host_wall_s": round(host_wall, 3),
             },
