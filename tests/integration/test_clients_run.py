@@ -113,8 +113,9 @@ def test_two_clients_run_a_campaign_with_per_client_and_total_results(clients, t
         assert checks["clients.total"][f"{direction}_bw_bytes"] == pytest.approx(total)
         assert metrics[f"{direction}.bw_bytes"] == pytest.approx(total, rel=0.01)  # the run's figure: the sum
         assert '"client_stats"' in fio_json
-    for h in hosts:  # each client laid out its own file in its own directory
+    for h in hosts:  # each client laid out its own file in its own directory, and fio used that file
         assert (h.base / "target" / "load" / "tankbench-load.fiodata").stat().st_size == 4 << 20
+        assert [p.name for p in (h.base / "target" / "load").iterdir()] == ["tankbench-load.fiodata"]
     md = (tmp_path / "report" / "clients.md").read_text()
     for name in names:
         assert name in md

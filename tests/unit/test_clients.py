@@ -54,6 +54,8 @@ def test_clients_strings_and_tables():
     )
     assert [c.name for c in t.clients] == ["ssh:root@10.0.0.2", "ssh:bench@host-b:2222", "ssh:root@10.0.0.4"]
     assert t.client_port == 9000
+    six = spec('clients = ["root@[fd00::2]:2222", "fd00::3", "[fd00::4]"]').targets[0].clients
+    assert [(c.address, c.port) for c in six] == [("fd00::2", 2222), ("fd00::3", 22), ("fd00::4", 22)]
     assert spec('clients = ["10.0.0.2"]').targets[0].client_port == 8765  # fio's own default
 
 
@@ -73,6 +75,7 @@ def test_clients_are_part_of_the_test_id_and_a_target_without_them_keeps_its_id(
         ('clients = ["10.0.0.2", "root@10.0.0.2"]', "target[0].clients[1]"),
         ('clients = ["lab"]', "target[0].clients[0]"),
         ('clients = ["10.0.0.2:0"]', "target[0].clients[0]"),
+        ('clients = ["[fd00::2]x"]', "target[0].clients[0]"),
         ('clients = ["a b"]', "target[0].clients[0]"),
         ("clients = []", "target[0].clients"),
         ('clients = "10.0.0.2"', "target[0].clients"),
@@ -186,3 +189,15 @@ def test_a_copy_include_on_a_client_target_is_refused_and_on_another_target_not(
     other = '[[target]]\nname = "local"\nkind = "file"\npath = "/srv/x"\nsize = "8M"\n\n'
     fine = text.replace('target = "load"', 'target = "local"').replace("[matrix]", other + "[matrix]")
     assert len(parse_spec(fine, "c.toml").includes) == 1
+
+
+def test_targets_sharing_a_client_share_the_whole_set_or_use_another_port():
+    second = '[[target]]\nname = "two"\nkind = "file"\npath = "/srv/b"\nsize = "8M"\n'
+    text = CAMPAIGN.format(extra='clients = ["10.0.0.2", "10.0.0.3"]')
+    same = text.replace("[matrix]", second + 'clients = ["10.0.0.2", "10.0.0.3"]\n\n[matrix]')
+    assert len(parse_spec(same, "c.toml").targets) == 2
+    other_port = text.replace("[matrix]", second + 'clients = ["10.0.0.3"]\nclient_port = 9000\n\n[matrix]')
+    assert len(parse_spec(other_port, "c.toml").targets) == 2
+    overlap = text.replace("[matrix]", second + 'clients = ["10.0.0.3"]\n\n[matrix]')
+    with pytest.raises(SpecError, match=r"target\[1\].clients = \['ssh:root@10.0.0.3'\]: shares client"):
+        parse_spec(overlap, "c.toml")

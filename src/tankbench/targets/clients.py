@@ -49,7 +49,10 @@ def _entry(keys: Keys, key: str, value: object) -> ClientHost:
             )
         user, _, rest = text.rpartition("@")
         address, port = rest, 22
-        if rest.count(":") == 1:
+        if rest.startswith("["):  # [IPv6]:port
+            address, _, p = rest[1:].partition("]")
+            port = int(p[1:]) if p.startswith(":") and p[1:].isdigit() else (22 if not p else -1)
+        elif rest.count(":") == 1:
             address, _, p = rest.partition(":")
             port = int(p) if p.isdigit() else -1
         if not address or any(ch.isspace() for ch in text) or not 1 <= port <= 65535:
@@ -107,6 +110,17 @@ def check_client_targets(
     if not named:
         return
     i, t = named[0]
+    owner: dict[tuple[str, int], tuple[int, Target]] = {}
+    for n, x in named:  # one fio server per client and port: targets that share one share the whole set
+        for c in x.clients:
+            first = owner.setdefault((c.name, x.client_port), (n, x))
+            if first[1].clients != x.clients:
+                raise keys.err(
+                    f"target[{n}].clients",
+                    [c.name for c in x.clients],
+                    f"shares client {c.name} (port {x.client_port}) with target[{first[0]}], whose clients differ",
+                    "give both targets the same clients, or this one another client_port",
+                )
     odd = [w for w in matrix.get("workload", ()) if w != "fio"]
     if odd:
         raise keys.err(
