@@ -54,8 +54,10 @@ def clients(tmp_path: Path):
         yield pair
 
 
-def campaign(tmp: Path, hosts: list[NetnsHost], target: Path, runtime: str = "2s", port: int = PORT) -> Path:
-    c = tmp / "clients.toml"
+def campaign(
+    tmp: Path, hosts: list[NetnsHost], target: Path, runtime: str = "2s", port: int = PORT, name: str = "clients"
+) -> Path:
+    c = tmp / f"{name}.toml"
     c.write_text(
         CAMPAIGN.format(runtime=runtime, dir=target / "load", clients=", ".join(h.table() for h in hosts), port=port)
     )
@@ -216,6 +218,11 @@ def test_bad_clients_are_refused_before_anything_is_created(clients, tmp_path: P
     finally:
         busy.send_signal(signal.SIGTERM)
         busy.wait()
+    # a directory whose parent does not exist on the clients
+    nowhere = campaign(tmp_path, hosts, target / "nowhere", name="nowhere")
+    res = tankbench("run", str(nowhere), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path)
+    assert res.returncode == 2, res.stderr + res.stdout
+    assert f"neither it nor its parent directory exists on client {hosts[0].name}" in res.stderr, res.stderr
     # a different fio here (where fio --client runs) than on the clients: a shim first on this PATH
     shim = tmp_path / "bin"
     shim.mkdir()

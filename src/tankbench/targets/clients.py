@@ -28,7 +28,7 @@ from tankbench.hosts.base import Host
 from tankbench.hosts.ssh import SshHost
 from tankbench.keys import Keys
 from tankbench.model import ClientHost, Target, Test
-from tankbench.targets.base import Campaign
+from tankbench.targets.base import Campaign, check_directory
 
 #: what a run records of each client's machine (from its agent's probe)
 MACHINE_FACTS = ("hostname", "cpu_model", "cpu_count", "mem_bytes", "kernel", "fio_version")
@@ -257,17 +257,7 @@ class ClientLoad:
 
     def _check_directory(self, t: Target, h: SshHost) -> None:
         probe = h.call_agent({"op": "probe", "paths": [t.path], "block_devices": []}, timeout=300)
-        info = probe["paths"][t.path]
-        where = f"{self.path}: target {t.name!r} path = {t.path!r}"
-        if info["exists"] and not info["is_dir"]:
-            raise UserError(f"{where}: exists on client {h.name} and is not a directory", "name a directory")
-        if not info["exists"] and not info["parent_is_dir"]:
-            raise UserError(
-                f"{where}: neither it nor its parent directory exists on client {h.name}",
-                "create the parent directory on every client, or fix the path",
-            )
-        if not info["writable"]:
-            raise UserError(f"{where}: not writable on client {h.name}", "pick a directory you can write to")
+        check_directory(f"{self.path}: target {t.name!r} path = {t.path!r}", probe, t.path, f"client {h.name}")
 
     def start(self, t: Target) -> FioServers:
         """The target's fio servers (started on first use; one set per campaign run)."""

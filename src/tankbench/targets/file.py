@@ -7,11 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from tankbench.errors import UserError
 from tankbench.fio.layout import KindFacts, layout_request
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
-from tankbench.targets.base import TargetKind, Workspace, parse_path_table, rw_and_bs
+from tankbench.targets.base import TargetKind, Workspace, check_directory, parse_path_table, rw_and_bs
 from tankbench.targets.clients import ClientLoad, parse_clients
 
 
@@ -82,26 +81,12 @@ class FileKind(TargetKind):
     def check(self, target: Target, probe: Mapping[str, Any]) -> None:
         if target.clients:
             return self.clients.check(target)
-        info = probe["paths"][target.path]
-        where = f"{self.ws.spec.path}: target {target.name!r} path = {target.path!r}"
-        host = self.host.name
-        if info["exists"] and not info["is_dir"]:
-            raise UserError(
-                f"{where}: exists and is not a directory",
-                "a file target names the directory tankbench puts its test file in",
-            )
-        if not info["exists"] and not info["parent_is_dir"]:
-            raise UserError(
-                f"{where}: neither it nor its parent directory exists on {host}",
-                "create the parent directory, or fix the path",
-            )
-        if not info["writable"]:
-            raise UserError(f"{where}: not writable on {host}", "pick a directory you can write to")
+        check_directory(
+            f"{self.ws.spec.path}: target {target.name!r} path = {target.path!r}", probe, target.path, self.host.name
+        )
 
     def provision(self, test: Test) -> None:
-        if (
-            test.is_copy and not test.target.clients
-        ):  # the agent creates the directory when it lays out a file; a copy writes its own
+        if test.is_copy:  # the agent creates the directory when it lays out a file; a copy writes its own
             self.host.run(["mkdir", "-p", test.target.path], check=True, timeout=60)
 
     def lay_out(self, test: Test) -> dict[str, Any]:
