@@ -158,6 +158,7 @@ def test_tankbench_stopped_mid_run_leaves_no_fio_server(clients, tmp_path: Path,
         time.sleep(0.1)  # polling until the first run is in flight (fio runs on both clients)
     assert running(j), "".join(seen)
     assert len(fio_servers(hosts)) == 2
+    assert len(local_forwards(hosts)) == 2  # (the check below can see them)
     if how == "kill -9":
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait() == -signal.SIGKILL
@@ -167,9 +168,10 @@ def test_tankbench_stopped_mid_run_leaves_no_fio_server(clients, tmp_path: Path,
         assert proc.wait() == 130, "".join(seen) + rest
     wait_nothing_listening(hosts)
     deadline = time.monotonic() + 60
-    while any(fio_processes(h) for h in hosts) and time.monotonic() < deadline:
-        time.sleep(0.1)  # polling until the job processes the servers forked have ended too
+    while (any(fio_processes(h) for h in hosts) or local_forwards(hosts)) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling until the job processes the servers forked and our ssh forwards have ended too
     assert [fio_processes(h) for h in hosts] == [[], []]
+    assert local_forwards(hosts) == []
 
 
 def running(journal: Path) -> bool:
@@ -182,6 +184,20 @@ def running(journal: Path) -> bool:
         return False
     finally:
         conn.close()
+
+
+def local_forwards(hosts: list[NetnsHost]) -> list[str]:
+    """ssh processes on this machine that forward to these clients' fio servers (tankbench's -L forwards)."""
+    out = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = b" ".join(argv).decode(errors="replace")
+        if argv[0].endswith(b"ssh") and f":127.0.0.1:{PORT}" in text and any(h.address in text for h in hosts):
+            out.append(text)
+    return out
 
 
 def fio_processes(h: NetnsHost) -> list[int]:
