@@ -22,6 +22,7 @@ from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
+from tankbench.recovery import Back, HostWaiter, connection_lost
 from tankbench.schedule.configs import config_key
 from tankbench.schedule.cooldown import cooldown_checks, cooldown_request
 from tankbench.schedule.estimate import Estimator, priors_for
@@ -171,6 +172,12 @@ class CampaignRunner:
         self._since: dict[str, Any] | None = None
         #: a noise measurement the next run's own fio_run request makes (preflight.deferrable): (request, pool)
         self._noise: tuple[dict[str, Any], str | None] | None = None
+        #: what the runner is doing for the test in hand (a host failure is attributed to it): run, layout, …
+        self.step = ""
+        #: the row and Run journalled `crashed` when the host failed during a run; its fio's pid
+        self._failed: tuple[int, Run, int | None] | None = None
+        #: runs of a test in a row that a lost connection interrupted (the host answered with the same boot)
+        self._blips: dict[str, int] = {}
 
     def make_fingerprint(self) -> Fingerprint:
         """The host's facts, each target kind's (after setup: e.g. how a test guest is emulated) and the extras."""
@@ -186,7 +193,15 @@ class CampaignRunner:
     # -- one run -------------------------------------------------------------------------
     def prepare(self, test: Test) -> dict[str, Any]:
         """Provision and lay out the test's target; return the checks that prove it (verified, not assumed)."""
-        checks = self.kinds[test.target.kind].prepare(test)
+        kind = self.kinds[test.target.kind]
+        if type(kind).prepare is TargetKind.prepare and not test.is_copy:  # the two steps apart: a crash names its step
+            self.step = "provisioning"
+            kind.provision(test)
+            self.step = "layout"
+            checks = kind.lay_out(test)
+        else:
+            self.step = "provisioning and layout"
+            checks = kind.prepare(test)
         if test.target.name not in self._devices:
             self._devices[test.target.name] = self.devices(test)
         checks["devices"] = self._devices[test.target.name]
@@ -219,8 +234,11 @@ class CampaignRunner:
         if noise is not None:
             request["noise"] = noise[0]
 
+        pid: list[int] = []
+
         def on_event(ev: dict[str, Any]) -> None:
             if ev.get("event") == "started":
+                pid.append(int(ev["pid"]))
                 self.journal.set_run_pid(row, int(ev["pid"]))
 
         started = time.time()
@@ -248,8 +266,9 @@ class CampaignRunner:
             if isinstance(res.get("counters"), dict):
                 self._since = dict(res["counters"], **{"from": "previous run"})
         except HostError as e:
-            self.journal.finish_run(row, unprocessed("crashed", f"the host failed during the run: {e}"))
-            self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
+            failed = unprocessed("crashed", f"the host failed during the run: {e}", checks={"crash.step": "run"})
+            self.journal.finish_run(row, failed)
+            self._failed = (row, failed, pid[-1] if pid else None)
             raise
         if noise is not None and isinstance(res.get("noise"), dict):
             checks = dict(
@@ -406,16 +425,27 @@ class CampaignRunner:
         while batch := sched.next_batch():
             for slot in batch:
                 test = slot.test
-                checks = self.between_runs(test, prev_end)
-                self.progress.start(
-                    test.number,
-                    len(tests),
-                    test.number,
-                    test.name,
-                    slot.label(self.spec.schedule.repeats_max),
-                    test.expected_s + 1,
-                )
-                run = self.execute(test, slot.run_no, slot.warmup, slot.attempt, checks)
+                if sched.states[test.id].final == "skip":  # it crashed its host once too often in this batch
+                    continue
+                try:
+                    checks = self.between_runs(test, prev_end)
+                    self.progress.start(
+                        test.number,
+                        len(tests),
+                        test.number,
+                        test.name,
+                        slot.label(self.spec.schedule.repeats_max),
+                        test.expected_s + 1,
+                    )
+                    self.step = "run"
+                    run = self.execute(test, slot.run_no, slot.warmup, slot.attempt, checks)
+                except HostError as e:
+                    run = self.host_failed(test, slot.run_no, slot.warmup, slot.attempt, e)
+                    last_row[test.id] = run.row_id
+                    prev_end = None
+                    self.record(sched.observe(test.id, observation(run)), last_row, estimator)
+                    continue
+                self._blips.pop(test.id, None)
                 self.count(run)
                 self.progress.finish(run.status, describe(run))
                 new_config = config_key(test) not in seen_configs
@@ -425,6 +455,94 @@ class CampaignRunner:
                 last_row[test.id] = run.row_id
                 self.record(sched.observe(test.id, observation(run)), last_row, estimator)
             self.record(sched.end_batch(), last_row, estimator)
+
+    def host_failed(self, test: Test, run_no: int, warm: bool, attempt: int, e: HostError) -> Run:
+        """The host failed during `self.step` of a test: journal it `crashed` (attributed to the test and step),
+        wait for the host (recovery.py), bring it back to the campaign's state and return the row as it ends
+        (`crashed`, or `interrupted` when only the connection was lost). HostError when the host does not come
+        back within campaign.host_wait, or when it answers with the same boot and the failure was no lost
+        connection (a plain failure of a command: the campaign stops as before)."""
+        step, self.step = self.step or "run", ""
+        failed, self._failed = self._failed, None
+        if failed is None:  # outside fio: a row of its own says which step of which test the host failed in
+            row = self.journal.begin_run(
+                test.id, run_no, warm, attempt, test.expected_s, self.host.name, boot_id=self.pre.boot_id
+            )
+            run = Run(
+                test_id=test.id,
+                run_no=run_no,
+                warmup=warm,
+                attempt=attempt,
+                status="crashed",
+                started=time.time(),
+                ended=time.time(),
+                host=self.host.name,
+                fingerprint_id=self.fingerprint.id,
+                expected_s=test.expected_s,
+                note=f"the host failed during the {step} of this test: {e}",
+                checks={"crash.step": step},
+            )
+            self.journal.finish_run(row, run)
+            failed = (row, run, None)
+        row, run, pid = failed
+        run = replace(run, row_id=row)
+        message = f"the host failed during the {step} of {test.name}: {e}"
+        self.progress.note(message)
+        self.hook("crash", message, test=test.name)
+        waiter = HostWaiter(self.host, self.spec.unattended.host_wait_s, self.progress.note)
+        boot = waiter.boot_id(timeout=20)
+        if boot is not None and boot == self.pre.boot_id and not connection_lost(str(e)):
+            raise e  # the host is up, same boot: a command failed, no host failure to wait out
+        self.hook("host-down", f"{self.host.name} stopped answering during the {step} of {test.name}", test=test.name)
+        back = Back(self.pre.boot_id, boot, 0.0, tries=1) if boot is not None else waiter.wait(self.pre.boot_id)
+        checks = dict(run.checks, **back.checks())
+        if not back.rebooted:
+            blips = self._blips[test.id] = self._blips.get(test.id, 0) + 1
+            ended = self.host.call_agent(
+                {"op": "end_pids", "pids": [(pid, f"{self.workdir}/{test.id}/job.fio")] if pid else []}, timeout=60
+            )
+            what = f"its fio (pid {pid}) was still running and was ended" if ended.get("ended") else "no fio of it runs"
+            run = replace(
+                run,
+                status="interrupted",
+                checks=checks,
+                note=f"the connection to {self.host.name} was lost during the {step} (same boot, {what}): {e}",
+            )
+            self.journal.finish_run(row, run)
+            self.hook("host-back", f"{self.host.name} answers again (same boot); {test.name} is run again")
+            if blips > 3:
+                raise HostError(f"{self.host.name}: the connection was lost {blips} times in a row during {test.name}")
+            return run
+        self.progress.note(
+            f"{self.host.name} is back after {fmt_duration(back.down_s)} (rebooted"
+            + (" by tankbench" if back.relaunched else "")
+            + "); restoring the campaign's state"
+        )
+        self.pre.boot_id = back.boot_id
+        checks.update(self.restore_after_reboot(back))
+        if back.panic_line():
+            run = replace(run, note=f"{run.note}; kernel: {back.panic_line()}")
+        run = replace(run, checks=checks)
+        self.journal.finish_run(row, run)
+        self.hook("host-back", f"{self.host.name} is back (rebooted); the campaign goes on with {test.name}")
+        return run
+
+    def restore_after_reboot(self, back: Back) -> dict[str, Any]:
+        """The host booted again: its private dirs anew, the lab's disk models and ARC, the pool imported with keys
+        loaded (each target kind's `recover`); tunables are set and read back again before the next run."""
+        self.host.__dict__.pop("_private_dirs", None)
+        self.workdir = self.ws.workdir = f"{work_root(self.host)}/{self.spec.campaign_id}"
+        self._since = None
+        self._copy_source_ready = False
+        if isinstance(self.host, LabHost):
+            from tankbench.lab import vm
+
+            vm.apply_machine(self.host.lab_name, self.host, self.spec.host.lab_machine, self.progress.note)
+        self.ws.zfs_recovered = False
+        checks: dict[str, Any] = {}
+        for kind in self.kinds.values():
+            checks.update(kind.recover(True))
+        return checks
 
     def between_runs(self, test: Test, prev_end: float | None) -> dict[str, Any]:
         """Everything before a run (tunables, prepare, cache, cooldown, noise check), each step's seconds in the
@@ -438,6 +556,7 @@ class CampaignRunner:
             steps[f"harness.{name}_s"] = round(now - t, 4)
             t = now
 
+        self.step = "tunables"
         tunables = self.tunables.apply(test) if self.tunables else {}
         step("tunables")
         checks = self.prepare(test)
@@ -445,10 +564,13 @@ class CampaignRunner:
         step("prepare")
         pool = self.spec.pool.name if self.spec.pool is not None and self.spec.pool.creates else None
         pool = pool if kind_of(test.target).cold_cache_cycles_pool else None
+        self.step = "cache"
         checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
         step("cache")
+        self.step = "cooldown"
         checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
         step("cooldown")
+        self.step = "noise check"
         checks.update(self.noise_check(test, checks["devices"]))
         step("noise")
         checks.update(steps)

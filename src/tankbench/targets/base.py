@@ -54,6 +54,8 @@ class Workspace:
     zfs_params: Mapping[str, str] = field(default_factory=dict)
     zfs_version: str = ""
     zfs_ready: bool = False
+    #: the pool was brought back after the host came back (reset by the runner before each recovery)
+    zfs_recovered: bool = False
     _zfs: ZfsProvisioner | None = None
 
     @property
@@ -219,6 +221,15 @@ class TargetKind(ABC):
 
     def finish(self) -> None:
         """Once at the end of a campaign run, whatever happened (e.g. power off a test guest)."""
+
+    def recover(self, rebooted: bool) -> dict[str, Any]:
+        """After the host came back (recovery.py): bring it back to the campaign's state; `rebooted` when it booted
+        again (else a network blip). By default a rebooted host is set up again (e.g. a test guest booted);
+        returns `recovery.*` checks for the crashed run's row."""
+        if rebooted:
+            self.finish()
+            self.setup()
+        return {}
 
     def device_paths(self, test: Test) -> list[str]:
         """Paths whose physical disks are sampled from /proc/diskstats during a run."""
