@@ -102,6 +102,10 @@ class HostWaiter:
         deadline = t0 + self.host_wait_s
         back = Back(boot_id_before, "", 0.0)
         delay = FIRST_DELAY_S
+        self.note(
+            f"{self.host.name} does not answer: waiting for it to come back, at most "
+            f"{fmt_duration(self.host_wait_s)} (campaign.host_wait)"
+        )
         while True:
             back.tries += 1
             if isinstance(self.host, LabHost):

@@ -68,7 +68,8 @@ def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host
         return lab_host(h.lab_name, disks=h.lab_disks, slog=h.lab_slog, machine=h.lab_machine, progress=progress)
     from tankbench.hosts.ssh import SshHost
 
-    host = SshHost(address=h.address, user=h.user, port=h.port, identity=h.identity)
+    known = os.path.expanduser(h.known_hosts) if h.known_hosts else None
+    host = SshHost(address=h.address, user=h.user, port=h.port, identity=h.identity, known_hosts=known)
     host.check_connection()  # a first contact says which key to accept, an unreachable host says so (exit 2)
     return host
 
@@ -178,6 +179,9 @@ class CampaignRunner:
         self._failed: tuple[int, Run, int | None] | None = None
         #: runs of a test in a row that a lost connection interrupted (the host answered with the same boot)
         self._blips: dict[str, int] = {}
+        #: wait for a host that failed (recovery.py) and go on; off in a fleet, where its test case moves to
+        #: another host instead (fleet.py), and the campaign stops as before
+        self.wait_for_host = False
 
     def make_fingerprint(self) -> Fingerprint:
         """The host's facts, each target kind's (after setup: e.g. how a test guest is emulated) and the extras."""
@@ -464,6 +468,10 @@ class CampaignRunner:
         connection (a plain failure of a command: the campaign stops as before)."""
         step, self.step = self.step or "run", ""
         failed, self._failed = self._failed, None
+        if not self.wait_for_host:
+            if failed is not None:
+                self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
+            raise e
         if failed is None:  # outside fio: a row of its own says which step of which test the host failed in
             row = self.journal.begin_run(
                 test.id, run_no, warm, attempt, test.expected_s, self.host.name, boot_id=self.pre.boot_id
@@ -494,7 +502,20 @@ class CampaignRunner:
         if boot is not None and boot == self.pre.boot_id and not connection_lost(str(e)):
             raise e  # the host is up, same boot: a command failed, no host failure to wait out
         self.hook("host-down", f"{self.host.name} stopped answering during the {step} of {test.name}", test=test.name)
-        back = Back(self.pre.boot_id, boot, 0.0, tries=1) if boot is not None else waiter.wait(self.pre.boot_id)
+        for again in range(3):
+            back = Back(self.pre.boot_id, boot, 0.0, tries=1) if boot is not None else waiter.wait(self.pre.boot_id)
+            try:
+                return self.host_back(test, step, row, run, pid, back, e)
+            except HostError as failed_again:  # it went down again while being brought back: wait again
+                if again == 2 or not connection_lost(str(failed_again)):
+                    raise
+                self.progress.note(f"{self.host.name} failed again while it was brought back: {failed_again}")
+                boot = None
+        raise AssertionError("unreachable")
+
+    def host_back(self, test: Test, step: str, row: int, run: Run, pid: int | None, back: Back, e: HostError) -> Run:
+        """The host answers again: after a blip, end the run's fio if it still runs and journal it `interrupted`;
+        after a reboot, restore the campaign's state and keep the row `crashed` with what its kernel said."""
         checks = dict(run.checks, **back.checks())
         if not back.rebooted:
             blips = self._blips[test.id] = self._blips.get(test.id, 0) + 1
@@ -693,6 +714,7 @@ def run_campaign(
                 journal.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
                 journal.add_tests(spec.campaign_id, tests, {t.id: job_text(t) for t in tests})
                 runner = CampaignRunner(spec, host, journal, progress, pre, extra)
+                runner.wait_for_host = True
                 runner.outcome.runs_crashed_found = len(crashed)
                 if crashed:
                     progress.note(
@@ -706,17 +728,25 @@ def run_campaign(
                         progress.note(
                             f"restored module parameters a crashed run left set: {stale['tunables.restored']}"
                         )
+                stopped: BaseException | None = None
                 try:
                     outcome = runner.run(tests)
                     outcome.journal, outcome.seconds = journal_path, time.monotonic() - t0
                     runner.hook("end", summary_line(outcome), exit_status=outcome.exit_status)
                 except BaseException as e:
+                    stopped = e
                     status = stop_status(e)
                     runner.hook("end", f"the campaign stopped: {e or type(e).__name__}", exit_status=status)
                     raise
                 finally:
                     if runner.tunables is not None:
-                        runner.tunables.restore()
+                        try:
+                            runner.tunables.restore()
+                        except (HostError, UserError) as err:
+                            if stopped is None:
+                                raise
+                            # the host that stopped the campaign cannot take them back: the next run does
+                            progress.note(f"warning: module parameters not restored ({err}); `tankbench run` does")
             finally:
                 journal.close()
     finally:
