@@ -163,4 +163,17 @@ def test_crashes_during_a_run_and_a_layout_are_waited_out(tmp_path: Path) -> Non
             assert str(r["checks"]["tunables.readback"]["zfs_txg_timeout"]) == "7", r["checks"]
     assert "is back after" in log and "restoring the campaign's state" in log, log
     assert vm.read_state(NAME) is None, "the campaign shuts down the lab it booted"
-    print(f"crash-recovery campaign: {wall:.0f} s wall, crashes at {seen['crashes']}")
+    # the timeline, for whoever reads the test's output: progress lines, crash times, the journal's rows
+    print(f"crash-recovery campaign: {wall:.0f} s wall; crashes injected at {seen['crashes']}\n{res.stderr}")
+    for r in rows:
+        c = r["checks"]
+        print(
+            r["id"],
+            r["test_id"],
+            r["run_no"],
+            r["attempt"],
+            r["status"],
+            c.get("crash.step", ""),
+            c.get("recovery.down_s", ""),
+            r["note"][:160],
+        )
