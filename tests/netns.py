@@ -6,7 +6,11 @@ host gets private mounts (inside the namespace only) over two paths:
 
 - `TARGET_DIR`-style `target` path (one path, the same on every host, for a campaign's file targets): each
   host sees its own directory there, as separate machines would;
-- tankbench's work root (~/.cache/tankbench/work of root): job files of one host never meet another's.
+- root's home (/root): a login runs no shell start-up file of this machine's root (here ~/.bashrc runs
+  `pyenv rehash`, which takes a lock file in /root/.pyenv; a test that kills a host's processes mid-login left
+  that lock behind, and every later ssh login on the machine waited 60 s for it);
+- tankbench's work root (~/.cache/tankbench/work of root, inside that home): job files of one host never meet
+  another's.
 
 Their fingerprints are those of this machine (same CPU, memory, kernel, disks): alike by construction, which
 is what `split` wants; they also compete for the same two cores and disk, so a test that wants parallel hosts
@@ -116,7 +120,7 @@ def _start(h: NetnsHost, target: Path) -> None:
     _ip("-n", h.netns, "link", "set", peer, "up")
     _ip("-n", h.netns, "link", "set", "lo", "up")
     d = h.base
-    for sub in ("target", "work"):
+    for sub in ("target", "work", "home"):
         (d / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
     for key in ("host_ed25519", "id_ed25519"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", h.netns, "-f", str(d / key)], check=True)
@@ -132,7 +136,8 @@ def _start(h: NetnsHost, target: Path) -> None:
     # `ip netns exec` gives the command its own mount namespace (slave of ours): these mounts stay inside it;
     # its own UTS namespace gives it its own hostname (fio's client output and fingerprints name it)
     script = (
-        f"hostname {h.netns} && mount --bind {d / 'target'} {target} && mount --bind {d / 'work'} {WORK_ROOT} && "
+        f"hostname {h.netns} && mount --bind {d / 'target'} {target} && mount --bind {d / 'home'} /root && "
+        f"mkdir -p {WORK_ROOT} && mount --bind {d / 'work'} {WORK_ROOT} && "
         f"exec /usr/sbin/sshd -D -e -f {d / 'sshd_config'}"
     )
     h.sshd = subprocess.Popen(

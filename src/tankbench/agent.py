@@ -1182,6 +1182,7 @@ class Watch:
         self.t0 = self.last_move = clock()
         self.marks = io_marks(top, self.devices, root)
         self.longest_stall_s = 0.0
+        self.stuck: list[dict[str, Any]] = []
 
     def check(self) -> str:
         """ "" while the run may go on, else why it must end: "hung" or "cap"."""
@@ -1198,12 +1199,53 @@ class Watch:
         return ""
 
     def report(self, ended_by: str) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "watchdog.ended_by": ended_by,
             "watchdog.longest_stall_s": round(self.longest_stall_s, 1),
             "watchdog.hung_after_s": self.hung_after_s,
             "watchdog.cap_s": round(self.cap_s, 1),
         }
+        if self.stuck:
+            out["watchdog.stuck"] = self.stuck
+        return out
+
+    def look(self) -> None:
+        """Where the run's processes wait, read before the watchdog ends them (evidence for a hung run: a
+        process in D state inside the block layer points at the disk, one in T state at a stopped process)."""
+        self.stuck = stuck_processes(self.top, self.root)
+
+
+def stuck_processes(top: int, root: str = "") -> list[dict[str, Any]]:
+    """Each process under `top`: pid, comm, state, the kernel function it waits in (wchan) and, readable as
+    root, the innermost frames of its kernel stack."""
+    out: list[dict[str, Any]] = []
+    for pid in tree_pids(top, root):
+        base = root + PROC + "/%d" % pid
+        stat = read_text(base + "/stat", None)
+        if not stat:
+            continue
+        comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+        state = stat[stat.rfind(")") + 2 :].split()[0]
+        frames = [ln.split(" ", 1)[-1].split("+")[0] for ln in (read_text(base + "/stack", None) or "").splitlines()]
+        out.append(
+            {
+                "pid": pid,
+                "comm": comm,
+                "state": state,
+                "wchan": (read_text(base + "/wchan", None) or "").strip(),
+                "stack": [f for f in frames if f][:8],
+            }
+        )
+    return out
+
+
+def kernel_log_tail(lines: int = 30) -> list[str]:
+    """The last lines of the kernel's log (`dmesg`; empty when it cannot be read)."""
+    try:
+        cp = subprocess.run(["dmesg", "--ctime"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return cp.stdout.splitlines()[-lines:] if cp.returncode == 0 else []
 
 
 def _signal_all(pids: Iterable[int], sig: int) -> None:
@@ -1243,6 +1285,7 @@ def _run_job(
             if ended_by:
                 break
     if ended_by:
+        watch.look()
         tree = tree_pids(proc.pid)
         _signal_all(tree, signal.SIGTERM)
         _signal_all(tree, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
@@ -1256,6 +1299,8 @@ def _run_job(
     with _lock:
         _children.remove(proc.pid)
     checks = watch.report(ended_by) if hung_after_s else {}
+    if ended_by == "hung":
+        checks["watchdog.kernel_log"] = kernel_log_tail()
     return proc.returncode, b"".join(errbuf), bool(ended_by), proc.pid, checks
 
 

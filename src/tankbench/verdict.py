@@ -26,6 +26,18 @@ class Verdict:
     notes: tuple[str, ...] = ()
 
 
+def stuck_note(checks: Mapping[str, Any]) -> str:
+    """Where a hung run's processes waited when the watchdog ended them ("" when it did not look): the
+    processes in uninterruptible sleep (D: waiting for I/O inside the kernel) or stopped (T)."""
+    waits = []
+    for p in checks.get("watchdog.stuck") or []:
+        if p.get("state") in ("D", "T", "t"):
+            where = p.get("wchan") or (p.get("stack") or ["?"])[0]
+            what = "stopped" if p["state"] in ("T", "t") else f"in the kernel at {where}"
+            waits.append(f"{p.get('comm', '?')} {p.get('pid')} {what}")
+    return "; " + ", ".join(waits) if waits else ""
+
+
 def watchdog_note(test: Test, res: Mapping[str, Any]) -> str:
     """Why the watchdog ended a run: it stopped making progress (hung), or it was still going at the cap."""
     checks = res.get("checks", {})
@@ -33,7 +45,7 @@ def watchdog_note(test: Test, res: Mapping[str, Any]) -> str:
     if checks.get("watchdog.ended_by") == "hung":
         return (
             f"hung: no I/O progress for {float(checks['watchdog.hung_after_s']):.0f} s (campaign.hung_after); "
-            f"the watchdog ended fio after {wall:.0f} s (expected {test.expected_s:.0f} s)"
+            f"the watchdog ended fio after {wall:.0f} s (expected {test.expected_s:.0f} s)" + stuck_note(checks)
         )
     if checks.get("watchdog.ended_by") == "cap":
         return (

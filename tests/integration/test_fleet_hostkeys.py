@@ -66,3 +66,20 @@ def test_unreachable_and_refused_login(one_host: NetnsHost, tmp_path: Path):
     with pytest.raises(UserError) as e:
         _host(one_host, one_host.known_hosts, tmp_path, identity=str(stranger)).check_connection()
     assert "refused the login" in e.value.message and "authorized_keys" in e.value.hint
+
+
+def test_a_namespace_host_has_a_home_of_its_own(one_host: NetnsHost):
+    """A login on a test host runs none of this machine's root start-up files (whose `pyenv rehash` lock, left
+    by a killed login, made every later login wait 60 s), and its tankbench work root is private to it."""
+    res = subprocess.run(
+        one_host.ssh_argv('echo "$HOME"; ls -A /root; ls -d /root/.cache/tankbench/work'),  # one remote shell line
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == "/root"
+    assert ".bashrc" not in lines and ".pyenv" not in lines, lines
+    assert lines[-1] == "/root/.cache/tankbench/work"
+    assert "pyenv" not in res.stderr, res.stderr

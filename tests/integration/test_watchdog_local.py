@@ -54,6 +54,10 @@ def test_a_stopped_fio_is_ended_as_hung_not_at_the_cap(tmp_path: Path, capsys: A
     assert res["checks"]["watchdog.ended_by"] == "hung", res["checks"]
     assert res["checks"]["watchdog.longest_stall_s"] >= 3
     assert res["wall_s"] < 240  # ended by the stall, not by the cap
+    # the evidence, read before the processes were ended: fio and its job process, both stopped (T)
+    stuck = res["checks"]["watchdog.stuck"]
+    assert len(stuck) >= 2 and all(p["comm"] == "fio" and p["state"] == "T" for p in stuck), stuck
+    assert isinstance(res["checks"]["watchdog.kernel_log"], list)
 
 
 def test_a_slow_fio_that_keeps_moving_outlives_hung_after(tmp_path: Path, capsys: Any) -> None:

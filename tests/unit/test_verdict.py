@@ -61,6 +61,16 @@ def test_a_hung_run_is_a_timeout_that_says_it_stopped_making_progress() -> None:
     v = _decide({"wall_s": 45.0, "exit_status": -15, "timed_out": True, "fio_json": "", "checks": checks})
     assert v.status == "timeout"
     assert any(n.startswith("hung: no I/O progress for 30 s (campaign.hung_after)") for n in v.notes)
+    # where its processes waited is in the note: the block layer (a disk that stopped answering) or stopped
+    stuck = [
+        {"pid": 41, "comm": "fio", "state": "S", "wchan": "do_wait", "stack": []},
+        {"pid": 42, "comm": "fio", "state": "D", "wchan": "", "stack": ["io_schedule", "blk_mq_get_tag"]},
+        {"pid": 43, "comm": "fio", "state": "T", "wchan": "do_signal_stop", "stack": []},
+    ]
+    v = _decide(
+        {"wall_s": 45.0, "timed_out": True, "fio_json": "", "checks": dict(checks, **{"watchdog.stuck": stuck})}
+    )
+    assert any(n.endswith("; fio 42 in the kernel at io_schedule, fio 43 stopped") for n in v.notes), v.notes
     capped = dict(checks, **{"watchdog.ended_by": "cap"})
     v = _decide({"wall_s": 7212.0, "exit_status": -15, "timed_out": True, "fio_json": "", "checks": capped})
     assert v.status == "timeout" and any("7200 s past its expected end (campaign.late_max)" in n for n in v.notes)
