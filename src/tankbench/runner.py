@@ -530,7 +530,9 @@ class CampaignRunner:
                 note=f"the connection to {self.host.name} was lost during the {step} (same boot, {what}): {e}",
             )
             self.journal.finish_run(row, run)
-            self.hook("host-back", f"{self.host.name} answers again (same boot); {test.name} is run again")
+            self.hook(
+                "host-back", f"{self.host.name} answers again (same boot); {test.name} is run again", test=test.name
+            )
             if blips > 3:
                 raise HostError(f"{self.host.name}: the connection was lost {blips} times in a row during {test.name}")
             return run
@@ -545,7 +547,9 @@ class CampaignRunner:
             run = replace(run, note=f"{run.note}; kernel: {back.panic_line()}")
         run = replace(run, checks=checks)
         self.journal.finish_run(row, run)
-        self.hook("host-back", f"{self.host.name} is back (rebooted); the campaign goes on with {test.name}")
+        self.hook(
+            "host-back", f"{self.host.name} is back (rebooted); the campaign goes on with {test.name}", test=test.name
+        )
         return run
 
     def restore_after_reboot(self, back: Back) -> dict[str, Any]:

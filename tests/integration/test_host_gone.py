@@ -110,3 +110,47 @@ def test_a_host_gone_for_good_ends_the_campaign_after_host_wait(tmp_path: Path) 
     lines = events.read_text().splitlines()
     assert [ln.split()[0] for ln in lines] == ["crash", "host-down", "end"], lines
     assert lines[0].split()[1].startswith("file-"), lines
+
+
+def test_a_lost_connection_with_the_host_up_is_a_blip_and_the_run_is_done_again(tmp_path: Path) -> None:
+    """Only the ssh connection dies (the host's sshd sessions are killed, the host stays up): the same boot id
+    answers, the run is `interrupted` (not a crash), its fio is gone, and it is run again: exit 0."""
+    events = tmp_path / "events"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f'#!/bin/sh\necho "$1" >> {events}\n')
+    hook.chmod(0o755)
+    with namespace_hosts(1, tmp_path / "ns") as (hosts, target):
+        h = hosts[0]
+        c = tmp_path / "c.toml"
+        text = CAMPAIGN.format(
+            hook=hook, address=h.address, identity=h.identity, known_hosts=h.known_hosts, target=target
+        )
+        c.write_text(text.replace('runtime = "30s"', 'runtime = "3s"'))
+        j = tmp_path / "j.sqlite"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 240
+        while not running(j) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling for a condition, not a fixed wait
+        assert proc.poll() is None, "the campaign ended before its run began: " + "".join(proc.communicate())
+        assert h.sshd is not None
+        for pid in subprocess.run(["ip", "netns", "pids", h.netns], capture_output=True, text=True).stdout.split():
+            try:  # the sessions only: the listening sshd (and so the host) stays
+                if int(pid) != h.sshd.pid and Path(f"/proc/{pid}/comm").read_text().strip() == "sshd":
+                    os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, FileNotFoundError):
+                pass
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    conn = sqlite3.connect(j)
+    rows = conn.execute("SELECT status, note, checks FROM runs ORDER BY id").fetchall()
+    conn.close()
+    assert [r[0] for r in rows] == ["interrupted", "done"], rows
+    assert "was lost during the run (same boot" in rows[0][1], rows[0][1]
+    assert '"recovery.rebooted": false' in rows[0][2], rows[0][2]
+    assert events.read_text().split() == ["crash", "host-down", "host-back", "end"]

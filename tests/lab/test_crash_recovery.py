@@ -117,7 +117,11 @@ def saboteur(journal: Path, stop: threading.Event, seen: dict[str, Any]) -> None
 
 def test_crashes_during_a_run_and_a_layout_are_waited_out(tmp_path: Path) -> None:
     campaign = tmp_path / "crash.toml"
-    campaign.write_text(CAMPAIGN)
+    events = tmp_path / "events"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f'#!/bin/sh\necho "$1 $TANKBENCH_TEST" >> {events}\n')
+    hook.chmod(0o755)
+    campaign.write_text(CAMPAIGN.replace('cooldown = "0s"', f'cooldown = "0s"\nhook = ["{hook}"]'))
     journal = tmp_path / "j.sqlite"
     stop, seen = threading.Event(), {}
     t = threading.Thread(target=saboteur, args=(journal, stop, seen), daemon=True)
@@ -161,6 +165,9 @@ def test_crashes_during_a_run_and_a_layout_are_waited_out(tmp_path: Path) -> Non
         if r["status"] == "done":
             assert r["checks"]["tunables.verified"] is True
             assert str(r["checks"]["tunables.readback"]["zfs_txg_timeout"]) == "7", r["checks"]
+    names = [ln.split() for ln in events.read_text().splitlines()]
+    assert [n[0] for n in names] == ["crash", "host-down", "host-back"] * 2 + ["end"], names
+    assert names[0][1] != names[3][1], "each crash hook names the test that was running"
     assert "is back after" in log and "restoring the campaign's state" in log, log
     assert vm.read_state(NAME) is None, "the campaign shuts down the lab it booted"
     # the timeline, for whoever reads the test's output: progress lines, crash times, the journal's rows
