@@ -1,10 +1,10 @@
 """Crash injection (issue 18 items 1 and 3): the lab's kernel is crashed for real (`echo c > /proc/sysrq-trigger`)
-during a run and during a layout, and the one `tankbench run` command finishes the campaign by itself: each
+during a run, a layout and a provisioning step, and the one `tankbench run` command finishes the campaign by itself: each
 crash is journalled against the test (and step) that was running, tankbench boots the lab again on its disks,
 imports the pool, sets the tunables again (read back), and goes on. No run is lost, none is duplicated.
 
 The lab is this test's own (booted by the campaign, shut down by it at the end): its kernel is crashed, so it is
-never the session's shared lab. Two crashes, so three boots (~40-90 s each under TCG)."""
+never the session's shared lab. Three crashes, so four boots (~40-90 s each under TCG)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tankbench.lab import vm
+from tankbench.lab.qemu import qmp
 from tests.conftest import tankbench
 from tests.lab.conftest import LAB
 from tests.lab.test_zfs_campaign import runs
@@ -54,7 +55,7 @@ size = "96M"
 rw = ["randread"]
 bs = ["64k"]
 ioengine = ["psync"]
-compression = ["off", "lz4"]
+compression = ["off", "lz4", "gzip"]
 layout = ["random"]
 """
 
@@ -90,9 +91,15 @@ def query(journal: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+#: writes to the pool's disk at 16 KiB/s: `zfs create` waits for its txg to reach the disk, for seconds
+SLOW = {"bps": 0, "bps_rd": 0, "bps_wr": 16 << 10, "iops": 0, "iops_rd": 0, "iops_wr": 0}
+
+
 def saboteur(journal: Path, stop: threading.Event, seen: dict[str, Any]) -> None:
     """Crash 1: as soon as the first run's fio runs. Crash 2: when the second test's dataset exists (it was
-    provisioned) and its run has not begun: its layout (96 MiB of random data) is being written."""
+    provisioned) and its run has not begun: its layout (96 MiB of random data) is being written. Crash 3: while
+    the third test's `zfs create` runs (its provisioning), made slow by throttling the disk's writes once the
+    second test is done (the reboot's new qemu, and tankbench's disk models applied again, end the throttle)."""
     while not stop.wait(0.3):
         row = query(journal, "SELECT id, test_id FROM runs WHERE status = 'running' AND pid IS NOT NULL")
         if row:
@@ -113,9 +120,23 @@ def saboteur(journal: Path, stop: threading.Event, seen: dict[str, Any]) -> None
             seen["layout_tests_done"] = {t for (t,) in done}
             crash(seen, "layout")
             break
+    while not stop.wait(0.3):
+        done = query(journal, "SELECT DISTINCT test_id FROM runs WHERE status = 'done'")
+        if len(done) >= 2 and vm.read_state(NAME) is not None:
+            qmp(vm.labs_dir() / NAME, "block_set_io_throttle", {"device": "tbdata0", **SLOW})
+            break
+    while not stop.wait(0.2):
+        try:  # gzi[p]: the pattern does not match pgrep's own command line
+            out = lab_sh("pgrep -f 'zfs create .*compression=gzi[p]' || true", timeout=20).stdout.strip()
+        except subprocess.TimeoutExpired:
+            continue
+        if out:
+            seen["provisioning_tests_done"] = {t for (t,) in done}
+            crash(seen, "provisioning")
+            break
 
 
-def test_crashes_during_a_run_and_a_layout_are_waited_out(tmp_path: Path) -> None:
+def test_crashes_during_a_run_a_layout_and_a_provisioning_are_waited_out(tmp_path: Path) -> None:
     campaign = tmp_path / "crash.toml"
     events = tmp_path / "events"
     hook = tmp_path / "hook.sh"
@@ -137,15 +158,17 @@ def test_crashes_during_a_run_and_a_layout_are_waited_out(tmp_path: Path) -> Non
     wall = time.monotonic() - t0
     log = res.stdout + res.stderr
     assert res.returncode == 0, log
-    assert [w for w, _ in seen.get("crashes", [])] == ["run", "layout"], (seen, log)
+    assert [w for w, _ in seen.get("crashes", [])] == ["run", "layout", "provisioning"], (seen, log)
     rows = runs(journal)
 
     # each crash is a row of the test that was running, naming its step, with the kernel's last words
     crashed = [r for r in rows if r["status"] == "crashed"]
-    assert [r["checks"]["crash.step"] for r in crashed] == ["run", "layout"], [r["note"] for r in crashed]
+    steps = [r["checks"]["crash.step"] for r in crashed]
+    assert steps == ["run", "layout", "provisioning"], [r["note"] for r in crashed]
     assert crashed[0]["test_id"] == seen["run_crash"][1]
-    assert crashed[1]["test_id"] != crashed[0]["test_id"]
+    assert len({r["test_id"] for r in crashed}) == 3, "three crashes, three tests"
     assert crashed[1]["test_id"] not in seen["layout_tests_done"]
+    assert crashed[2]["test_id"] not in seen["provisioning_tests_done"]
     for r in crashed:
         c = r["checks"]
         assert c["recovery.rebooted"] and c["recovery.lab_rebooted_by_tankbench"], c
@@ -159,15 +182,15 @@ def test_crashes_during_a_run_and_a_layout_are_waited_out(tmp_path: Path) -> Non
     assert all(r["status"] == "done" for r in rows if r["status"] != "crashed"), [
         (r["status"], r["note"]) for r in rows
     ]
-    assert len(finished) == len(set(finished)) == 2, finished
+    assert len(finished) == len(set(finished)) == 3, finished
     # after each reboot the tunable was set again and read back
     for r in rows:
         if r["status"] == "done":
             assert r["checks"]["tunables.verified"] is True
             assert str(r["checks"]["tunables.readback"]["zfs_txg_timeout"]) == "7", r["checks"]
     names = [ln.split() for ln in events.read_text().splitlines()]
-    assert [n[0] for n in names] == ["crash", "host-down", "host-back"] * 2 + ["end"], names
-    assert names[0][1] != names[3][1], "each crash hook names the test that was running"
+    assert [n[0] for n in names] == ["crash", "host-down", "host-back"] * 3 + ["end"], names
+    assert len({names[i][1] for i in (0, 3, 6)}) == 3, "each crash hook names the test that was running"
     assert "is back after" in log and "restoring the campaign's state" in log, log
     assert vm.read_state(NAME) is None, "the campaign shuts down the lab it booted"
     # the timeline, for whoever reads the test's output: progress lines, crash times, the journal's rows
