@@ -1,7 +1,8 @@
 """Crash injection (issue 18 items 1 and 3): the lab's kernel is crashed for real (`echo c > /proc/sysrq-trigger`)
 during a run, a layout and a provisioning step, and the one `tankbench run` command finishes the campaign by itself: each
 crash is journalled against the test (and step) that was running, tankbench boots the lab again on its disks,
-imports the pool, sets the tunables again (read back), and goes on. No run is lost, none is duplicated.
+imports the pool, replaces the encrypted datasets whose key file went with the old root disk, sets the
+tunables again (read back), and goes on. No run is lost, none is duplicated.
 
 The lab is this test's own (booted by the campaign, shut down by it at the end): its kernel is crashed, so it is
 never the session's shared lab. Three crashes, so four boots (~40-90 s each under TCG)."""
@@ -50,6 +51,7 @@ zfs_txg_timeout = 7
 name = "fs"
 kind = "dataset"
 size = "96M"
+props = {{ encryption = "aes-256-gcm" }}
 
 [matrix]
 rw = ["randread"]
@@ -175,7 +177,11 @@ def test_crashes_during_a_run_a_layout_and_a_provisioning_are_waited_out(tmp_pat
         assert c["recovery.boot_id_before"] != c["recovery.boot_id_after"], c
         assert "sysrq" in c["crash.kernel_log"].lower(), c["crash.kernel_log"]
         assert c["recovery.pool_imported"] is True, c
+        assert c["recovery.keys_loaded"] is True, c
         assert "kernel:" in r["note"], r["note"]
+    # the lab's root disk is new at every boot, so the key file went with it: the encrypted dataset of the test
+    # that crashed is destroyed (its tag read back first) and made again with a new key
+    assert crashed[0]["checks"]["recovery.keys_lost"], crashed[0]["checks"]
 
     # nothing lost, nothing twice: one finished run per planned run
     finished = [(r["test_id"], r["run_no"], r["warmup"]) for r in rows if r["status"] != "crashed"]
