@@ -50,7 +50,7 @@ zfs_txg_timeout = 7
 [[target]]
 name = "fs"
 kind = "dataset"
-size = "96M"
+size = "64M"
 props = {{ encryption = "aes-256-gcm" }}
 
 [matrix]
@@ -93,13 +93,13 @@ def query(journal: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-#: writes to the pool's disk at 16 KiB/s: `zfs create` waits for its txg to reach the disk, for seconds
-SLOW = {"bps": 0, "bps_rd": 0, "bps_wr": 16 << 10, "iops": 0, "iops_rd": 0, "iops_wr": 0}
+#: writes to the pool's disk at 64 KiB/s: `zfs create` waits for its txg to reach the disk, for seconds
+SLOW = {"bps": 0, "bps_rd": 0, "bps_wr": 64 << 10, "iops": 0, "iops_rd": 0, "iops_wr": 0}
 
 
 def saboteur(journal: Path, stop: threading.Event, seen: dict[str, Any]) -> None:
     """Crash 1: as soon as the first run's fio runs. Crash 2: when the second test's dataset exists (it was
-    provisioned) and its run has not begun: its layout (96 MiB of random data) is being written. Crash 3: while
+    provisioned) and its run has not begun: its layout (64 MiB of random data) is being written. Crash 3: while
     the third test's `zfs create` runs (its provisioning), made slow by throttling the disk's writes once the
     second test is done (the reboot's new qemu, and tankbench's disk models applied again, end the throttle)."""
     while not stop.wait(0.3):
