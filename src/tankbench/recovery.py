@@ -96,16 +96,13 @@ class HostWaiter:
             return None
         return res.stdout.strip() if res.returncode == 0 and res.stdout.strip() else None
 
-    def wait(self, boot_id_before: str) -> Back:
-        """Until the host answers again (a dead lab booted again); HostError once host_wait has passed."""
-        t0 = time.monotonic()
+    def wait(self, boot_id_before: str, since: float | None = None) -> Back:
+        """Until the host answers again (a dead lab booted again); HostError once host_wait has passed, counted
+        from `since` (time.monotonic() when it failed; default: now)."""
+        t0 = time.monotonic() if since is None else since
         deadline = t0 + self.host_wait_s
         back = Back(boot_id_before, "", 0.0)
         delay = FIRST_DELAY_S
-        self.note(
-            f"{self.host.name} does not answer: waiting for it to come back, at most "
-            f"{fmt_duration(self.host_wait_s)} (campaign.host_wait)"
-        )
         while True:
             back.tries += 1
             if isinstance(self.host, LabHost):
@@ -114,6 +111,11 @@ class HostWaiter:
             if boot is not None:
                 back.boot_id, back.down_s = boot, time.monotonic() - t0
                 break
+            if back.tries == 1:
+                self.note(
+                    f"{self.host.name} does not answer: waiting for it to come back, at most "
+                    f"{fmt_duration(self.host_wait_s)} (campaign.host_wait)"
+                )
             left = deadline - time.monotonic()
             if left <= 0:
                 raise HostError(

@@ -466,9 +466,17 @@ class CampaignRunner:
         (`crashed`, or `interrupted` when only the connection was lost). HostError when the host does not come
         back within campaign.host_wait, or when it answers with the same boot and the failure was no lost
         connection (a plain failure of a command: the campaign stops as before)."""
+        down_since = time.monotonic()
         step, self.step = self.step or "run", ""
         failed, self._failed = self._failed, None
         if not self.wait_for_host:
+            if failed is not None:
+                self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
+            raise e
+        waiter = HostWaiter(self.host, self.spec.unattended.host_wait_s, self.progress.note)
+        boot = waiter.boot_id(timeout=20)
+        if boot is not None and boot == self.pre.boot_id and not connection_lost(str(e)):
+            # the host is up, same boot: a command failed (no host failure to wait out); the campaign stops
             if failed is not None:
                 self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
             raise e
@@ -497,20 +505,15 @@ class CampaignRunner:
         message = f"the host failed during the {step} of {test.name}: {e}"
         self.progress.note(message)
         self.hook("crash", message, test=test.name)
-        waiter = HostWaiter(self.host, self.spec.unattended.host_wait_s, self.progress.note)
-        boot = waiter.boot_id(timeout=20)
-        if boot is not None and boot == self.pre.boot_id and not connection_lost(str(e)):
-            raise e  # the host is up, same boot: a command failed, no host failure to wait out
         self.hook("host-down", f"{self.host.name} stopped answering during the {step} of {test.name}", test=test.name)
         for again in range(3):
-            back = Back(self.pre.boot_id, boot, 0.0, tries=1) if boot is not None else waiter.wait(self.pre.boot_id)
+            back = waiter.wait(self.pre.boot_id, since=down_since if again == 0 else None)
             try:
                 return self.host_back(test, step, row, run, pid, back, e)
             except HostError as failed_again:  # it went down again while being brought back: wait again
                 if again == 2 or not connection_lost(str(failed_again)):
                     raise
                 self.progress.note(f"{self.host.name} failed again while it was brought back: {failed_again}")
-                boot = None
         raise AssertionError("unreachable")
 
     def host_back(self, test: Test, step: str, row: int, run: Run, pid: int | None, back: Back, e: HostError) -> Run:
