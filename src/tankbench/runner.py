@@ -123,6 +123,8 @@ class Outcome:
     runs_failed: int = 0
     runs_timeout: int = 0
     runs_crashed_found: int = 0
+    #: times the host went down during this run of the campaign and was waited for (recovery.py)
+    host_failures: int = 0
     runs_skipped_existing: int = 0
     tests_skipped: list[str] = field(default_factory=list)
     journal: str = ""
@@ -182,6 +184,7 @@ class CampaignRunner:
         #: wait for a host that failed (recovery.py) and go on; off in a fleet, where its test case moves to
         #: another host instead (fleet.py), and the campaign stops as before
         self.wait_for_host = False
+        self._names: dict[str, str] = {}  # test id -> name, of the tests run()
 
     def make_fingerprint(self) -> Fingerprint:
         """The host's facts, each target kind's (after setup: e.g. how a test guest is emulated) and the extras."""
@@ -394,6 +397,7 @@ class CampaignRunner:
     def run(self, tests: list[Test]) -> Outcome:
         """Every pending run in the schedule's order (issue 11: warm-ups, rounds, adaptive repeats, racing)."""
         self.outcome.tests = len(tests)
+        self._names = {t.id: t.name for t in tests}
         existing = [r for r in self.journal.runs(with_samples=False) if r.test_id in {t.id for t in tests}]
         sched = Scheduler(
             tests,
@@ -502,6 +506,7 @@ class CampaignRunner:
             failed = (row, run, None)
         row, run, pid = failed
         run = replace(run, row_id=row)
+        self.outcome.host_failures += 1
         message = f"the host failed during the {step} of {test.name}: {e}"
         self.progress.note(message)
         self.hook("crash", message, test=test.name)
@@ -624,6 +629,12 @@ class CampaignRunner:
                 estimator.learn_repeats([d.after_runs])
             if d.kind != "max" or self.spec.schedule.adaptive:
                 self.progress.note(f"    {d.kind}: {d.reason}")
+            if d.kind == "skip":  # it crashed its host once too often in this run of the campaign (host waited for)
+                note = f"skipped: crashed {d.evidence.get('crashes', '?')} times (the host went down during its runs)"
+                self.journal.set_skip_note(d.test_id, note)
+                name = self._names.get(d.test_id, d.test_id)
+                if name not in self.outcome.tests_skipped:
+                    self.outcome.tests_skipped.append(name)
 
     def noise_check(self, test: Test, devices: list[str]) -> dict[str, Any]:
         """Before a run: scrub/resilver, other I/O on its disks, swap traffic, load — wait, refuse or record and
@@ -809,4 +820,6 @@ def summary_line(o: Outcome) -> str:
         parts.append(f"{o.runs_skipped_existing} already in the journal")
     if o.tests_skipped:
         parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing the host (campaign.crash_retries)")
+    if o.host_failures:
+        parts.append(f"the host went down {o.host_failures} time(s) and was waited for")
     return f"{', '.join(parts)} in {fmt_duration(o.seconds)}; journal: {o.journal}"
