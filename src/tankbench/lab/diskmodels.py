@@ -10,10 +10,10 @@ between a disk-bound and a CPU-bound path must stay as wide as on a real machine
 is compressed to fit under the emulator's own ceiling (~2,700 4k IOPS at QD1): an `optane` is 25 `hdd`s
 here, not 3,000. `bench/disk-models` measures every model against these numbers.
 
-Flushes: qemu does not throttle them. The lab's drives run with `cache=unsafe`, so a guest flush never
-reaches the host's disk (whose latency is real but noise: 0.7-1.4 ms on the CI machine); a flush costs
-nothing beyond the writes before it, which the model charges. A sync 4k write on an `hdd` therefore costs
-one op (25 ms), as a write plus its cache flush roughly does on a real 7200 rpm disk.
+Flushes: qemu does not throttle them. The lab's drives keep qemu's default cache (writeback): a guest flush
+is an fdatasync of the image file on the host, a real but unmodelled cost (0.7-1.4 ms on the CI machine), so
+a sync 4k write costs one op of the model plus that flush: on an `hdd` (25 ms an op) the flush is noise, as
+on a real 7200 rpm disk; on an `optane` or `nvme` sync writes measure below the model (docs/lab.md).
 """
 
 from __future__ import annotations
