@@ -4,7 +4,6 @@ from a blip, what a crashed kernel's log says, which host errors are a lost conn
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -41,15 +40,12 @@ def test_the_local_host_answers_at_once_with_its_boot_id() -> None:
 def test_a_host_that_never_answers_ends_after_host_wait_with_what_it_waited_for(tmp_path: Path) -> None:
     host = SshHost("127.0.0.1", port=closed_port(), control_dir=tmp_path, connect_timeout=2, strict_host_keys=False)
     notes: list[str] = []
-    t0 = time.monotonic()
     with pytest.raises(HostError) as e:
         HostWaiter(host, 3, notes.append).wait("b00t")
-    took = time.monotonic() - t0
     assert "did not come back within campaign.host_wait (3s" in str(e.value)
     assert "the campaign stops here" in str(e.value)
     assert notes[0].startswith(f"{host.name} does not answer: waiting for it to come back, at most 3s")
     assert any("gives up in" in n and "next try in 2s" in n for n in notes), notes
-    assert took >= 3
 
 
 def test_back_keeps_the_kernels_last_words_and_names_the_panic() -> None:
