@@ -37,6 +37,22 @@ def frozen_map(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True)
+class ClientHost:
+    """An ssh host that generates a target's load through fio's client/server mode (targets/clients.py)."""
+
+    address: str
+    user: str = "root"
+    port: int = 22
+    identity: str = ""
+    known_hosts: str = ""
+
+    @property
+    def name(self) -> str:
+        """How runs, reports and errors name it (the same form as an ssh campaign host's name)."""
+        return f"ssh:{self.user}@{self.address}" + (f":{self.port}" if self.port != 22 else "")
+
+
+@dataclass(frozen=True)
 class Target:
     """What fio hits. `path` is a device (raw, zvol: assigned at provision) or a directory (file)."""
 
@@ -47,6 +63,10 @@ class Target:
     confirm: str = ""
     props: Mapping[str, str] = field(default_factory=frozen_map)
     pool: str = ""
+    #: hosts whose fio (client/server mode) generates the load, each on its own copy of `path`; () = the host
+    clients: tuple[ClientHost, ...] = ()
+    #: the TCP port of fio's server on each client (loopback only; reached through ssh)
+    client_port: int = 0
 
     def __post_init__(self) -> None:
         if not self.kind.replace("-", "").isalpha():  # which kinds exist is the targets registry's business
@@ -62,6 +82,8 @@ class Target:
             d["props"] = dict(self.props)
         if self.pool:
             d["pool"] = self.pool
+        if self.clients:  # who generates the load is part of the test; how we reach them (keys, port) is not
+            d["clients"] = [c.name for c in self.clients]
         return d
 
 

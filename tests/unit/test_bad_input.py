@@ -76,7 +76,7 @@ def test_unreadable_campaign(tmp_path: Path):
 
 def test_unknown_scale_names_the_scales_there_are(tmp_path: Path):
     res = tankbench("plan", "zvol-issues", "--scale", "huge", cwd=tmp_path)
-    assert res.returncode == 2 and "no [scale.huge] in this campaign (scales: quick)" in res.stderr
+    assert res.returncode == 2 and "no [scale.huge] in this campaign (scales: ci, quick)" in res.stderr
     assert "Hint: " in res.stderr and os.listdir(tmp_path) == []
 
 

@@ -85,6 +85,7 @@ def write_report(journal: str, quiet: bool) -> None:
     """The report of the whole journal, in report/ beside it (what `tankbench report` writes)."""
     from tankbench.analysis.analyse import analyse_dataset, load
     from tankbench.analysis.detail import with_run_detail
+    from tankbench.clientreport import write_clients
     from tankbench.journal.db import Journal
     from tankbench.reports.write import write_all
 
@@ -92,5 +93,6 @@ def write_report(journal: str, quiet: bool) -> None:
     with Journal.open_readonly(journal) as j:
         analysis = analyse_dataset(load(j), "auto")
         paths = write_all(with_run_detail(analysis, j), out)
+        paths += write_clients(j, out)  # per-client figures of client/server tests (clients.md)
     if not quiet:
         print(f"report: {paths[0]} (and {', '.join(os.path.basename(p) for p in paths[1:])})")

@@ -115,6 +115,8 @@ class FioServers:
         self.port = port
         self.local_ports: dict[str, int] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        #: the fio version every end runs (set by check)
+        self.fio_version = ""
 
     def check(self) -> str:
         """Everything that can be refused, before any server starts; returns the fio version."""
@@ -132,6 +134,7 @@ class FioServers:
                     f"{c.name}: port {self.port} is in use there ({', '.join(taken)})",
                     "stop what listens there, or choose another fio server port",
                 )
+        self.fio_version = local
         return local
 
     def __enter__(self) -> FioServers:
@@ -205,19 +208,32 @@ class FioServers:
 
     def run(self, job_text: str, timeout: float) -> tuple[list[ClientResult], ClientResult, str]:
         """Run one job on every client through `fio --client`; (per client, aggregate, fio's JSON text)."""
+        rc, out, err, _ = self.run_raw(job_text, timeout)
+        if rc != 0:
+            raise HostError(f"fio --client exited {rc}: {err.strip()[-500:]}")
+        per, total = self.results(out)
+        return per, total, out
+
+    def run_raw(self, job_text: str, timeout: float) -> tuple[int, str, str, float]:
+        """Run one job on every client through `fio --client`: (exit status, stdout, stderr, wall seconds); a
+        run that does not end within `timeout` is killed (exit status 124, as timeout(1) says)."""
         with tempfile.NamedTemporaryFile("w", suffix=".fio", prefix="tankbench-client-") as f:
             f.write(job_text)
             f.flush()
             argv = ["fio", "--output-format=json"]
             for c in self.clients:
                 argv += [f"--client=127.0.0.1,{self.local_ports[c.name]}", f.name]
+            t0 = time.monotonic()
             try:
                 cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired as e:
-                raise HostError(f"fio --client did not finish in {timeout:.0f} s") from e
-        if cp.returncode != 0:
-            raise HostError(f"fio --client exited {cp.returncode}: {cp.stderr.strip()[-500:]}")
-        doc = load_fio_json(cp.stdout)
+                out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+                return 124, out, f"fio --client did not finish in {timeout:.0f} s", time.monotonic() - t0
+            return cp.returncode, cp.stdout, cp.stderr, time.monotonic() - t0
+
+    def results(self, text: str) -> tuple[list[ClientResult], ClientResult]:
+        """(per client, aggregate) from `fio --client`'s JSON (its `client_stats`, by the port we reached)."""
+        doc = load_fio_json(text)
         by_port = {p: name for name, p in self.local_ports.items()}
         per: dict[str, list[dict[str, Any]]] = {}
         for entry in doc.get("client_stats", []):
@@ -226,7 +242,7 @@ class FioServers:
             per.setdefault(by_port.get(int(entry.get("port", 0)), str(entry.get("hostname"))), []).append(entry)
         results = [_result(name, entries) for name, entries in per.items()]
         total = _result("all clients", [e for es in per.values() for e in es])
-        return results, total, cp.stdout
+        return results, total
 
 
 def _result(host: str, entries: list[dict[str, Any]]) -> ClientResult:

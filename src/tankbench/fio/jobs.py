@@ -16,6 +16,7 @@ from tankbench.fio.layout import size_based as size_based
 from tankbench.fio.parse import IO_LOG_MSEC
 from tankbench.guest.fill import fill_job, fill_size
 from tankbench.model import Test
+from tankbench.targets import clients as clients_mod
 from tankbench.targets import kind_of
 from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
 
@@ -244,6 +245,8 @@ def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
     ]
     kind = kind_of(test.target)
     lines += kind.script_lines(test, campaign_id)
+    if test.target.clients:  # fio client/server on the target's client hosts, as `run` does it
+        return "\n".join(lines + clients_mod.script_lines(test, fio_name)) + "\n"
     if kind.runs_in_guest:
         what = "the copy" if test.is_copy else f"{fio_name} with fio"
         return "\n".join(lines + [f"echo 'run {what} inside the test guest (see above)' >&2"]) + "\n"

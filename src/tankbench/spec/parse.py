@@ -28,6 +28,7 @@ from tankbench.spec.rules import check_guest_copies, check_new_axes
 from tankbench.spec.schema import Cooldown, HostSpec, PoolSpec, Schedule, Spec
 from tankbench.spec.targettable import parse_targets
 from tankbench.spec.vocab import AXES, CAMPAIGN_KEYS, FIO_AXES, TOP_KEYS
+from tankbench.targets.clients import check_client_targets
 
 __all__ = ["AXES", "FIO_AXES", "Cooldown", "HostSpec", "PoolSpec", "Schedule", "Spec", "load_spec", "parse_spec"]
 
@@ -108,6 +109,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     excludes = tuple(parse_rule(ctx, r, i, "exclude", targets) for i, r in enumerate(table_list(ctx, doc, "exclude")))
     includes = tuple(parse_include(ctx, r, i, targets) for i, r in enumerate(table_list(ctx, doc, "include")))
     check_guest_copies(ctx, matrix, includes, targets)
+    check_client_targets(ctx, targets, matrix, includes, fleet is not None)
     fio = parse_fio(ctx, ctx.table(doc, "fio"))
     schedule: Schedule = settings["schedule"]
     if schedule.ss:  # fio's own steady-state detection: part of the job, so part of each test's id

@@ -28,5 +28,11 @@ def parse_targets(ctx: Keys, value: object) -> tuple[Target, ...]:
         if any(o.name == name for o in out):
             raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
         kind = ctx.choice(p + "kind", t.get("kind"), kind_names())
-        out.append(kinds()[kind].parse_table(ctx, t, p, name))
+        cls = kinds()[kind]
+        out.append(cls.parse_table(ctx, t, p, name))
+        for key in t:  # a key of another kind would be ignored silently (e.g. clients on a raw target)
+            if key not in ("name", "kind", *cls.table_keys):
+                raise ctx.err(
+                    p + key, t[key], f"a {kind} target does not take {key}", f"its keys: {', '.join(cls.table_keys)}"
+                )
     return tuple(out)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from tankbench.errors import UserError
 from tankbench.hosts.base import Host
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
@@ -281,6 +282,23 @@ def parse_path_table(
     if confirm and "confirm" not in kind.table_keys:
         raise keys.err(prefix + "confirm", confirm, "only raw targets take a confirmation", "remove it")
     return Target(name=name, kind=kind.kind, path=path_.rstrip("/") or "/", size=size, confirm=confirm)
+
+
+def check_directory(where: str, probe: Mapping[str, Any], path: str, host: str) -> None:
+    """UserError unless the agent's probe of `path` on `host` shows a directory tankbench can use (or create)."""
+    info = probe["paths"][path]
+    if info["exists"] and not info["is_dir"]:
+        raise UserError(
+            f"{where}: exists on {host} and is not a directory",
+            "a file target names the directory tankbench puts its test file in",
+        )
+    if not info["exists"] and not info["parent_is_dir"]:
+        raise UserError(
+            f"{where}: neither it nor its parent directory exists on {host}",
+            "create the parent directory, or fix the path",
+        )
+    if not info["writable"]:
+        raise UserError(f"{where}: not writable on {host}", "pick a directory you can write to")
 
 
 def rw_and_bs(params: Mapping[str, Any]) -> tuple[str, str]:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from tankbench.errors import UserError
 from tankbench.fio.layout import KindFacts, layout_request
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
-from tankbench.targets.base import TargetKind, Workspace, parse_path_table, rw_and_bs
+from tankbench.targets.base import TargetKind, Workspace, check_directory, parse_path_table, rw_and_bs
+from tankbench.targets.clients import ClientLoad, parse_clients
 
 
 def layout_script_lines(path: str, size: int) -> list[str]:
@@ -43,11 +44,13 @@ class FileKind(TargetKind):
 
     kind = "file"
     test_file = True
-    table_keys = ("path", "size")
+    table_keys = ("path", "size", "clients", "client_port")
 
     @classmethod
     def parse_table(cls, keys: Keys, table: Mapping[str, Any], prefix: str, name: str) -> Target:
-        return parse_path_table(keys, table, prefix, name, cls, size_required=True)
+        target = parse_path_table(keys, table, prefix, name, cls, size_required=True)
+        clients, port = parse_clients(keys, table, prefix)
+        return replace(target, clients=clients, client_port=port) if clients else target
 
     @classmethod
     def fio_filename(cls, test: Test) -> str:
@@ -61,33 +64,45 @@ class FileKind(TargetKind):
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
         path = cls.fio_filename(test)
+        if test.target.clients:  # the job runs on the clients (fio/jobs.job_script asks clients.script_lines)
+            return []
         if test.is_copy:
             return [f'mkdir -p "$(dirname {shlex.quote(path)})"']
         return layout_script_lines(path, test.target.size)
 
+    def __init__(self, ws: Workspace) -> None:
+        super().__init__(ws)
+        #: targets with clients: checks, fio servers, layout and runs there (targets/clients.py)
+        self.clients = ClientLoad(ws.host, ws.spec, ws.note)
+
     def probe_paths(self, target: Target) -> tuple[list[str], list[str]]:
-        return [target.path], []
+        return ([], []) if target.clients else ([target.path], [])
 
     def check(self, target: Target, probe: Mapping[str, Any]) -> None:
-        info = probe["paths"][target.path]
-        where = f"{self.ws.spec.path}: target {target.name!r} path = {target.path!r}"
-        host = self.host.name
-        if info["exists"] and not info["is_dir"]:
-            raise UserError(
-                f"{where}: exists and is not a directory",
-                "a file target names the directory tankbench puts its test file in",
-            )
-        if not info["exists"] and not info["parent_is_dir"]:
-            raise UserError(
-                f"{where}: neither it nor its parent directory exists on {host}",
-                "create the parent directory, or fix the path",
-            )
-        if not info["writable"]:
-            raise UserError(f"{where}: not writable on {host}", "pick a directory you can write to")
+        if target.clients:
+            return self.clients.check(target)
+        check_directory(
+            f"{self.ws.spec.path}: target {target.name!r} path = {target.path!r}", probe, target.path, self.host.name
+        )
 
     def provision(self, test: Test) -> None:
         if test.is_copy:  # the agent creates the directory when it lays out a file; a copy writes its own
             self.host.run(["mkdir", "-p", test.target.path], check=True, timeout=60)
 
     def lay_out(self, test: Test) -> dict[str, Any]:
+        if test.target.clients:
+            return self.clients.lay_out(test, lambda h: lay_out_file(replace(self.ws, host=h), test, self))
         return lay_out_file(self.ws, test, self)
+
+    def device_paths(self, test: Test) -> list[str]:
+        return [] if test.target.clients else [test.target.path]  # the clients' disks are not the host's
+
+    def run_fio(
+        self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None], timeout: float
+    ) -> dict[str, Any]:
+        if test.target.clients:
+            return self.clients.run(test, request)
+        return super().run_fio(test, request, on_event, timeout)
+
+    def finish(self) -> None:
+        self.clients.stop()

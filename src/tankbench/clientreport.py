@@ -1,0 +1,79 @@
+"""clients.md: the runs whose load came from client hosts (fio client/server), each client's figures beside the
+total, and how even the clients were (the slowest client over the fastest)."""
+
+from __future__ import annotations
+
+import os
+
+from tankbench.journal.clientruns import ClientRun, client_runs
+from tankbench.journal.db import Journal
+from tankbench.reports.common import fmt
+
+MIB = 1048576.0
+
+
+def _direction(r: ClientRun) -> str:
+    """read, write or read+write: the directions this run moved data in."""
+    dirs = [d for d in ("read", "write") if any(p.get(f"{d}_bw_bytes", 0) for p in [r.total, *r.per_client.values()])]
+    return "+".join(dirs) or "read"
+
+
+def _bw(figures: dict[str, float], direction: str) -> float:
+    return sum(float(figures.get(f"{d}_bw_bytes", 0.0)) for d in direction.split("+"))
+
+
+def _iops(figures: dict[str, float], direction: str) -> float:
+    return sum(float(figures.get(f"{d}_iops", 0.0)) for d in direction.split("+"))
+
+
+def clients_markdown(runs: list[ClientRun]) -> str:
+    """Markdown: one table per test, a row per run with each client's MiB/s (IOPS) and all clients'."""
+    lines = [
+        "# Load from client hosts (fio client/server)",
+        "",
+        "Each client ran the test's job on its own copy of the target's path at the same time; `all clients` is "
+        "their sum (the run's figure in the other reports). MiB/s and IOPS as fio's `client_stats` give them; "
+        "even = slowest client / fastest client (1.00: every client got the same share).",
+        "",
+    ]
+    by_test: dict[tuple[int, str], list[ClientRun]] = {}
+    for r in runs:
+        by_test.setdefault((r.test_number, r.test_name), []).append(r)
+    for (number, name), test_runs in by_test.items():
+        names = sorted({c for r in test_runs for c in r.per_client})
+        direction = _direction(test_runs[0])
+        lines += [f"## #{number} {name} ({direction})", ""]
+        lines += [
+            "| run | host | " + " | ".join(names) + " | all clients | even |",
+            "|---|---|" + "---|" * (len(names) + 2),
+        ]
+        for r in test_runs:
+            cells = []
+            bws = []
+            for c in names:
+                f = r.per_client.get(c)
+                if f is None:
+                    cells.append("—")
+                    continue
+                bws.append(_bw(f, direction))
+                cells.append(f"{fmt(_bw(f, direction) / MIB)} MiB/s ({fmt(_iops(f, direction))} IOPS)")
+            total = r.total or {
+                k: sum(float(f.get(k, 0.0)) for f in r.per_client.values())
+                for k in ("read_bw_bytes", "write_bw_bytes", "read_iops", "write_iops")
+            }
+            even = f"{min(bws) / max(bws):.2f}" if bws and max(bws) > 0 else "—"
+            cells.append(f"{fmt(_bw(total, direction) / MIB)} MiB/s ({fmt(_iops(total, direction))} IOPS)")
+            lines.append(f"| {r.run_no} | {r.host} | " + " | ".join(cells) + f" | {even} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_clients(j: Journal, out_dir: str) -> list[str]:
+    """out_dir/clients.md when the journal has runs with client hosts; the paths written (none otherwise)."""
+    runs = client_runs(j)
+    if not runs:
+        return []
+    path = os.path.join(out_dir, "clients.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(clients_markdown(runs))
+    return [path]

@@ -1,0 +1,42 @@
+"""Runs whose load came from client hosts (a target's `clients`): each client's figures and the total, as the
+run's checks keep them (`clients.results`, `clients.total`; targets/clients.py writes them)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tankbench.journal.db import Journal
+
+
+@dataclass(frozen=True)
+class ClientRun:
+    """One journal run of a client/server test: per-client figures by client name, and the total."""
+
+    test_number: int
+    test_name: str
+    run_no: int
+    host: str
+    per_client: dict[str, dict[str, float]]
+    total: dict[str, float]
+
+
+def client_runs(j: Journal) -> list[ClientRun]:
+    """Every measured (done, not warm-up) run with per-client figures, in test and run order. Other runs are
+    not parsed: a text search on the checks column finds the client runs."""
+    rows = j.conn.execute(
+        "SELECT t.number, t.name, r.run_no, r.host, r.checks FROM runs r JOIN tests t ON t.id = r.test_id "
+        "WHERE r.status = 'done' AND r.warmup = 0 AND instr(r.checks, '\"clients.results\"') > 0 "
+        "ORDER BY t.number, r.run_no, r.id"
+    ).fetchall()
+    out = []
+    for number, name, run_no, host, checks_text in rows:
+        checks: dict[str, Any] = json.loads(checks_text)
+        per = checks.get("clients.results")
+        if not isinstance(per, dict) or not per:
+            continue
+        out.append(
+            ClientRun(int(number), str(name), int(run_no), str(host), per, dict(checks.get("clients.total") or {}))
+        )
+    return out

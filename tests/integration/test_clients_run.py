@@ -1,0 +1,256 @@
+"""A campaign whose file target names two client hosts (namespace hosts, real sshd, real fio servers): `tankbench
+run` drives them through fio client/server, the journal keeps per-client and total figures, the report shows
+both, nothing listens afterwards (also after kill -9 of tankbench), and bad clients are refused first."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tankbench
+from tests.netns import NetnsHost, namespace_hosts
+
+PORT = 18766
+
+CAMPAIGN = """
+[campaign]
+name = "clients-itest"
+runtime = "{runtime}"
+ramp = "0s"
+warmup = false
+repeats = 1
+host = "local"
+
+[[target]]
+name = "load"
+kind = "file"
+path = "{dir}"
+size = "4M"
+clients = [{clients}]
+client_port = {port}
+
+[fio]
+rate = "1m"
+
+[matrix]
+rw = ["read", "write"]
+bs = ["64k"]
+iodepth = [1]
+io = ["direct"]
+"""
+
+
+@pytest.fixture
+def clients(tmp_path: Path):
+    with namespace_hosts(2, tmp_path / "ns") as pair:
+        yield pair
+
+
+def campaign(
+    tmp: Path, hosts: list[NetnsHost], target: Path, runtime: str = "2s", port: int = PORT, name: str = "clients"
+) -> Path:
+    c = tmp / f"{name}.toml"
+    c.write_text(
+        CAMPAIGN.format(runtime=runtime, dir=target / "load", clients=", ".join(h.table() for h in hosts), port=port)
+    )
+    return c
+
+
+def listeners(h: NetnsHost) -> list[str]:
+    """Every TCP listener in the host's namespace that is not its sshd."""
+    out = subprocess.run(
+        ["ip", "netns", "exec", h.netns, "ss", "-ltnpH"], capture_output=True, text=True, check=True
+    ).stdout
+    return [line for line in out.splitlines() if "sshd" not in line]
+
+
+def fio_servers(hosts: list[NetnsHost]) -> list[str]:
+    return [line for h in hosts for line in listeners(h) if "fio" in line]
+
+
+def wait_nothing_listening(hosts: list[NetnsHost], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(listeners(h) for h in hosts) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling until the servers are gone
+    assert [listeners(h) for h in hosts] == [[] for _ in hosts]
+
+
+def test_two_clients_run_a_campaign_with_per_client_and_total_results(clients, tmp_path: Path):
+    hosts, target = clients
+    c = campaign(tmp_path, hosts, target)
+    j = tmp_path / "j.sqlite"
+    res = tankbench("run", str(c), "--journal", str(j), cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "2 run(s) done" in res.stdout
+    wait_nothing_listening(hosts, timeout=5)
+    conn = sqlite3.connect(j)
+    try:
+        runs = conn.execute("SELECT metrics, checks, fio_json, host FROM runs WHERE status = 'done'").fetchall()
+    finally:
+        conn.close()
+    assert len(runs) == 2
+    names = sorted(h.name for h in hosts)
+    for metrics_text, checks_text, fio_json, host in runs:
+        metrics, checks = json.loads(metrics_text), json.loads(checks_text)
+        assert host == "local"  # the campaign's host; the clients generated the load
+        assert sorted(checks["clients.results"]) == names
+        assert checks["clients.hosts"] == [h.name for h in hosts]
+        assert checks["layout.verified"] is True
+        machines = checks["clients.machines"]
+        assert sorted(m["hostname"] for m in machines.values()) == sorted(h.netns for h in hosts)
+        assert {m["fio_version"] for m in machines.values()} == {checks["clients.fio_version"]}
+        per = checks["clients.results"]
+        direction = "read" if per[names[0]]["read_bw_bytes"] else "write"
+        for name in names:  # rate = 1m on each client
+            assert 0.5 * 2**20 < per[name][f"{direction}_bw_bytes"] < 1.5 * 2**20, per
+        total = sum(p[f"{direction}_bw_bytes"] for p in per.values())
+        assert checks["clients.total"][f"{direction}_bw_bytes"] == pytest.approx(total)
+        assert metrics[f"{direction}.bw_bytes"] == pytest.approx(total, rel=0.01)  # the run's figure: the sum
+        assert '"client_stats"' in fio_json
+    for h in hosts:  # each client laid out its own file in its own directory, and fio used that file
+        assert (h.base / "target" / "load" / "tankbench-load.fiodata").stat().st_size == 4 << 20
+        assert [p.name for p in (h.base / "target" / "load").iterdir()] == ["tankbench-load.fiodata"]
+    md = (tmp_path / "report" / "clients.md").read_text()
+    for name in names:
+        assert name in md
+    assert "all clients" in md
+    # plan --export's script does the same with plain fio and ssh, and leaves nothing behind either
+    exported = tankbench("plan", str(c), "--export", str(tmp_path / "x"), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    script = subprocess.run(["sh", str(tmp_path / "x" / "0001-job.sh")], capture_output=True, text=True, timeout=120)
+    assert script.returncode == 0, script.stderr
+    doc = json.loads(script.stdout[script.stdout.index("{") :])
+    entries = [e for e in doc["client_stats"] if e["jobname"] != "All clients"]
+    assert len(entries) == 2 and all(0.5 * 2**20 < e["read"]["bw_bytes"] < 1.5 * 2**20 for e in entries)
+    wait_nothing_listening(hosts, timeout=5)
+    assert [fio_processes(h) for h in hosts] == [[], []]
+
+
+@pytest.mark.parametrize("how", ["kill -9", "Ctrl-C"])
+def test_tankbench_stopped_mid_run_leaves_no_fio_server(clients, tmp_path: Path, how: str):
+    hosts, target = clients
+    c = campaign(tmp_path, hosts, target, runtime="30s")
+    j = tmp_path / "j.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:  # the servers start before the first run's layout
+        seen.append(line)
+        if "fio servers on" in line:
+            break
+    deadline = time.monotonic() + 120
+    while not running(j) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling until the first run is in flight (fio runs on both clients)
+    assert running(j), "".join(seen)
+    assert len(fio_servers(hosts)) == 2
+    assert len(local_forwards(hosts)) == 2  # (the check below can see them)
+    if how == "kill -9":
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait() == -signal.SIGKILL
+    else:  # a terminal's Ctrl-C reaches the whole foreground process group
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = proc.stdout.read()
+        assert proc.wait() == 130, "".join(seen) + rest
+    wait_nothing_listening(hosts)
+    deadline = time.monotonic() + 60
+    while (any(fio_processes(h) for h in hosts) or local_forwards(hosts)) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling until the job processes the servers forked and our ssh forwards have ended too
+    assert [fio_processes(h) for h in hosts] == [[], []]
+    assert local_forwards(hosts) == []
+
+
+def running(journal: Path) -> bool:
+    if not journal.exists():
+        return False
+    conn = sqlite3.connect(journal, timeout=30)
+    try:
+        return bool(conn.execute("SELECT count(*) FROM runs WHERE status = 'running'").fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return False
+    finally:
+        conn.close()
+
+
+def local_forwards(hosts: list[NetnsHost]) -> list[str]:
+    """ssh processes on this machine that forward to these clients' fio servers (tankbench's -L forwards)."""
+    out = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = b" ".join(argv).decode(errors="replace")
+        if argv[0].endswith(b"ssh") and f":127.0.0.1:{PORT}" in text and any(h.address in text for h in hosts):
+            out.append(text)
+    return out
+
+
+def fio_processes(h: NetnsHost) -> list[int]:
+    """Processes named fio in the host's namespace (the server and the jobs it forks)."""
+    pids = subprocess.run(["ip", "netns", "pids", h.netns], capture_output=True, text=True).stdout.split()
+    out = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "fio":
+                out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
+def test_bad_clients_are_refused_before_anything_is_created(clients, tmp_path: Path):
+    hosts, target = clients
+    c = campaign(tmp_path, hosts, target)
+    # a port in use on the second client
+    busy = subprocess.Popen(
+        ["ip", "netns", "exec", hosts[1].netns, "fio", f"--server=127.0.0.1,{PORT}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not fio_servers(hosts[1:]) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling until that fio listens
+        res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path)
+        assert res.returncode == 2, res.stderr + res.stdout
+        assert res.stderr.startswith(f"Error: {c}: target[0].clients = [") and f"port {PORT} is in use" in res.stderr
+        assert "Hint: " in res.stderr
+        assert fio_servers(hosts[:1]) == []  # nothing started on the first client
+    finally:
+        busy.send_signal(signal.SIGTERM)
+        busy.wait()
+    # a directory whose parent does not exist on the clients
+    nowhere = campaign(tmp_path, hosts, target / "nowhere", name="nowhere")
+    res = tankbench("run", str(nowhere), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path)
+    assert res.returncode == 2, res.stderr + res.stdout
+    assert f"neither it nor its parent directory exists on client {hosts[0].name}" in res.stderr, res.stderr
+    # a different fio here (where fio --client runs) than on the clients: a shim first on this PATH
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "fio").write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && { echo fio-2.1.4; exit 0; }\nexec /usr/bin/fio "$@"\n'
+    )
+    (shim / "fio").chmod(0o755)
+    path = f"{shim}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, env={"PATH": path})
+    assert res.returncode == 2, res.stderr + res.stdout
+    assert "fio versions differ" in res.stderr and "fio-2.1.4" in res.stderr, res.stderr
+    assert "Hint: " in res.stderr
+    assert not (tmp_path / "j.sqlite").exists()
+    for h in hosts:
+        assert not (h.base / "target" / "load").exists()
