@@ -166,7 +166,10 @@ NESTED_GUESTS = (
 #: then the longest other files, longest first; the short files fill in around them
 LONG_FIRST = (
     *NESTED_GUESTS,
+    "tests/lab/test_seeds.py",  # four seeds' ci scales on modelled disks: ~15 minutes
     "tests/lab/test_presets.py",
+    "tests/lab/test_real_host.py",
+    "tests/lab/test_crash_recovery.py",  # three real kernel crashes, four lab boots: ~4 minutes
     "tests/lab/test_zfs_campaign.py",
 )
 

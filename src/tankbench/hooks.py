@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 
 #: what the hook is called for
-EVENTS = ("crash", "end")
+EVENTS = ("crash", "host-down", "host-back", "end")
 HOOK_TIMEOUT_S = 60.0
 
 

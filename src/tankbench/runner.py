@@ -22,6 +22,7 @@ from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
+from tankbench.recovery import Back, HostWaiter, connection_lost
 from tankbench.schedule.configs import config_key
 from tankbench.schedule.cooldown import cooldown_checks, cooldown_request
 from tankbench.schedule.estimate import Estimator, priors_for
@@ -67,7 +68,8 @@ def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host
         return lab_host(h.lab_name, disks=h.lab_disks, slog=h.lab_slog, machine=h.lab_machine, progress=progress)
     from tankbench.hosts.ssh import SshHost
 
-    host = SshHost(address=h.address, user=h.user, port=h.port, identity=h.identity)
+    known = os.path.expanduser(h.known_hosts) if h.known_hosts else None
+    host = SshHost(address=h.address, user=h.user, port=h.port, identity=h.identity, known_hosts=known)
     host.check_connection()  # a first contact says which key to accept, an unreachable host says so (exit 2)
     return host
 
@@ -121,6 +123,8 @@ class Outcome:
     runs_failed: int = 0
     runs_timeout: int = 0
     runs_crashed_found: int = 0
+    #: times the host went down during this run of the campaign and was waited for (recovery.py)
+    host_failures: int = 0
     runs_skipped_existing: int = 0
     tests_skipped: list[str] = field(default_factory=list)
     journal: str = ""
@@ -171,6 +175,16 @@ class CampaignRunner:
         self._since: dict[str, Any] | None = None
         #: a noise measurement the next run's own fio_run request makes (preflight.deferrable): (request, pool)
         self._noise: tuple[dict[str, Any], str | None] | None = None
+        #: what the runner is doing for the test in hand (a host failure is attributed to it): run, layout, …
+        self.step = ""
+        #: the row and Run journalled `crashed` when the host failed during a run; its fio's pid
+        self._failed: tuple[int, Run, int | None] | None = None
+        #: runs of a test in a row that a lost connection interrupted (the host answered with the same boot)
+        self._blips: dict[str, int] = {}
+        #: wait for a host that failed (recovery.py) and go on; off in a fleet, where its test case moves to
+        #: another host instead (fleet.py), and the campaign stops as before
+        self.wait_for_host = False
+        self._names: dict[str, str] = {}  # test id -> name, of the tests run()
 
     def make_fingerprint(self) -> Fingerprint:
         """The host's facts, each target kind's (after setup: e.g. how a test guest is emulated) and the extras."""
@@ -186,7 +200,15 @@ class CampaignRunner:
     # -- one run -------------------------------------------------------------------------
     def prepare(self, test: Test) -> dict[str, Any]:
         """Provision and lay out the test's target; return the checks that prove it (verified, not assumed)."""
-        checks = self.kinds[test.target.kind].prepare(test)
+        kind = self.kinds[test.target.kind]
+        if type(kind).prepare is TargetKind.prepare and not test.is_copy:  # the two steps apart: a crash names its step
+            self.step = "provisioning"
+            kind.provision(test)
+            self.step = "layout"
+            checks = kind.lay_out(test)
+        else:
+            self.step = "provisioning and layout"
+            checks = kind.prepare(test)
         if test.target.name not in self._devices:
             self._devices[test.target.name] = self.devices(test)
         checks["devices"] = self._devices[test.target.name]
@@ -220,8 +242,11 @@ class CampaignRunner:
         if noise is not None:
             request["noise"] = noise[0]
 
+        pid: list[int] = []
+
         def on_event(ev: dict[str, Any]) -> None:
             if ev.get("event") == "started":
+                pid.append(int(ev["pid"]))
                 self.journal.set_run_pid(row, int(ev["pid"]))
 
         started = time.time()
@@ -249,8 +274,9 @@ class CampaignRunner:
             if isinstance(res.get("counters"), dict):
                 self._since = dict(res["counters"], **{"from": "previous run"})
         except HostError as e:
-            self.journal.finish_run(row, unprocessed("crashed", f"the host failed during the run: {e}"))
-            self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
+            failed = unprocessed("crashed", f"the host failed during the run: {e}", checks={"crash.step": "run"})
+            self.journal.finish_run(row, failed)
+            self._failed = (row, failed, pid[-1] if pid else None)
             raise
         if noise is not None and isinstance(res.get("noise"), dict):
             checks = dict(
@@ -372,6 +398,7 @@ class CampaignRunner:
     def run(self, tests: list[Test]) -> Outcome:
         """Every pending run in the schedule's order (issue 11: warm-ups, rounds, adaptive repeats, racing)."""
         self.outcome.tests = len(tests)
+        self._names = {t.id: t.name for t in tests}
         existing = [r for r in self.journal.runs(with_samples=False) if r.test_id in {t.id for t in tests}]
         sched = Scheduler(
             tests,
@@ -407,16 +434,27 @@ class CampaignRunner:
         while batch := sched.next_batch():
             for slot in batch:
                 test = slot.test
-                checks = self.between_runs(test, prev_end)
-                self.progress.start(
-                    test.number,
-                    len(tests),
-                    test.number,
-                    test.name,
-                    slot.label(self.spec.schedule.repeats_max),
-                    test.expected_s + 1,
-                )
-                run = self.execute(test, slot.run_no, slot.warmup, slot.attempt, checks)
+                if sched.states[test.id].final == "skip":  # it crashed its host once too often in this batch
+                    continue
+                try:
+                    checks = self.between_runs(test, prev_end)
+                    self.progress.start(
+                        test.number,
+                        len(tests),
+                        test.number,
+                        test.name,
+                        slot.label(self.spec.schedule.repeats_max),
+                        test.expected_s + 1,
+                    )
+                    self.step = "run"
+                    run = self.execute(test, slot.run_no, slot.warmup, slot.attempt, checks)
+                except HostError as e:
+                    run = self.host_failed(test, slot.run_no, slot.warmup, slot.attempt, e)
+                    last_row[test.id] = run.row_id
+                    prev_end = None
+                    self.record(sched.observe(test.id, observation(run)), last_row, estimator)
+                    continue
+                self._blips.pop(test.id, None)
                 self.count(run)
                 self.progress.finish(run.status, describe(run))
                 new_config = config_key(test) not in seen_configs
@@ -426,6 +464,119 @@ class CampaignRunner:
                 last_row[test.id] = run.row_id
                 self.record(sched.observe(test.id, observation(run)), last_row, estimator)
             self.record(sched.end_batch(), last_row, estimator)
+
+    def host_failed(self, test: Test, run_no: int, warm: bool, attempt: int, e: HostError) -> Run:
+        """The host failed during `self.step` of a test: journal it `crashed` (attributed to the test and step),
+        wait for the host (recovery.py), bring it back to the campaign's state and return the row as it ends
+        (`crashed`, or `interrupted` when only the connection was lost). HostError when the host does not come
+        back within campaign.host_wait, or when it answers with the same boot and the failure was no lost
+        connection (a plain failure of a command: the campaign stops as before)."""
+        down_since = time.monotonic()
+        step, self.step = self.step or "run", ""
+        failed, self._failed = self._failed, None
+        if not self.wait_for_host:
+            if failed is not None:
+                self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
+            raise e
+        waiter = HostWaiter(self.host, self.spec.unattended.host_wait_s, self.progress.note)
+        boot = waiter.boot_id(timeout=20)
+        if boot is not None and boot == self.pre.boot_id and not connection_lost(str(e)):
+            # the host is up, same boot: a command failed (no host failure to wait out); the campaign stops
+            if failed is not None:
+                self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
+            raise e
+        if failed is None:  # outside fio: a row of its own says which step of which test the host failed in
+            row = self.journal.begin_run(
+                test.id, run_no, warm, attempt, test.expected_s, self.host.name, boot_id=self.pre.boot_id
+            )
+            run = Run(
+                test_id=test.id,
+                run_no=run_no,
+                warmup=warm,
+                attempt=attempt,
+                status="crashed",
+                started=time.time(),
+                ended=time.time(),
+                host=self.host.name,
+                fingerprint_id=self.fingerprint.id,
+                expected_s=test.expected_s,
+                note=f"the host failed during the {step} of this test: {e}",
+                checks={"crash.step": step},
+            )
+            self.journal.finish_run(row, run)
+            failed = (row, run, None)
+        row, run, pid = failed
+        run = replace(run, row_id=row)
+        self.outcome.host_failures += 1
+        message = f"the host failed during the {step} of {test.name}: {e}"
+        self.progress.note(message)
+        self.hook("crash", message, test=test.name)
+        self.hook("host-down", f"{self.host.name} stopped answering during the {step} of {test.name}", test=test.name)
+        for again in range(3):
+            back = waiter.wait(self.pre.boot_id, since=down_since if again == 0 else None)
+            try:
+                return self.host_back(test, step, row, run, pid, back, e)
+            except HostError as failed_again:  # it went down again while being brought back: wait again
+                if again == 2 or not connection_lost(str(failed_again)):
+                    raise
+                self.progress.note(f"{self.host.name} failed again while it was brought back: {failed_again}")
+        raise AssertionError("unreachable")
+
+    def host_back(self, test: Test, step: str, row: int, run: Run, pid: int | None, back: Back, e: HostError) -> Run:
+        """The host answers again: after a blip, end the run's fio if it still runs and journal it `interrupted`;
+        after a reboot, restore the campaign's state and keep the row `crashed` with what its kernel said."""
+        checks = dict(run.checks, **back.checks())
+        if not back.rebooted:
+            blips = self._blips[test.id] = self._blips.get(test.id, 0) + 1
+            ended = self.host.call_agent(
+                {"op": "end_pids", "pids": [(pid, f"{self.workdir}/{test.id}/job.fio")] if pid else []}, timeout=60
+            )
+            what = f"its fio (pid {pid}) was still running and was ended" if ended.get("ended") else "no fio of it runs"
+            run = replace(
+                run,
+                status="interrupted",
+                checks=checks,
+                note=f"the connection to {self.host.name} was lost during the {step} (same boot, {what}): {e}",
+            )
+            self.journal.finish_run(row, run)
+            self.hook(
+                "host-back", f"{self.host.name} answers again (same boot); {test.name} is run again", test=test.name
+            )
+            if blips > 3:
+                raise HostError(f"{self.host.name}: the connection was lost {blips} times in a row during {test.name}")
+            return run
+        self.progress.note(
+            f"{self.host.name} is back after {fmt_duration(back.down_s)} (rebooted"
+            + (" by tankbench" if back.relaunched else "")
+            + "); restoring the campaign's state"
+        )
+        self.pre.boot_id = back.boot_id
+        checks.update(self.restore_after_reboot(back))
+        if back.panic_line():
+            run = replace(run, note=f"{run.note}; kernel: {back.panic_line()}")
+        run = replace(run, checks=checks)
+        self.journal.finish_run(row, run)
+        self.hook(
+            "host-back", f"{self.host.name} is back (rebooted); the campaign goes on with {test.name}", test=test.name
+        )
+        return run
+
+    def restore_after_reboot(self, back: Back) -> dict[str, Any]:
+        """The host booted again: its private dirs anew, the lab's disk models and ARC, the pool imported with keys
+        loaded (each target kind's `recover`); tunables are set and read back again before the next run."""
+        self.host.__dict__.pop("_private_dirs", None)
+        self.workdir = self.ws.workdir = f"{work_root(self.host)}/{self.spec.campaign_id}"
+        self._since = None
+        self._copy_source_ready = False
+        if isinstance(self.host, LabHost):
+            from tankbench.lab import vm
+
+            vm.apply_machine(self.host.lab_name, self.host, self.spec.host.lab_machine, self.progress.note)
+        self.ws.zfs_recovered = False
+        checks: dict[str, Any] = {}
+        for kind in self.kinds.values():
+            checks.update(kind.recover(True))
+        return checks
 
     def between_runs(self, test: Test, prev_end: float | None) -> dict[str, Any]:
         """Everything before a run (tunables, prepare, cache, cooldown, noise check), each step's seconds in the
@@ -439,6 +590,7 @@ class CampaignRunner:
             steps[f"harness.{name}_s"] = round(now - t, 4)
             t = now
 
+        self.step = "tunables"
         tunables = self.tunables.apply(test) if self.tunables else {}
         step("tunables")
         checks = self.prepare(test)
@@ -446,10 +598,13 @@ class CampaignRunner:
         step("prepare")
         pool = self.spec.pool.name if self.spec.pool is not None and self.spec.pool.creates else None
         pool = pool if kind_of(test.target).cold_cache_cycles_pool else None
+        self.step = "cache"
         checks.update(prepare_cache(self.host, test, pool))  # after the layout: cold means cold
         step("cache")
+        self.step = "cooldown"
         checks.update(self.cooldown(test))  # after prepare: its layout and checks are I/O too
         step("cooldown")
+        self.step = "noise check"
         checks.update(self.noise_check(test, checks["devices"]))
         step("noise")
         checks.update(steps)
@@ -475,6 +630,12 @@ class CampaignRunner:
                 estimator.learn_repeats([d.after_runs])
             if d.kind != "max" or self.spec.schedule.adaptive:
                 self.progress.note(f"    {d.kind}: {d.reason}")
+            if d.kind == "skip":  # it crashed its host once too often in this run of the campaign (host waited for)
+                note = f"skipped: crashed {d.evidence.get('crashes', '?')} times (the host went down during its runs)"
+                self.journal.set_skip_note(d.test_id, note)
+                name = self._names.get(d.test_id, d.test_id)
+                if name not in self.outcome.tests_skipped:
+                    self.outcome.tests_skipped.append(name)
 
     def noise_check(self, test: Test, devices: list[str]) -> dict[str, Any]:
         """Before a run: scrub/resilver, other I/O on its disks, swap traffic, load — wait, refuse or record and
@@ -572,6 +733,7 @@ def run_campaign(
                 journal.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
                 journal.add_tests(spec.campaign_id, tests, {t.id: job_text(t) for t in tests})
                 runner = CampaignRunner(spec, host, journal, progress, pre, extra)
+                runner.wait_for_host = True
                 runner.outcome.runs_crashed_found = len(crashed)
                 if crashed:
                     progress.note(
@@ -585,17 +747,25 @@ def run_campaign(
                         progress.note(
                             f"restored module parameters a crashed run left set: {stale['tunables.restored']}"
                         )
+                stopped: BaseException | None = None
                 try:
                     outcome = runner.run(tests)
                     outcome.journal, outcome.seconds = journal_path, time.monotonic() - t0
                     runner.hook("end", summary_line(outcome), exit_status=outcome.exit_status)
                 except BaseException as e:
+                    stopped = e
                     status = stop_status(e)
                     runner.hook("end", f"the campaign stopped: {e or type(e).__name__}", exit_status=status)
                     raise
                 finally:
                     if runner.tunables is not None:
-                        runner.tunables.restore()
+                        try:
+                            runner.tunables.restore()
+                        except (HostError, UserError) as err:
+                            if stopped is None:
+                                raise
+                            # the host that stopped the campaign cannot take them back: the next run does
+                            progress.note(f"warning: module parameters not restored ({err}); `tankbench run` does")
             finally:
                 journal.close()
     finally:
@@ -651,4 +821,6 @@ def summary_line(o: Outcome) -> str:
         parts.append(f"{o.runs_skipped_existing} already in the journal")
     if o.tests_skipped:
         parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing the host (campaign.crash_retries)")
+    if o.host_failures:
+        parts.append(f"the host went down {o.host_failures} time(s) and was waited for")
     return f"{', '.join(parts)} in {fmt_duration(o.seconds)}; journal: {o.journal}"

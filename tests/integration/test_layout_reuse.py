@@ -97,3 +97,22 @@ def test_layout_state_measures_without_writing(tmp_path: Path) -> None:
     path.unlink()
     assert agent.layout_state(req) == {"layout.verified": False, "layout.note": "a test file is missing"}
     assert not path.exists()
+
+
+def test_a_host_that_came_back_gets_a_prepare_call(tmp_path: Path) -> None:
+    """After a reboot (recovery.py calls each kind's recover) the check made before it is dropped."""
+    campaign = tmp_path / "c.toml"
+    campaign.write_text(CAMPAIGN.format(dir=tmp_path / "scratch"))
+    spec = load_spec(str(campaign))
+    test = expand(spec)[0]
+    host = LocalHost()
+    try:
+        with Journal(str(tmp_path / "j.sqlite")) as journal:
+            runner = CampaignRunner(spec, host, journal, Progress(0, quiet=True), preflight(host, spec))
+            kind = runner.kinds["file"]
+            kind._after = (runner.ws.run_seq, _layout_key(test, kind), {"layout.verified": True})  # type: ignore[attr-defined]
+            kind.recover(True)
+            checks = kind.prepare(test)
+            assert "layout.checked" not in checks and checks["layout.verified"] is True
+    finally:
+        host.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tankbench.hosts.ssh import SshHost
+from tankbench.hosts.ssh import SshHost, control_path
 
 
 class LabHost(SshHost):
@@ -43,8 +43,17 @@ class LabHost(SshHost):
             extra_options=["-o", "HostKeyAlias=tankbench-lab"],
         )
         self.lab_name = lab_name
+        self.lab_dir = lab_dir
         self.facts = dict(facts)
         self.started_here = started_here
+
+    def rebind(self, ssh_port: int, facts: Mapping[str, object]) -> None:
+        """The lab was booted again (after a crash): its new ssh port; nothing cached from the old boot stays."""
+        self.close()
+        self.port = ssh_port
+        self.control = control_path(self.target, ssh_port, self.lab_dir)
+        self.facts = dict(facts)
+        self.__dict__.pop("_private_dirs", None)
 
     def fingerprint_extra(self) -> dict[str, object]:
         """How the lab emulates hardware, for honest labelling of every run measured in it."""

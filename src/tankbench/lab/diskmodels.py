@@ -11,9 +11,9 @@ is compressed to fit under the emulator's own ceiling (~2,700 4k IOPS at QD1): a
 here, not 3,000. `bench/disk-models` measures every model against these numbers.
 
 Flushes: qemu does not throttle them. The lab's drives keep qemu's default cache (writeback): a guest flush
-is an fdatasync of the image file on the host, a real but unmodelled cost (0.7-1.4 ms on the CI machine), so
-a sync 4k write costs one op of the model plus that flush: on an `hdd` (25 ms an op) the flush is noise, as
-on a real 7200 rpm disk; on an `optane` or `nvme` sync writes measure below the model (docs/lab.md).
+is an fdatasync of the image file on the host, a real but unmodelled cost, small on a host with a fast disk
+(`bench/disk-models`: `optane` sync 4k writes at 0.98 of the model on the CI machine). A sync 4k write
+therefore costs one op of the model, as a write plus its cache flush roughly does on a real 7200 rpm disk.
 """
 
 from __future__ import annotations

@@ -210,13 +210,22 @@ def _disks(config: LabConfig) -> str:
 
 
 def _boot(
-    name: str, d: Path, image: labbuild.Image, config: LabConfig, accel: str, progress: Progress, *, panics: int = 0
+    name: str,
+    d: Path,
+    image: labbuild.Image,
+    config: LabConfig,
+    accel: str,
+    progress: Progress,
+    *,
+    panics: int = 0,
+    keep_disks: bool = False,
 ) -> tuple[str, LabState]:
     """Start qemu and wait for ssh + zfs; ('ready'|'panic'|'port-taken', state). Cleans up and re-raises on
-    failure."""
+    failure. `keep_disks`: boot on the data disks the lab had (a reboot after a crash), else new empty ones."""
     blob = _ssh_keypair(d)
     _known_hosts(d, image)
-    make_disks(d, config)
+    if not keep_disks:
+        make_disks(d, config)
     ssh_port = free_port()
     fio_port = free_port(exclude=[ssh_port])
     argv = qemu_argv(
@@ -303,6 +312,35 @@ def down(name: str = "default", progress: Progress | None = None, timeout: float
         cleanup(d)
         progress(f"lab {name}: down")
         return clean
+
+
+def reboot(name: str, progress: Progress | None = None) -> LabState:
+    """Boot a lab again on the data disks it had (its pool survives, as on a machine that crashed and rebooted):
+    after its kernel panicked (qemu exits: panic=-1, -no-reboot) or hung (its qemu is stopped first). The
+    console log of the crashed boot is kept as console.crash-<time>.log; the root disk starts fresh (snapshot)."""
+    progress = progress or _stderr
+    check_name(name)
+    with locked(name) as d:
+        old = read_state(name)
+        if old is None:
+            raise HostError(f"lab {name}: no state to reboot from (it was shut down)")
+        if is_our_qemu(old.pid, name):
+            progress(f"lab {name}: stopping its hung qemu (pid {old.pid}) to reboot it")
+            kill(old)
+        else:
+            reap(old.pid)
+        if (d / "console.log").exists():
+            shutil.copy(d / "console.log", d / f"console.crash-{int(time.time())}.log")
+        image = labbuild.ensure_image(progress)
+        for attempt in range(3):
+            outcome, state = _boot(
+                name, d, image, old.config, old.accelerator, progress, panics=attempt, keep_disks=True
+            )
+            if outcome == "ready":
+                return state
+            progress(f"lab {name}: the reboot did not come up ({outcome}); trying again")
+            kill(state)
+        raise HostError(f"lab {name}: the reboot failed three times; see {d}/console.log")
 
 
 def _names_hint() -> str:

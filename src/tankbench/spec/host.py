@@ -33,6 +33,7 @@ def parse_host(ctx: Keys, shortcut: object, table: object) -> HostSpec:
         user=ctx.string("host.user", table.get("user", "")),
         port=ctx.integer("host.port", table.get("port", 22), 1, 65535),
         identity=ctx.string("host.identity", table.get("identity", "")),
+        known_hosts=ctx.string("host.known_hosts", table.get("known_hosts", "")),
         lab_name=ctx.string("host.name", table.get("name", "default")),
         lab_disks=ctx.integer("host.disks", table.get("disks", 2), 1, 16),
         lab_slog=ctx.boolean("host.slog", table.get("slog", True)),

@@ -25,6 +25,8 @@ class HostSpec:
     user: str = ""
     port: int = 22
     identity: str = ""
+    #: an ssh host's own known_hosts file (else the user's, as ssh reads it)
+    known_hosts: str = ""
     lab_name: str = "default"
     lab_disks: int = 2
     lab_slog: bool = True

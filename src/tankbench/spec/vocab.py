@@ -119,7 +119,18 @@ VDEV_CLASSES = ("vdevs", "log", "cache", "special")
 #: group keywords and the fewest devices each takes (as zpool create enforces)
 VDEV_GROUPS = {"mirror": 2, "raidz": 2, "raidz1": 2, "raidz2": 3, "raidz3": 4}
 
-HOST_KEYS = ("kind", "address", "user", "port", "identity", "name", "disks", "slog", *diskmodels.HOST_KEYS)
+HOST_KEYS = (
+    "kind",
+    "address",
+    "user",
+    "port",
+    "identity",
+    "known_hosts",
+    "name",
+    "disks",
+    "slog",
+    *diskmodels.HOST_KEYS,
+)
 
 COOLDOWN_KEYS = ("fixed", "max", "load1", "dirty", "auto", "idle_iops", "idle_for")
 

@@ -58,6 +58,8 @@ class Workspace:
     #: runs begun in this campaign run (the runner counts): what a kind learned at the end of run N holds for
     #: the next run only while this is still N (no other run, of any kind, came in between)
     run_seq: int = 0
+    #: the pool was brought back after the host came back (reset by the runner before each recovery)
+    zfs_recovered: bool = False
     _zfs: ZfsProvisioner | None = None
 
     @property
@@ -223,6 +225,15 @@ class TargetKind(ABC):
 
     def finish(self) -> None:
         """Once at the end of a campaign run, whatever happened (e.g. power off a test guest)."""
+
+    def recover(self, rebooted: bool) -> dict[str, Any]:
+        """After the host came back (recovery.py): bring it back to the campaign's state; `rebooted` when it booted
+        again (else a network blip). By default a rebooted host is set up again (e.g. a test guest booted);
+        returns `recovery.*` checks for the crashed run's row."""
+        if rebooted:
+            self.finish()
+            self.setup()
+        return {}
 
     def device_paths(self, test: Test) -> list[str]:
         """Paths whose physical disks are sampled from /proc/diskstats during a run."""

@@ -123,6 +123,10 @@ class FileKind(TargetKind):
             self._after = (self.ws.run_seq, _layout_key(test, self), after)
         return {}, {}, {}
 
+    def recover(self, rebooted: bool) -> dict[str, Any]:
+        self._after = None  # the host came back: what its files were before says nothing now
+        return super().recover(rebooted)
+
     def prepare(self, test: Test) -> dict[str, Any]:
         after, self._after = self._after, None  # good for one prepare at most
         if (

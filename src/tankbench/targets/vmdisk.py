@@ -244,6 +244,15 @@ class VmDiskKind(ZfsKind):
         self.layers = GuestLayers(self.guest, self.ws.note)
         self.copies = GuestCopies(self.host, self.guest, self.ws.workdir, self.ws.note)
 
+    def recover(self, rebooted: bool) -> dict[str, Any]:
+        """The pool (ZfsKind's), then a new test guest when the host rebooted (the old one died with it)."""
+        checks = super().recover(rebooted)
+        if rebooted and self.guest is not None:
+            self.attached = None  # its qemu is gone: nothing to unplug
+            self.finish()
+            self.setup()
+        return checks
+
     def finish(self) -> None:
         if self.fill is not None:
             try:

@@ -196,6 +196,47 @@ class ZfsProvisioner:
             )
         self.note(f"created pool {name}: {self.pool.layout} on {', '.join(devices)} (tagged {TAG}={self.cid})")
 
+    def recover(self) -> dict[str, Any]:
+        """After the host came back from a crash or reboot: import the pool (by name, checked to be this
+        campaign's when it created it), load the keys of encrypted datasets, mount what is ours. A dataset whose
+        key is gone with the reboot (a lab's root disk is fresh) is destroyed, only after reading back its tag:
+        it is recreated, with a new key, when a test needs it. Returns `recovery.*` checks."""
+        pool = self.pool.name if self.pool.creates else self.pool.parent.split("/")[0]
+        checks: dict[str, Any] = {"recovery.pool": pool}
+        if self.host.run(["zpool", "list", "-H", "-o", "name", pool], timeout=120).returncode != 0:
+            res = self.host.run(["zpool", "import", "-N", pool], timeout=600)
+            if res.returncode != 0:
+                raise HostError(f"{self.host.name}: pool {pool} did not import after the reboot: {res.stderr.strip()}")
+            self.note(f"recovery: imported pool {pool}")
+            checks["recovery.pool_imported"] = True
+        if self.pool.creates:
+            self.require_ours(pool)
+        if not self.exists(self.root):
+            return checks
+        self.require_ours(self.root)
+        if self.key is not None:
+            self.key = ensure_key(self.host, self.root)
+            self.host.run(["zfs", "load-key", "-r", self.root], timeout=300)  # some may fail: checked below
+            out = self.zfs("zfs", "list", "-H", "-r", "-o", "name,keystatus", self.root)
+            locked = [ln.split("\t")[0] for ln in out.splitlines() if ln.endswith("\tunavailable")]
+            lost = [ds for ds in locked if ds != self.root and self.tag_of(ds) == self.cid]
+            for ds in sorted(lost, key=len, reverse=True):
+                self.zfs("zfs", "destroy", "-r", ds)
+                self.current = {t: d for t, d in self.current.items() if d != ds}
+            if lost:
+                self.note(f"recovery: destroyed {', '.join(lost)} (their key did not survive the reboot)")
+            checks["recovery.keys_lost"] = lost
+            checks["recovery.keys_loaded"] = not [ds for ds in locked if ds not in lost]
+        out = self.zfs("zfs", "list", "-H", "-r", "-t", "filesystem", "-o", "name,mounted", self.root)
+        unmounted = [ln.split("\t")[0] for ln in out.splitlines() if ln.endswith("\tno")]
+        for ds in unmounted:  # only ours (the campaign's root and below), parents first
+            self.zfs("zfs", "mount", ds)
+        checks["recovery.mounted"] = unmounted
+        for ds in self.current.values():  # a zvol in use comes back as a device once udev saw it
+            if self.exists(ds) and self.zfs("zfs", "get", "-H", "-o", "value", "type", ds).strip() == "volume":
+                self.wait_zvol(ds)
+        return checks
+
     # -- per test -----------------------------------------------------------------------------
     def set_slog(self, wanted: bool) -> None:
         """Add or remove the pool's log devices (only on a pool tankbench created)."""

@@ -143,6 +143,13 @@ class ZfsKind(TargetKind):
             self.ws.zfs.setup(pool_kinds())
             self.ws.zfs_ready = True
 
+    def recover(self, rebooted: bool) -> dict[str, Any]:
+        """The pool imported, keys loaded, our datasets mounted (once for every ZFS kind of the campaign)."""
+        if not self.ws.zfs_ready or self.ws.zfs_recovered:
+            return {}
+        self.ws.zfs_recovered = True
+        return self.ws.zfs.recover()
+
     def provision(self, test: Test) -> None:
         self.ws.zfs.provision(test)
 

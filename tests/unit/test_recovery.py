@@ -1,0 +1,79 @@
+"""recovery.py: waiting for a host (real ssh to a port nobody listens on; the local host), telling a reboot
+from a blip, what a crashed kernel's log says, which host errors are a lost connection."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from tankbench.errors import HostError
+from tankbench.hosts.local import LocalHost
+from tankbench.hosts.ssh import SshHost
+from tankbench.recovery import Back, HostWaiter, connection_lost, tail
+
+CONSOLE = """[   12.0] zfs: module loaded
+[  101.5] sysrq: Trigger a crash
+[  101.5] Kernel panic - not syncing: sysrq triggered crash
+[  101.5] CPU: 0 PID: 1234 Comm: sh Not tainted 6.1.0-27-amd64
+[  101.6] ---[ end Kernel panic - not syncing: sysrq triggered crash ]---
+"""
+
+
+def closed_port() -> int:
+    """A local port nobody listens on (bound, then closed: connecting is refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_local_host_answers_at_once_with_its_boot_id() -> None:
+    notes: list[str] = []
+    back = HostWaiter(LocalHost(), 60, notes.append).wait("an-older-boot")
+    assert back.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert back.rebooted and back.tries == 1 and not back.relaunched
+    same = HostWaiter(LocalHost(), 60, notes.append).wait(back.boot_id)
+    assert not same.rebooted, "the same boot id is a network blip, not a reboot"
+
+
+def test_a_host_that_never_answers_ends_after_host_wait_with_what_it_waited_for(tmp_path: Path) -> None:
+    host = SshHost("127.0.0.1", port=closed_port(), control_dir=tmp_path, connect_timeout=2, strict_host_keys=False)
+    notes: list[str] = []
+    with pytest.raises(HostError) as e:
+        HostWaiter(host, 3, notes.append).wait("b00t")
+    assert "did not come back within campaign.host_wait (3s" in str(e.value)
+    assert "the campaign stops here" in str(e.value)
+    assert notes[0].startswith(f"{host.name} does not answer: waiting for it to come back, at most 3s")
+    assert any("gives up in" in n and "next try in 2s" in n for n in notes), notes
+
+
+def test_back_keeps_the_kernels_last_words_and_names_the_panic() -> None:
+    back = Back("a", "b", 42.04, relaunched=True, kernel_log=tail(CONSOLE), tries=3)
+    assert back.panic_line() == "[  101.6] ---[ end Kernel panic - not syncing: sysrq triggered crash ]---"
+    c = back.checks()
+    assert c["recovery.rebooted"] and c["recovery.lab_rebooted_by_tankbench"]
+    assert c["recovery.down_s"] == 42.0 and c["recovery.tries"] == 3
+    assert "sysrq: Trigger a crash" in c["crash.kernel_log"]
+    assert Back("a", "a", 1.0).panic_line() == "" and "crash.kernel_log" not in Back("a", "a", 1.0).checks()
+
+
+def test_tail_keeps_the_last_lines_only() -> None:
+    text = "\n".join(f"line {i}" for i in range(500))
+    kept = tail(text).splitlines()
+    assert kept[-1] == "line 499" and len(kept) == 60
+
+
+@pytest.mark.parametrize(
+    ("message", "lost"),
+    [
+        ("lab: agent fio_run ended without a result (exit 255): ", True),
+        ("`zfs create -o compression=lz4 tbcrash/x` exited 255: ", True),
+        ("lab: `cat /x` did not finish in 30 s", True),
+        ("ssh: connect to host 127.0.0.1 port 2222: Connection refused", True),
+        ("`zfs create tank/x` exited 1: cannot create 'tank/x': out of space", False),
+        ("lab: copy source /w/c.bin failed verification: {}", False),
+    ],
+)
+def test_which_host_errors_are_a_lost_connection(message: str, lost: bool) -> None:
+    assert connection_lost(message) is lost
