@@ -1137,6 +1137,12 @@ def op_fio_run(req: dict[str, Any]) -> None:
     )
 
 
+def stat_fields(text: str) -> tuple[str, list[str]]:
+    """A /proc/<pid>/stat line as (comm, the fields after it: state ppid pgrp ...); comm may hold spaces and
+    parentheses, so it ends at the last ")"."""
+    return text[text.find("(") + 1 : text.rfind(")")], text[text.rfind(")") + 2 :].split()
+
+
 def tree_pids(top: int, root: str = "") -> list[int]:
     """`top` and every live process under it, from the ppid in /proc/*/stat (fio's job processes call setsid:
     they leave fio's process group, not its tree)."""
@@ -1145,7 +1151,7 @@ def tree_pids(top: int, root: str = "") -> list[int]:
         text = read_text(path, None)
         if not text:
             continue
-        fields = text[text.rfind(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
+        fields = stat_fields(text)[1]
         if len(fields) > 1:
             parent[int(path.split("/")[-2])] = int(fields[1])
     out = {top} if top in parent else set()
@@ -1244,8 +1250,8 @@ def stuck_processes(top: int, root: str = "") -> list[dict[str, Any]]:
         stat = read_text(base + "/stat", None)
         if not stat:
             continue
-        comm = stat[stat.find("(") + 1 : stat.rfind(")")]
-        state = stat[stat.rfind(")") + 2 :].split()[0]
+        comm, fields = stat_fields(stat)
+        state = fields[0]
         frames = [ln.split(" ", 1)[-1].split("+")[0] for ln in (read_text(base + "/stack", None) or "").splitlines()]
         out.append(
             {
