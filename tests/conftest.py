@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -217,6 +218,39 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: Callable[[
         if time.monotonic() > deadline:
             raise AssertionError(what() if callable(what) else what)
         time.sleep(0.1)
+
+
+def journal_rows(journal: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
+    """A query's rows on the journal of a tankbench that may still be writing it, opened read-only (never a
+    checkpoint of ours); [] while the file or its tables do not exist yet."""
+    if not journal.exists():
+        return []
+    conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=30)
+    try:
+        return conn.execute(sql, args).fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return []
+    finally:
+        conn.close()
+
+
+def run_until(
+    campaign: Path, journal: Path, cwd: Path, ready: Callable[[], object], timeout: float = 240
+) -> subprocess.Popen[str]:
+    """`tankbench run CAMPAIGN --journal JOURNAL` in the background (stdout and stderr piped), returned once
+    `ready()` holds; fails with its output if the campaign ends first (polling with a deadline, no fixed wait)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(campaign), "--journal", str(journal)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + timeout
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the campaign ended before it was ready: " + "".join(proc.communicate())
+    return proc
 
 
 def zfs_fixture(name: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import tankbench
+from tests.conftest import journal_rows, tankbench
 from tests.netns import NetnsHost, namespace_hosts
 
 PORT = 18766
@@ -175,15 +175,7 @@ def test_tankbench_stopped_mid_run_leaves_no_fio_server(clients, tmp_path: Path,
 
 
 def running(journal: Path) -> bool:
-    if not journal.exists():
-        return False
-    conn = sqlite3.connect(journal, timeout=30)
-    try:
-        return bool(conn.execute("SELECT count(*) FROM runs WHERE status = 'running'").fetchone()[0])
-    except sqlite3.OperationalError:  # the schema is not there yet
-        return False
-    finally:
-        conn.close()
+    return bool(journal_rows(journal, "SELECT 1 FROM runs WHERE status = 'running'"))
 
 
 def local_forwards(hosts: list[NetnsHost]) -> list[str]:

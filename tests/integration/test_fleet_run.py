@@ -6,13 +6,11 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import tankbench
+from tests.conftest import journal_rows, run_until, tankbench
 from tests.netns import NetnsHost, namespace_hosts
 
 
@@ -129,15 +127,7 @@ def test_unreachable_host_is_refused_before_anything_is_written(netns_hosts, tmp
 
 
 def _running_on(journal: Path, host: str) -> bool:
-    if not journal.exists():
-        return False
-    conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)  # read-only: never a checkpoint of ours
-    try:
-        return bool(conn.execute("SELECT 1 FROM runs WHERE status = 'running' AND host = ?", (host,)).fetchall())
-    except sqlite3.OperationalError:  # not created yet
-        return False
-    finally:
-        conn.close()
+    return bool(journal_rows(journal, "SELECT 1 FROM runs WHERE status = 'running' AND host = ?", host))
 
 
 def _start_and_wait_running(
@@ -149,19 +139,8 @@ def _start_and_wait_running(
     two = hosts[:2]
     c = campaign(tmp_path, two, target, "split", rw)
     c.write_text(c.read_text().replace('runtime = "1s"', 'runtime = "2s"'))
-    j, cwd, host = tmp_path / "j.sqlite", tmp_path, two[1].name
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 240
-    while not _running_on(j, host) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)  # polling for a condition, not a fixed wait
-    assert proc.poll() is None, "the campaign ended before a run was in progress there: " + "".join(proc.communicate())
-    return two, c, j, proc
+    j, host = tmp_path / "j.sqlite", two[1].name
+    return two, c, j, run_until(c, j, tmp_path, lambda: _running_on(j, host))
 
 
 def test_kill_9_then_resume_finishes_each_case_on_its_host(netns_hosts, tmp_path: Path):

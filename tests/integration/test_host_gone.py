@@ -8,10 +8,9 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
+from tests.conftest import journal_rows, run_until
 from tests.netns import NetnsHost, namespace_hosts
 
 CAMPAIGN = """
@@ -43,15 +42,7 @@ io = ["direct"]
 
 
 def running(journal: Path) -> bool:
-    if not journal.exists():
-        return False
-    conn = sqlite3.connect(journal, timeout=30)
-    try:
-        return bool(conn.execute("SELECT 1 FROM runs WHERE status = 'running' AND pid IS NOT NULL").fetchone())
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        conn.close()
+    return bool(journal_rows(journal, "SELECT 1 FROM runs WHERE status = 'running' AND pid IS NOT NULL"))
 
 
 def take_down(h: NetnsHost) -> None:
@@ -82,17 +73,7 @@ def test_a_host_gone_for_good_ends_the_campaign_after_host_wait(tmp_path: Path) 
             )
         )
         j = tmp_path / "j.sqlite"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 240
-        while not running(j) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling for a condition, not a fixed wait
-        assert proc.poll() is None, "the campaign ended before its run began: " + "".join(proc.communicate())
+        proc = run_until(c, j, tmp_path, lambda: running(j))
         take_down(h)
         out, err = proc.communicate(timeout=300)
     assert proc.returncode == 3, out + err
@@ -123,17 +104,7 @@ def test_a_lost_connection_with_the_host_up_is_a_blip_and_the_run_is_done_again(
         )
         c.write_text(text.replace('runtime = "30s"', 'runtime = "3s"'))
         j = tmp_path / "j.sqlite"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 240
-        while not running(j) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling for a condition, not a fixed wait
-        assert proc.poll() is None, "the campaign ended before its run began: " + "".join(proc.communicate())
+        proc = run_until(c, j, tmp_path, lambda: running(j))
         assert h.sshd is not None
         for pid in subprocess.run(["ip", "netns", "pids", h.netns], capture_output=True, text=True).stdout.split():
             try:  # the sessions only: the listening sshd (and so the host) stays
