@@ -30,6 +30,10 @@ GUEST_PACKAGES = (
     "rsync",
     "coreutils",
     "zstd",
+    # the network-share target (issue 20): the lab exports a dataset over NFS (nfsd is in the kernel package)
+    # and client labs mount it
+    "nfs-kernel-server",
+    "nfs-common",
 )
 
 #: qemu for the test guest inside the lab: bookworm's 7.2 (the same as the machines that run the lab), not
