@@ -473,14 +473,12 @@ class GuestLayers:
         return data_path(self.active.layers, self.active.disk_id) if self.active else None
 
     def cpu_facts(self) -> dict[str, Any]:
-        """guest.cpu_aes (AES-NI in the guest's /proc/cpuinfo) and the CPU model, read once per boot."""
+        """guest.cpu_aes (AES-NI in the guest's /proc/cpuinfo), the CPU model and guest.nproc (online vCPUs),
+        read once per boot (guest/machine.py)."""
         if self._cpu is None:
-            run = self.guest.exec("grep -m1 '^flags' /proc/cpuinfo; grep -m1 '^model name' /proc/cpuinfo")
-            lines = run.stdout.splitlines()
-            self._cpu = {
-                "guest.cpu_aes": cpu_has_aes(lines[0]) if lines else None,
-                "guest.cpu_model": lines[1].split(":", 1)[-1].strip() if len(lines) > 1 else None,
-            }
+            from tankbench.guest import machine
+
+            self._cpu = machine.parse_readback(self.guest.exec(machine.readback_script()).stdout)
         return dict(self._cpu)
 
     def open(self, test: Test, device: str, disk_id: str) -> dict[str, Any]:

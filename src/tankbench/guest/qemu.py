@@ -221,10 +221,14 @@ def guest_argv(
     append: str = "",
     hotplug: bool = True,
     tsc_khz: int | None = None,
+    cpu_model: str | None = None,
 ) -> list[str]:
-    """The full qemu argv of a test guest (pure). No network; control over virtio-serial; QMP on a socket."""
+    """The full qemu argv of a test guest (pure). No network; control over virtio-serial; QMP on a socket.
+    `cpu_model` is qemu's -cpu (default: host under KVM, max under TCG)."""
     check_iothreads(disks, machine, accel)
     cpu = ["-accel", "kvm", "-cpu", "host"] if accel == "kvm" else ["-accel", "tcg,thread=single", "-cpu", "max"]
+    if cpu_model:
+        cpu[-1] = cpu_model
     pci = machine != "microvm"
     argv = [
         qemu,

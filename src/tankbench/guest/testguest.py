@@ -248,6 +248,7 @@ class TestGuest:
         machine: str = "microvm",
         memory_mb: int = 512,
         cpus: int = 1,
+        cpu_model: str | None = None,
         kernel: str | None = None,
         initrd: str | None = None,
         boot_timeout: float = 900.0,
@@ -266,6 +267,7 @@ class TestGuest:
         self.machine = machine
         self.memory_mb = memory_mb
         self.cpus = cpus
+        self.cpu_model = cpu_model
         self.kernel = kernel
         self.initrd = initrd
         self.boot_timeout = boot_timeout
@@ -323,6 +325,7 @@ class TestGuest:
             memory_mb=self.memory_mb,
             cpus=self.cpus,
             tsc_khz=tsc_khz,
+            cpu_model=self.cpu_model,
         )
 
     def start(self) -> None:
@@ -433,6 +436,7 @@ class TestGuest:
             "guest_nested": self.host.accelerator == "tcg",  # a guest inside an emulated host
             "guest_machine": self.machine,
             "guest_cpus": self.cpus,
+            "guest_cpu_model": self.cpu_model or ("host" if self.accel_used == "kvm" else "max"),
             "guest_memory_mb": self.memory_mb,
             "guest_fio": self.fio_version,
         }

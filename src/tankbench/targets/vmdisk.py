@@ -19,6 +19,7 @@ import tankbench.targets.zfs as zfs
 from tankbench.errors import HostError
 from tankbench.guest import guestcopy
 from tankbench.guest import layers as guest_layers
+from tankbench.guest import machine as guest_machine
 from tankbench.guest.guestcopy import GuestCopies
 from tankbench.guest.layers import GuestLayers, backing_test
 from tankbench.guest.pauses import WERROR_VALUES
@@ -33,9 +34,10 @@ if TYPE_CHECKING:
     from tankbench.targets.vmfill import FillRun
 
 BACKINGS = ("zvol", "qcow2", "raw")
-#: a test guest's disk: its backing on the host, then qemu's settings for it, then what the guest puts between
-#: fio and the disk (guest_luks, guest_fs)
+#: a test guest's processor (guest_cpu, guest_cpus: a change boots a new guest), its disk: the backing on the
+#: host, then qemu's settings for it, then what the guest puts between fio and the disk (guest_luks, guest_fs)
 VM_AXES: tuple[str, ...] = (
+    *guest_machine.AXES,
     "backing",
     "qcow2_cluster",
     "preallocation",
@@ -97,6 +99,8 @@ class VmDiskKind(ZfsKind):
             return fmt_size(keys.size(key, value))
         if axis in ("iothread", "guest_luks"):
             return keys.boolean(key, value)
+        if axis in guest_machine.AXES:
+            return guest_machine.axis_value(keys, key, axis, value)
         return super().axis_value(keys, key, axis, value)
 
     @classmethod
@@ -173,7 +177,7 @@ class VmDiskKind(ZfsKind):
             if axis in varying and axis in params:
                 value = params[axis]
                 parts.append(f"{axis}-{value}" if not isinstance(value, bool) else (axis if value else f"no{axis}"))
-        return parts + guest_layers.name_parts(params, varying)
+        return parts + guest_machine.name_parts(params, varying) + guest_layers.name_parts(params, varying)
 
     @classmethod
     def script_lines(cls, test: Test, campaign_id: str) -> list[str]:
@@ -212,6 +216,7 @@ class VmDiskKind(ZfsKind):
         self.layers: GuestLayers | None = None  # guest_fs / guest_luks of the attached configuration
         self.layer_checks: dict[str, Any] = {}
         self.copies: GuestCopies | None = None
+        self.processor: guest_machine.Processor | None = None  # the running guest's -cpu and -smp
 
     def prepare(self, test: Test) -> dict[str, Any]:
         if test.is_fill:
@@ -228,21 +233,46 @@ class VmDiskKind(ZfsKind):
 
     def setup(self) -> None:
         super().setup()
-        from tankbench.guest.testguest import TestGuest
         from tankbench.targets.vmfill import FillRun
 
         self.fill = FillRun(self)
         if self.fill.release_ballast():  # a fill test of an earlier run was killed: the pool is full
             self.ws.note(f"destroyed {self.fill.ballast}, left full by an interrupted fill test")
+        self._start_guest()
+
+    def _start_guest(self) -> None:
+        """Boot the test guest with the processor of the test to come (at setup: the matrix's first values, so a
+        campaign with one processor boots once)."""
+        from tankbench.guest.testguest import TestGuest
 
         buses = {str(v) for v in self.ws.spec.matrix.get("bus", ())} or {str(DISK_AXES["bus"])}
         machine = "q35" if "virtio-blk" in buses else "microvm"  # microvm's virtio-mmio cannot hot-plug
+        if self.processor is None:
+            self.processor = guest_machine.Processor.of({a: v[0] for a, v in self.ws.spec.matrix.items()})
         self.guest = TestGuest(
-            self.host, name=f"tb-{self.ws.spec.campaign_id[:8]}", machine=machine, progress=self.ws.note
+            self.host,
+            name=f"tb-{self.ws.spec.campaign_id[:8]}",
+            machine=machine,
+            progress=self.ws.note,
+            cpus=self.processor.cpus,
+            cpu_model=self.processor.cpu,
         )
         self.guest.start()
         self.layers = GuestLayers(self.guest, self.ws.note)
         self.copies = GuestCopies(self.host, self.guest, self.ws.workdir, self.ws.note)
+
+    def _boot_for(self, test: Test) -> None:
+        """A new guest when the test asks for another processor than the running guest's (qemu fixes -cpu and
+        -smp when it starts); the pool, its datasets and the fill state stay."""
+        want = guest_machine.Processor.of(test.params)
+        if self.guest is not None and want == self.processor:
+            return
+        was = self.processor.describe() if self.processor else "none"
+        self.ws.note(f"guest: booting a new guest with {want.describe()} (was {was})")
+        self.finish()
+        self.attached = None
+        self.processor = want
+        self._start_guest()
 
     def recover(self, rebooted: bool) -> dict[str, Any]:
         """The pool (ZfsKind's), then a new test guest when the host rebooted (the old one died with it)."""
@@ -292,6 +322,7 @@ class VmDiskKind(ZfsKind):
             self.layers.close()
             self.guest.detach(self.attached[1])
             self.attached = None
+        self._boot_for(test)
         self.ws.zfs.provision(backing_test(test))
         path = self.backing_path(test)
         if not zfs.is_volume(test):
@@ -328,7 +359,11 @@ class VmDiskKind(ZfsKind):
         self.attached = (key, qid)
         self.layout_checks = {}
         assert self.layers is not None
-        self.layer_checks = {**self.layers.cpu_facts(), **self.layers.open(test, dev, qid)}
+        cpu = self.layers.cpu_facts()
+        wrong = guest_machine.mismatches(guest_machine.Processor.of(test.params), cpu)
+        if wrong:
+            raise HostError(f"guest: the processor differs from the test's: {'; '.join(wrong)}")
+        self.layer_checks = {**cpu, **self.layers.open(test, dev, qid)}
 
     def lay_out(self, test: Test) -> dict[str, Any]:
         """Fill the disk with random data from inside the guest once per configuration (a new zvol or image
@@ -548,6 +583,8 @@ def config_key(test: Test) -> str:
     layers = guest_layers.Layers.of(test.params)
     if layers.any:  # the layers are made once per configuration: another filesystem is another configuration
         key["layers"] = {"fs": layers.fs, "luks": layers.luks}
+    if any(a in test.params for a in guest_machine.AXES):  # another guest: its disk is plugged in again
+        key["processor"] = {a: test.params.get(a) for a in guest_machine.AXES}
     return json.dumps(key, sort_keys=True)
 
 
