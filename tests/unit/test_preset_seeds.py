@@ -32,3 +32,40 @@ def test_recordsize_mix_small_forms_keep_their_cost():
         assert len(tests) == runs, scale
         assert {t.params["iodepth"] for t in tests} == {1}
         assert "compression" not in tests[0].params or {t.params["compression"] for t in tests} == {"lz4"}
+
+
+def test_zvol_vs_qcow2_is_the_seeds_machine_and_its_size_based_jobs():
+    from tankbench.fio import jobs
+    from tankbench.guest import layers
+    from tankbench.targets.vmdisk import VmDiskKind
+
+    spec = load_spec(resolve_campaign("zvol-vs-qcow2"))
+    assert spec.pool is not None and spec.pool.layout.startswith("mirror")
+    assert spec.host.lab_machine.disk_model == "ssd"
+    tests = expand(spec)
+    guest = [t for t in tests if t.target.kind == "vm-disk" and not t.is_fill]
+    assert guest and all(t.params["guest_cpus"] == 2 and t.params["numjobs"] == 16 for t in guest)
+    assert all(t.params.get("mode") == "size" for t in tests if not t.is_fill)
+    assert all(t.target.props["atime"] == "off" for t in tests)
+    t = guest[0]
+    assert jobs.job_bytes(t) == 256 << 20  # the seed's --size=256m per job
+    path = VmDiskKind.fio_filename(t)
+    files = layers.job_files(t, path)
+    assert len(files) == 16 and files[3] == path.replace(".fiodata", ".3.fiodata")
+    text = layers.guest_job_text(t, jobs.job_text(t), path)
+    assert "offset_increment" not in text and "filename=" not in text
+    assert f"directory={path.rsplit('/', 1)[0]}\n" in text and "filename_format=tankbench.$jobnum.fiodata" in text
+    assert "size=256M\n" in text and "end_fsync=1" in text and "time_based" not in text
+
+
+def test_zvol_vs_qcow2_small_forms_stay_time_based_without_a_filesystem():
+    for scale in ("quick", "ci"):
+        spec = load_spec(resolve_campaign("zvol-vs-qcow2"), scale)
+        for t in expand(spec):
+            if t.target.kind == "vm-disk" and not t.is_fill:
+                from tankbench.fio import jobs
+                from tankbench.guest import layers
+
+                assert t.params.get("mode", "time") == "time" and t.params["guest_fs"] == "none"
+                assert layers.job_files(t, "/dev/x") == ["/dev/x"]
+                assert "offset_increment" in jobs.job_text(t)

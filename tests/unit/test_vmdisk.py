@@ -61,8 +61,8 @@ def test_backing_paths_and_image_creation() -> None:
         path,
         str(backing_test(t).target.size),
     ]
-    # the disk holds ext4 (the seed's guest filesystem) beside fio's 20G: 64 MiB + 1/16 more
-    assert backing_test(t).target.size == (20 << 30) + (64 << 20) + (20 << 30) // 16
+    # the disk holds ext4 (the seed's guest filesystem) beside fio's 4G (16 jobs x 256M): 64 MiB + 1/16 more
+    assert backing_test(t).target.size == (4 << 30) + (64 << 20) + (4 << 30) // 16
     z = next(t for t in _tests() if t.params.get("backing") == "zvol")
     assert VmDiskKind.backing_path(z).startswith("/dev/zvol/tbvm/tb-")
 

@@ -16,6 +16,7 @@ runs them in a TestGuest.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import secrets
 import shlex
@@ -130,6 +131,29 @@ def payload_bytes(test: Test) -> int:
     if test.is_copy:
         return max(test.target.size, parse_size(str(test.params["copy_size"])))
     return test.target.size
+
+
+def job_files(test: Test, path: str) -> list[str]:
+    """The files fio opens in the guest filesystem: with numjobs > 1 each job has its own (seed 003's 16 jobs
+    of 256m, `stem.<job>.fiodata`, each `payload / numjobs` bytes), as on a file or dataset target on the host;
+    without a filesystem (the disk or the dm-crypt device) the jobs share the region out (offset_increment)."""
+    jobs = int(test.params.get("numjobs", 1))
+    if jobs <= 1 or Layers.of(test.params).fs == "none" or test.is_copy or test.is_fill:
+        return [path]
+    stem = path[: -len(".fiodata")] if path.endswith(".fiodata") else path
+    return [f"{stem}.{j}.fiodata" for j in range(jobs)]
+
+
+def guest_job_text(test: Test, job: str, path: str) -> str:
+    """The job text the guest runs: fio's file is the guest's (the disk, the dm-crypt device or the file in the
+    guest filesystem); per-job files as `directory` + `filename_format` instead of one shared file (pure)."""
+    files = job_files(test, path)
+    if len(files) == 1:
+        return re.sub(r"^filename=.*$", f"filename={path}", job, count=1, flags=re.M)
+    stem = files[0][: -len(".0.fiodata")]
+    own = f"directory={posixpath.dirname(stem)}\nfilename_format={posixpath.basename(stem)}.$jobnum.fiodata"
+    job = re.sub(r"^offset_increment=.*\n", "", job, flags=re.M)
+    return re.sub(r"^filename=.*$", lambda _: own, job, count=1, flags=re.M)
 
 
 def fs_bytes(fs: str, payload: int) -> int:
@@ -529,13 +553,15 @@ class GuestLayers:
         plaintext (`find`): it must without LUKS, and must not with it."""
         assert self.active is not None and self.path is not None
         payload = payload_bytes(test)
+        files = job_files(test, self.path)
         before = allocated()
         t0 = time.monotonic()
-        run = self.guest.exec(layout_script(self.path, payload), timeout=3600)
+        each = payload if len(files) == 1 else max(MIB, payload // len(files) // MIB * MIB)  # within the fs
+        run = self.guest.exec("".join(layout_script(f, each) for f in files), timeout=3600)
         checks: dict[str, Any] = {
             "layout.mode": "random",
             "layout.seconds": round(time.monotonic() - t0, 2),
-            "layout.guest_path": self.path,
+            "layout.guest_path": self.path if len(files) == 1 else files,
             "layout.guest_device": self.active.device,
             "guest.backing": backing,
             "layers.allocated_before_layout_bytes": before,

@@ -9,7 +9,6 @@ its first test comes and unplugged when the next configuration replaces it.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import time
 from collections.abc import Callable, Mapping
@@ -212,6 +211,7 @@ class VmDiskKind(ZfsKind):
         self.guest: Any = None
         self.attached: tuple[str, str] | None = None  # (disk config key, qemu disk id)
         self.layout_checks: dict[str, Any] = {}
+        self.layout_files: list[str] = []  # the guest files the layout covers (per-job files: numjobs of them)
         self.fill: FillRun | None = None  # the pool-full experiment (workload = "fill"), once set up
         self.layers: GuestLayers | None = None  # guest_fs / guest_luks of the attached configuration
         self.layer_checks: dict[str, Any] = {}
@@ -368,8 +368,10 @@ class VmDiskKind(ZfsKind):
     def lay_out(self, test: Test) -> dict[str, Any]:
         """Fill the disk with random data from inside the guest once per configuration (a new zvol or image
         reads zeros without I/O), then check on the host how much of it is allocated."""
-        if self.layout_checks:
+        files = guest_layers.job_files(test, self.layers.path or "") if self.layers is not None else []
+        if self.layout_checks and files == self.layout_files:
             return dict(self.layout_checks)
+        self.layout_files = files
         assert self.attached is not None and self.layers is not None
         if self.layers.active:  # a file in the guest filesystem, or the dm-crypt device
             self.layout_checks = self.layers.lay_out(
@@ -457,7 +459,7 @@ class VmDiskKind(ZfsKind):
             return self.run_copy(test, request)
         dev = self.guest.device(self.attached[1])
         path = self.layers.path if self.layers is not None and self.layers.path else dev
-        job = re.sub(r"^filename=.*$", f"filename={path}", str(request["job_text"]), count=1, flags=re.M)
+        job = guest_layers.guest_job_text(test, str(request["job_text"]), path)
         cpu_before = self.guest.qemu_cpu_seconds()  # the boot, hot-plug and layout are not this run's cost
         # the job text the guest ran is kept on the host for the record
         res, grun = guestcopy.observed(
