@@ -32,7 +32,9 @@ SCALE = "ci"
 
 def _campaign(tmp_path: Path) -> Path:
     text = (ROOT / "src" / "tankbench" / "presets" / "zvol-vs-qcow2.toml").read_text()
-    text = text.replace("[pool]", f'[host]\nkind = "lab"\nname = "{LAB}"\ndisks = 2\nslog = true\n\n[pool]', 1)
+    lab = f'kind = "lab"\nname = "{LAB}"\ndisks = 2\nslog = true\n'
+    # the preset's [host] models the seed's disks (two ssd in a mirror): kept, and pointed at this lab
+    text = text.replace("[host]\n", "[host]\n" + lab, 1) if "[host]\n" in text else f"[host]\n{lab}\n" + text
     path = tmp_path / "zvol-vs-qcow2.toml"
     path.write_text(text)
     return path

@@ -69,3 +69,34 @@ def test_zvol_vs_qcow2_small_forms_stay_time_based_without_a_filesystem():
                 assert t.params.get("mode", "time") == "time" and t.params["guest_fs"] == "none"
                 assert layers.job_files(t, "/dev/x") == ["/dev/x"]
                 assert "offset_increment" in jobs.job_text(t)
+
+
+def test_tuning_matrix_has_the_seeds_vm_half_in_its_order():
+    from tankbench.guest import machine
+
+    spec = load_spec(resolve_campaign("tuning-matrix"))
+    vm = [t for t in expand(spec) if t.target.kind == "vm-disk"]
+    steps = [
+        (
+            t.params["bus"],
+            t.params["disk_cache"],
+            t.params.get("iothread", False),
+            t.params.get("guest_luks", False),
+            t.params["guest_cpu"],
+            t.params["guest_cpus"],
+        )
+        for t in vm
+    ]
+    assert steps == [
+        ("virtio-scsi", "writeback", False, False, "kvm64", 2),
+        ("virtio-blk", "none", False, False, "kvm64", 2),
+        ("virtio-blk", "none", True, False, "kvm64", 2),
+        ("virtio-blk", "none", True, True, "kvm64", 2),
+        ("virtio-blk", "none", True, True, "max", 2),
+        ("virtio-blk", "none", True, True, "max", 1),
+    ]
+    assert all(t.params["guest_fs"] == "ext4" and t.params["sync_mode"] == "sync" for t in vm)
+    # the guest boots first with the first step's processor (one boot per processor, three in all)
+    assert machine.first_processor(spec.matrix, spec.includes) == machine.Processor("kvm64", 2)
+    for scale in ("quick", "ci"):
+        assert not [t for t in expand(load_spec(resolve_campaign("tuning-matrix"), scale)) if t.target.name == "vm"]

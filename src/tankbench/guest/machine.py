@@ -11,7 +11,7 @@ is read back in it each boot (`/proc/cpuinfo`'s flags and model name, `nproc`) a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,14 @@ class Processor:
 
     def describe(self) -> str:
         return f"{self.cpus} vCPU{'s' if self.cpus > 1 else ''}, -cpu {self.cpu or 'default'}"
+
+
+def first_processor(matrix: Mapping[str, tuple[Any, ...]], includes: Sequence[Mapping[str, Any]] = ()) -> Processor:
+    """The processor a campaign's guest boots with first: the matrix's first values (its tests come first), else
+    the first [[include]] that names one (a campaign whose guest tests are all includes boots once per step)."""
+    if any(a in matrix for a in AXES):
+        return Processor.of({a: matrix[a][0] for a in AXES if a in matrix})
+    return next((Processor.of(inc) for inc in includes if any(a in inc for a in AXES)), Processor())
 
 
 def axis_value(keys: Keys, key: str, axis: str, value: object) -> Any:

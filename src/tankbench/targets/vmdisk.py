@@ -248,7 +248,7 @@ class VmDiskKind(ZfsKind):
         buses = {str(v) for v in self.ws.spec.matrix.get("bus", ())} or {str(DISK_AXES["bus"])}
         machine = "q35" if "virtio-blk" in buses else "microvm"  # microvm's virtio-mmio cannot hot-plug
         if self.processor is None:
-            self.processor = guest_machine.Processor.of({a: v[0] for a, v in self.ws.spec.matrix.items()})
+            self.processor = guest_machine.first_processor(self.ws.spec.matrix, self.ws.spec.includes)
         self.guest = TestGuest(
             self.host,
             name=f"tb-{self.ws.spec.campaign_id[:8]}",
