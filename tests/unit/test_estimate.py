@@ -58,7 +58,7 @@ def test_zvol_issues_full_scale_fits_the_seeds_time_on_a_real_host() -> None:
     spec = load_spec(resolve_campaign("zvol-issues"))
     tests = expand(spec)
     e, sched, _ = estimate(spec, tests, "/nonexistent/journal.sqlite", real_host=True)
-    assert len(tests) == 2695 and len(sched.groups) == 52
+    assert len(tests) == 2703 and len(sched.groups) == 55  # with the guest copies and the zero re-read
     assert e.likely <= SEED_DAYS * 86400, fmt_estimate(e)
     assert e.low < e.likely < e.high
     old = parse_spec(

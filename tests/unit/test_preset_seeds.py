@@ -100,3 +100,33 @@ def test_tuning_matrix_has_the_seeds_vm_half_in_its_order():
     assert machine.first_processor(spec.matrix, spec.includes) == machine.Processor("kvm64", 2)
     for scale in ("quick", "ci"):
         assert not [t for t in expand(load_spec(resolve_campaign("tuning-matrix"), scale)) if t.target.name == "vm"]
+
+
+def test_zvol_issues_has_the_guest_copies_and_the_zero_filled_reread():
+    tests = expand(load_spec(resolve_campaign("zvol-issues")))
+    guest = [t for t in tests if t.target.kind == "vm-disk"]
+    # only the seed's in-guest copies: cp, rsync and dd onto xfs on a zvol and on a raw image, virtio-blk
+    assert sorted((t.params["backing"], t.params["workload"]) for t in guest) == sorted(
+        (b, w) for b in ("zvol", "raw") for w in ("cp", "rsync", "dd")
+    )
+    assert all(t.params["guest_fs"] == "xfs" and t.params["bus"] == "virtio-blk" for t in guest)
+    assert {t.params.get("recordsize") for t in guest if t.params["backing"] == "raw"} == {"default"}
+    zero = [t for t in tests if t.params.get("layout") == "zero"]
+    assert {(t.target.name, t.params["rw"], t.params["bs"], t.params["iodepth"], t.params["io"]) for t in zero} == {
+        ("zvol", "randread", "4k", 24, "direct"),
+        ("zvol", "randread", "4k", 24, "buffered"),
+    }
+    # the same reads of the random-filled zvol are in the matrix, to compare with
+    same = {
+        (t.params["io"], t.params.get("volblocksize"))
+        for t in tests
+        if t.target.name == "zvol"
+        and t.params.get("rw") == "randread"
+        and t.params.get("bs") == "4k"
+        and t.params["iodepth"] == 24
+        and t.params.get("layout", "random") == "random"
+    }
+    assert {("direct", "4k"), ("buffered", "4k")} <= same
+    for scale in ("quick", "ci"):
+        small = expand(load_spec(resolve_campaign("zvol-issues"), scale))
+        assert not [t for t in small if t.target.kind == "vm-disk" or t.params.get("layout") == "zero"]
