@@ -120,6 +120,8 @@ def assert_guest_runs(rows: list[dict[str, Any]]) -> None:
         assert metrics["sync.end_fsync_s"] >= 0 and "sync.early_ack" in checks
         assert checks["zfs.dataset"].startswith("tbvm/")  # the host side was captured in the same run
         assert checks["guest.accelerator"] == "tcg"
+        # the guest's processor as it reported it (guest/machine.py): the CI form's 1 vCPU; TCG's max has AES-NI
+        assert checks["guest.nproc"] == 1 and checks["guest.cpu_aes"] is True, (name, checks)
     assert guest["zfs-vm-zvol-randwrite-4k"]["checks"]["guest.backing"].startswith("/dev/zvol/tbvm/")
 
 
@@ -177,6 +179,10 @@ def test_zvol_vs_qcow2_survives_kill_9_and_records_both_sides(lab: LabHost, tmp_
         assert len(doc["pool_full"]) == 3
         fp = list(doc["fingerprints"].values())
         assert len(fp) == 1 and fp[0]["guest_accelerator"] == "tcg" and fp[0]["guest_nested"] is True
+        assert fp[0]["guest_cpus"] == 1 and fp[0]["guest_cpu_model"] == "max"
+        # seed 003's machine: its two SSDs, modelled (the preset's [host]), in a mirror
+        models = fp[0]["lab_disk_models"]
+        assert models["tbdata0"].startswith("ssd:") and models["tbdata1"].startswith("ssd:"), models
     finally:
         tankbench("clean", str(campaign), "--scale", SCALE, cwd=tmp_path, timeout=600)
     assert lab.run(["zpool", "list", "tbvm"]).returncode != 0, "clean destroyed the pool the campaign created"
