@@ -96,6 +96,7 @@ def test_tuning_matrix_has_the_seeds_vm_half_in_its_order():
         ("virtio-blk", "none", True, True, "max", 1),
     ]
     assert all(t.params["guest_fs"] == "ext4" and t.params["sync_mode"] == "sync" for t in vm)
+    assert all(t.params["backing"] == "zvol" for t in vm)  # as Proxmox makes VM disks on ZFS
     # the guest boots first with the first step's processor (one boot per processor, three in all)
     assert machine.first_processor(spec.matrix, spec.includes) == machine.Processor("kvm64", 2)
     for scale in ("quick", "ci"):

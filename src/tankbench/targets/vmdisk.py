@@ -198,7 +198,8 @@ class VmDiskKind(ZfsKind):
         return [
             *super().script_lines(backing, campaign_id),
             *([] if zfs.is_volume(test) else [image_create_argv_text(test)]),
-            f"# This job runs INSIDE a test guest: attach {cls.backing_path(test)} to it as a {disk['bus']} "
+            f"# This job runs INSIDE a test guest{processor_text(test)}: attach {cls.backing_path(test)} to it as a "
+            f"{disk['bus']} "
             f"disk (cache={disk['cache']}, aio={disk['aio']}, iothread={'on' if disk['iothread'] else 'off'}, "
             f"serial {disk_id(test)}), {then}",
             *guest_layers.script_comment_lines(test, device, disk_id(test)),
@@ -522,6 +523,14 @@ class VmDiskKind(ZfsKind):
     @classmethod
     def qemu_cache(cls, test: Test) -> str | None:
         return str(disk_settings(test)["cache"])
+
+
+def processor_text(test: Test) -> str:
+    """' (qemu -cpu kvm64 -smp 2)' when the test sets the guest's processor, else ''."""
+    if not any(a in test.params for a in guest_machine.AXES):
+        return ""
+    p = guest_machine.Processor.of(test.params)
+    return f" (qemu {'-cpu ' + p.cpu + ' ' if p.cpu else ''}-smp {p.cpus})"
 
 
 def disk_id(test: Test) -> str:
