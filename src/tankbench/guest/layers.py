@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from tankbench.errors import HostError
+from tankbench.guest import machine
+from tankbench.guest.machine import cpu_has_aes as cpu_has_aes
 from tankbench.model import Test
 from tankbench.units import fmt_size, parse_size
 
@@ -372,11 +374,6 @@ def parse_mounts(text: str) -> list[dict[str, str]]:
     return out
 
 
-def cpu_has_aes(cpuinfo_flags: str) -> bool:
-    """Whether a /proc/cpuinfo `flags` line lists `aes` (AES-NI) (pure)."""
-    return "aes" in cpuinfo_flags.split(":", 1)[-1].split()
-
-
 def evidence(layers: Layers, device: str, disk_id: str, text: str) -> dict[str, Any]:
     """The checks a configuration's runs carry about its layers, from the setup script's output (pure):
     what blkid, /proc/mounts and cryptsetup say, which xts(aes) the kernel uses, sizes, step times."""
@@ -500,8 +497,6 @@ class GuestLayers:
         """guest.cpu_aes (AES-NI in the guest's /proc/cpuinfo), the CPU model and guest.nproc (online vCPUs),
         read once per boot (guest/machine.py)."""
         if self._cpu is None:
-            from tankbench.guest import machine
-
             self._cpu = machine.parse_readback(self.guest.exec(machine.readback_script()).stdout)
         return dict(self._cpu)
 

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.guest.layers import cpu_has_aes
 from tankbench.keys import Keys
 
 AXES: tuple[str, ...] = ("guest_cpu", "guest_cpus")
@@ -86,6 +85,11 @@ def name_parts(params: Mapping[str, Any], varying: set[str]) -> list[str]:
     if "guest_cpus" in varying and "guest_cpus" in params:
         out.append(f"{params['guest_cpus']}cpus")
     return out
+
+
+def cpu_has_aes(cpuinfo_flags: str) -> bool:
+    """Whether a /proc/cpuinfo `flags` line lists `aes` (AES-NI) (pure)."""
+    return "aes" in cpuinfo_flags.split(":", 1)[-1].split()
 
 
 def readback_script() -> str:
