@@ -59,7 +59,7 @@ def axis_value(keys: Keys, key: str, axis: str, value: object) -> Any:
             key,
             value,
             "not a qemu CPU model (a name, then optional ,feature flags)",
-            'e.g. guest_cpu = ["kvm64", "max"] (seed 001: without and with AES-NI), or "max,aes=off"',
+            'e.g. guest_cpu = ["max,aes=off", "max"] (seed 001: without and with AES-NI), or "kvm64"',
         )
     return s
 
