@@ -148,7 +148,8 @@ class NfsKind(DatasetKind):
         return [
             *super(DatasetKind, cls).script_lines(test, campaign_id),
             "# Export the dataset to the clients only and mount it on each (as tankbench run does; see docs/fleet.md):",
-            f"#   {exports_file(campaign_id)}: {export_line(ds, ['<client address>'], t.share['export'], False)}",
+            f"#   {exports_file(campaign_id)}: {export_line(ds, ['CLIENT'], t.share['export'], False).strip()}",
+            "#   (CLIENT: each client's address as the server sees it; never *)",
             "#   exportfs -ra; on client j: mkdir -p "
             + shlex.quote(t.path)
             + " && "
@@ -183,8 +184,8 @@ class NfsKind(DatasetKind):
         return out
 
     def check(self, target: Target, probe: Mapping[str, Any]) -> None:
-        super().check(target, probe)  # ZFS on the host
         self.clients.check(target)  # every client: not the server, reachable, same fio, port free, directory usable
+        super().check(target, probe)  # ZFS on the host
         where = f"{self.ws.spec.path}: target {target.name!r}"
         if self.host.run(["sh", "-c", "command -v exportfs"], timeout=60).returncode != 0:
             raise UserError(
@@ -204,16 +205,20 @@ class NfsKind(DatasetKind):
                     f"{at}: has no NFS client (mount.nfs not found)", "install it (Debian: apt-get install nfs-common)"
                 )
             state = h.run(
-                ["sh", "-c", 'd="$1"; mountpoint -q "$d" && echo mounted; [ -d "$d" ] && ls -A "$d" | head -1', "sh"]
-                + [target.path],
+                ["sh", "-c", 'd="$1"; findmnt -n -o SOURCE -M "$d"; [ -d "$d" ] && ls -A "$d" | head -1']
+                + ["sh", target.path],
                 timeout=60,
-            ).stdout.strip()
-            if state:
+            ).stdout.split()
+            if state and not self._ours(state[0]):
                 raise UserError(
-                    f"{at}: {target.path} is {'a mount point' if 'mounted' in state else 'not empty'} there",
-                    f"tankbench mounts the share on an empty {target.path}; unmount or empty it (after a killed run: "
-                    f"umount {target.path})",
+                    f"{at}: {target.path} is {'a mount point' if ':' in state[0] else 'not empty'} there",
+                    f"tankbench mounts the share on an empty {target.path}; unmount or empty it",
                 )
+
+    def _ours(self, source: str) -> bool:
+        """Whether a mount's source is a share of this campaign's datasets (left mounted by a killed run: the
+        run that resumes unmounts it)."""
+        return ":" in source and source.split(":", 1)[1].startswith(zfsmod.root_mountpoint(self.ws.zfs.root) + "/")
 
     def _index(self, t: Target) -> int:
         return next((n for n, x in enumerate(self.ws.spec.targets) if x.name == t.name), 0)
@@ -304,6 +309,8 @@ class NfsKind(DatasetKind):
                 raise HostError(f"{h.name}: cannot create {t.path}: {made.stderr.strip()}")
             if "made" in made.stdout:
                 self.made_dirs.add((h.name, t.path))
+            # a share of this campaign left mounted by a killed run (the preflight let only ours through)
+            h.run(["sh", "-c", 'if mountpoint -q "$1"; then umount "$1"; fi', "sh", t.path], timeout=120, check=True)
             argv = mount_argv(
                 f"{self.server_address(t)}:{ds_dir}/c{j}",
                 t.path,
