@@ -46,6 +46,8 @@ _ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")
 #: slirp's address of the host (as a lab guest sees this machine, and as a lab sees connections forwarded to it)
 SLIRP_HOST = "10.0.2.2"
 NFS_PORT = 2049
+#: in a lab server: the port forward (`tcp:127.0.0.1:P`) a run added, so a run after a kill -9 removes it
+FORWARD_NOTE = "/run/tankbench-nfs.forward"
 EXPORTS_DIR = "/etc/exports.d"
 _EXAMPLE = (
     '[[target]] name = "share" kind = "nfs" size = "1G" clients = ["root@10.0.0.2", "root@10.0.0.3"] '
@@ -167,7 +169,6 @@ class NfsKind(DatasetKind):
         self.port = NFS_PORT
         self.forward = ""
         self.nfsd_started = False
-        self.mountd: list[str] = []
         #: target name -> the dataset directory exported and mounted now
         self.shared: dict[str, str] = {}
         #: (client name, directory) that tankbench created (removed with rmdir at the end)
@@ -240,21 +241,25 @@ class NfsKind(DatasetKind):
 
         assert isinstance(self.host, LabHost)
         v3 = any(t.share.get("nfs_version") == "3" for t in self.ws.spec.targets if t.share)
-        no3 = [] if v3 else ["-N", "3"]
-        if not self._nfsd_running():
-            script = (
-                "mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd; mkdir -p /var/lib/nfs/v4recovery "
-                f"{EXPORTS_DIR}; exportfs -ra; rpc.mountd {' '.join(no3)} && rpc.nfsd {' '.join(no3)} 4 && "
-                "pidof rpc.mountd"
-            )
-            self.mountd = self.host.run(["sh", "-c", script], timeout=120, check=True).stdout.split()
-            self.nfsd_started = True
+        no3 = "" if v3 else "-N 3"
+        # everything in a lab is tankbench's: an nfsd or a forward left by a killed run is taken over and ended
+        script = (
+            f"cat {FORWARD_NOTE} 2>/dev/null; rm -f {FORWARD_NOTE}; mkdir -p /var/lib/nfs/v4recovery {EXPORTS_DIR}; "
+            "mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd; exportfs -ra; "
+            f"pidof rpc.mountd >/dev/null || rpc.mountd {no3}; "
+            f'[ "$(cat /proc/fs/nfsd/threads)" -gt 0 ] || rpc.nfsd {no3} 4'
+        )
+        old = self.host.run(["sh", "-c", script], timeout=120, check=True).stdout.split()
+        self.nfsd_started = True
+        for rule in old:
+            qmp(self.host.lab_dir, "human-monitor-command", {"command-line": f"hostfwd_remove n0 {rule}"})
         self.port = free_port()
         self.forward = f"tcp:127.0.0.1:{self.port}"
         said = qmp(self.host.lab_dir, "human-monitor-command", {"command-line": f"hostfwd_add n0 {self.forward}-:2049"})
         if str(said).strip():  # HMP says nothing when it worked
             self.forward = ""
             raise HostError(f"{self.host.name}: forwarding 127.0.0.1:{self.port} to its NFS port: {said}")
+        self.host.run(["sh", "-c", f"echo {self.forward} > {FORWARD_NOTE}"], timeout=60, check=True)
         self.ws.note(f"lab NFS server: nfsd started, 127.0.0.1:{self.port} forwarded to its port 2049")
 
     def server_address(self, t: Target) -> str:
@@ -423,9 +428,10 @@ class NfsKind(DatasetKind):
             lab_dir = self.host.lab_dir
             rule = f"hostfwd_remove n0 {self.forward}"
             step("port forward", lambda: qmp(lab_dir, "human-monitor-command", {"command-line": rule}))
+            step("port forward note", lambda: self.host.run(["rm", "-f", FORWARD_NOTE], timeout=60, check=True))
             self.forward = ""
         if self.nfsd_started:
-            stop = "rpc.nfsd 0" + "".join(f"; kill {int(p)}" for p in self.mountd if p.isdigit())
+            stop = "rpc.nfsd 0; for p in $(pidof rpc.mountd); do kill $p; done"
             step("nfsd", lambda: self.host.run(["sh", "-c", stop], timeout=60, check=True))
             self.nfsd_started = False
         for h in self.hosts.values():
