@@ -120,6 +120,8 @@ def test_nfs_share_from_the_lab_two_client_labs_kill_and_finish(lab: LabHost, tm
         # run again: the leftover mounts are this campaign's own; it finishes and removes what it made
         res = tankbench("run", str(c), "--journal", str(j), "--keep-lab", cwd=tmp_path, timeout=900)
         assert res.returncode == 0, res.stdout + res.stderr
+        (tmp_path / "second-run.log").write_text(res.stderr)
+        print("".join(seen), res.stderr, sep="\n", file=sys.stderr)  # shown with -s: where the time goes
         rows = journal_rows(j, "SELECT status, checks FROM runs ORDER BY id")
         done = [json.loads(ch) for st, ch in rows if st == "done"]
         assert len(done) == 1, rows
@@ -138,7 +140,13 @@ def test_nfs_share_from_the_lab_two_client_labs_kill_and_finish(lab: LabHost, tm
         # nothing left: no fio server, no mount, no mount directory, no export, no dataset, no nfsd
         assert [listeners(h) - b for h, b in zip(every, before, strict=True)] == [set(), set(), set()]
         for h in hosts:
-            left = h.run(["sh", "-c", "grep -c ' nfs' /proc/mounts; ls -d /mnt/tankbench-nfs-* 2>/dev/null"])
+            left = h.run(
+                [
+                    "sh",
+                    "-c",
+                    "grep -c ' nfs' /proc/mounts; ls -d /mnt/tankbench-nfs-* /mnt/.tankbench-nfs-* 2>/dev/null",
+                ]
+            )
             assert left.stdout.split() == ["0"], left.stdout
         server = lab.run(
             [

@@ -72,6 +72,19 @@ def export_line(path: str, addresses: list[str], mode: str, insecure: bool) -> s
     return '"' + path + '" ' + " ".join(f"{a}({','.join(opts)})" for a in addresses) + "\n"
 
 
+def made_note(path: str) -> str:
+    """Beside a mount directory tankbench made: the campaign that made it (a run after a kill -9 removes it)."""
+    parent, _, name = path.rstrip("/").rpartition("/")
+    return f"{parent}/.{name}.tankbench"
+
+
+#: `sh -c MAKE_DIR sh DIR NOTE CAMPAIGN`: make DIR (and its note) unless it exists; "made" when it is ours
+MAKE_DIR = (
+    'if [ ! -d "$1" ]; then mkdir "$1" && echo "$3" > "$2" && echo made; '
+    'elif [ "$(cat "$2" 2>/dev/null)" = "$3" ]; then echo made; fi'
+)
+
+
 def mount_argv(source: str, target: str, version: str, port: int, options: str) -> list[str]:
     opts = [f"vers={version}", f"port={port}", *([options] if options else [])]
     return ["mount", "-t", "nfs", "-o", ",".join(opts), source, target]
@@ -309,7 +322,8 @@ class NfsKind(DatasetKind):
         self.shared[t.name] = ds_dir
         self._write_exports()
         for j, h in enumerate(self.client_hosts(t)):
-            made = h.run(["sh", "-c", '[ -d "$1" ] || { mkdir "$1" && echo made; }', "sh", t.path], timeout=60)
+            # made here, or by an earlier (killed) run of this campaign: its note beside the directory says so
+            made = h.run(["sh", "-c", MAKE_DIR, "sh", t.path, made_note(t.path), self.ws.spec.campaign_id], timeout=60)
             if made.returncode != 0:
                 raise HostError(f"{h.name}: cannot create {t.path}: {made.stderr.strip()}")
             if "made" in made.stdout:
@@ -413,7 +427,8 @@ class NfsKind(DatasetKind):
             step(f"unshare {t.name}", partial(self.unshare, t))
         for name, path in sorted(self.made_dirs):
             if name in self.hosts:
-                step(f"rmdir {path} on {name}", partial(self.hosts[name].run, ["rmdir", path], timeout=60, check=True))
+                argv = ["sh", "-c", 'rmdir "$1" && rm -f "$2"', "sh", path, made_note(path)]
+                step(f"rmdir {path} on {name}", partial(self.hosts[name].run, argv, timeout=60, check=True))
         self.made_dirs.clear()
         if self.ws.zfs_ready:
             for t in self.ws.spec.targets:
