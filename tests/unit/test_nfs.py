@@ -128,3 +128,17 @@ def test_the_limit_judged():
     virtual = netcount.judge(seconds=10.0, server=d, speed_mbps=netcount.link_speed("-1"), client_mibs=1, cpu_pct=None)
     assert virtual["net.limit"] == "unknown" and "link's speed is unknown" in virtual["net.why"]
     assert netcount.link_speed("1000\n") == 1000 and netcount.link_speed("") == 0
+
+
+def test_clients_md_shows_what_limited_a_share_run():
+    from tankbench.clientreport import clients_markdown
+    from tankbench.journal.clientruns import ClientRun
+
+    d = netcount.delta(NET_BEFORE, NET_AFTER)
+    net = netcount.judge(seconds=1.0, server=d, speed_mbps=1000, client_mibs=119.0, cpu_pct=30.0)
+    per = {"ssh:root@a": {"write_bw_bytes": 60 << 20}, "ssh:root@b": {"write_bw_bytes": 59 << 20}}
+    text = clients_markdown([ClientRun(1, "zfs-nfs-write-1M", 1, "nfs1", per, {}, net)])
+    assert "| run | server interface | received MiB/s | sent MiB/s | link | limit | why |" in text
+    assert "| 1 | eth0 | 119 | 0.00400 | 1000 Mb/s | network | eth0 moved 119.2 MiB/s" in text
+    plain = clients_markdown([ClientRun(1, "file-load", 1, "h", per, {})])
+    assert "limit" not in plain
