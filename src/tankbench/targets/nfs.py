@@ -368,6 +368,21 @@ class NfsKind(DatasetKind):
         if errors:
             raise HostError("; ".join(errors))
 
+    def recover(self, rebooted: bool) -> dict[str, Any]:
+        """After the server rebooted: its exports, nfsd and a lab's forward are gone and the clients' mounts are
+        stale; they are let go (lazily: a hard mount of a dead server would hang a plain umount), and the next
+        run shares again."""
+        out = super().recover(rebooted)
+        if rebooted:
+            for t in [t for t in self.ws.spec.targets if t.name in self.shared]:
+                for h in self.client_hosts(t):
+                    h.run(["sh", "-c", 'if mountpoint -q "$1"; then umount -f -l "$1"; fi', "sh", t.path], timeout=120)
+                self.shared.pop(t.name, None)
+            self.forward, self.nfsd_started = "", False
+            if self.lab:
+                self._lab_server()
+        return out
+
     def lay_out(self, test: Test) -> dict[str, Any]:
         return self.clients.lay_out(test, lambda h: lay_out_file(replace(self.ws, host=h), test, self))
 
