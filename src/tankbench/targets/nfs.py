@@ -198,6 +198,18 @@ class NfsKind(DatasetKind):
         return out
 
     def check(self, target: Target, probe: Mapping[str, Any]) -> None:
+        try:
+            self._check(target, probe)
+        except BaseException:
+            self._close()  # a refused campaign never reaches finish()
+            raise
+
+    def _close(self) -> None:
+        for h in self.hosts.values():
+            h.close()
+        self.hosts.clear()
+
+    def _check(self, target: Target, probe: Mapping[str, Any]) -> None:
         self.clients.check(target)  # every client: not the server, reachable, same fio, port free, directory usable
         super().check(target, probe)  # ZFS on the host
         where = f"{self.ws.spec.path}: target {target.name!r}"
@@ -464,9 +476,7 @@ class NfsKind(DatasetKind):
             stop = "rpc.nfsd 0; for p in $(pidof rpc.mountd); do kill $p; done"
             step("nfsd", lambda: self.host.run(["sh", "-c", stop], timeout=60, check=True))
             self.nfsd_started = False
-        for h in self.hosts.values():
-            h.close()
-        self.hosts.clear()
+        self._close()
         if errors:
             self.ws.note("warning: network share clean-up: " + "; ".join(errors))
 
