@@ -22,14 +22,14 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import tankbench.targets.netcount as netcount
+import tankbench.targets.zfs as zfsmod
 from tankbench.errors import HostError, UserError
 from tankbench.hosts.base import Host
 from tankbench.hosts.lab import LabHost
 from tankbench.hosts.ssh import SshHost
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
-from tankbench.targets import netcount
-from tankbench.targets import zfs as zfsmod
 from tankbench.targets.base import Capture, Workspace
 from tankbench.targets.clients import ClientLoad, parse_clients, ssh_client
 from tankbench.targets.dataset import DatasetKind
