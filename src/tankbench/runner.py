@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tankbench import __version__
+from tankbench import __version__, resumeboot
 from tankbench import preflight as preflight_mod
 from tankbench.analysis.cases import index_for_reports
 from tankbench.coldcache import prepare_cache
@@ -22,7 +22,7 @@ from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
-from tankbench.recovery import Back, HostWaiter, connection_lost
+from tankbench.recovery import Back, HostWaiter, connection_lost, crashes_found
 from tankbench.schedule.configs import config_key
 from tankbench.schedule.cooldown import cooldown_checks, cooldown_request
 from tankbench.schedule.estimate import Estimator, priors_for
@@ -735,6 +735,17 @@ def run_campaign(
                 runner = CampaignRunner(spec, host, journal, progress, pre, extra)
                 runner.wait_for_host = True
                 runner.outcome.runs_crashed_found = len(crashed)
+                if crashed and pre.boot_id:  # the machine went down under them: crash rows and hooks as over ssh
+                    crashes_found(
+                        journal,
+                        host,
+                        crashed,
+                        pre.boot_id,
+                        {t.id: t.name for t in tests},
+                        runner.hook,
+                        progress.note,
+                        resumeboot.resumed_by(),
+                    )
                 if crashed:
                     progress.note(
                         f"resuming: {len(crashed)} run(s) were in progress when the last run died; they "
