@@ -143,6 +143,25 @@ ROWS = (
     "[print(json.dumps(list(r))) for r in c.execute("
     "'SELECT id, test_id, run_no, attempt, status, checks, note FROM runs ORDER BY id')]"
 )
+#: in the lab: once a run is in progress and one is done, note the running test (synced) and crash the kernel
+CRASH_WHEN_RUNNING = f"""
+import os, sqlite3, time
+while True:
+    try:
+        c = sqlite3.connect('file:{JOURNAL}?mode=ro', uri=True)
+        rows = c.execute('SELECT test_id, status FROM runs').fetchall()
+        c.close()
+    except sqlite3.Error:
+        rows = []
+    running = [t for t, s in rows if s == 'running']
+    if running and any(s == 'done' for _, s in rows):
+        with open('/root/crashed-test', 'w') as f:
+            f.write(running[0])
+        os.sync()
+        with open('/proc/sysrq-trigger', 'w') as f:
+            f.write('c')
+    time.sleep(0.2)
+"""
 #: units this test's lab does not need; masked so each systemd boot is shorter under TCG
 MASK = (
     "nfs-server.service nfs-mountd.service nfs-idmapd.service nfsdcld.service rpc-statd.service proc-fs-nfsd.mount "
@@ -184,23 +203,24 @@ def test_resume_at_boot_after_a_kernel_crash() -> None:
             "> /root/first.log 2>&1 < /dev/null &)",
         )
         unit = until(
-            "the unit", lambda: out(NAME, "ls /etc/systemd/system/ | grep '^tankbench-resume-' || true").strip(), 120
+            "the unit", lambda: out(NAME, "ls /etc/systemd/system/ | grep '^tankbench-resume-' || true").strip(), 300
         )
         assert out(NAME, f"systemctl is-enabled {unit}").strip() == "enabled"
-        # crash while the second test's run is going (the first one done): its row is `running`
-        running = until(
-            "a run in progress after one done",
-            lambda: [r[1] for r in rows(NAME) if r[4] == "running" and any(d[4] == "done" for d in rows(NAME))],
-            300,
-        )
-        crashed_test = running[0]  # type: ignore[index]
+        # the kernel crashes while a run is going, after one done: checked and fired inside the lab, at once
         boot_before = out(NAME, "cat /proc/sys/kernel/random/boot_id").strip()
         pid = vm.read_state(NAME).pid  # type: ignore[union-attr]
+        crasher = subprocess.Popen(
+            host(NAME).command(["python3", "-c", CRASH_WHEN_RUNNING]),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
-            sh(NAME, "echo c > /proc/sysrq-trigger", timeout=15)
-        except subprocess.TimeoutExpired:
-            pass  # the kernel died with the connection
-        until("the crashed lab to power off", lambda: not vm.is_our_qemu(pid, NAME), 120)
+            until("the crashed lab to power off", lambda: not vm.is_our_qemu(pid, NAME), 400)
+        finally:
+            if crasher.poll() is None:
+                crasher.kill()
+            crasher.wait()
         t_crash = time.monotonic()
         vm.reboot(NAME, print)  # the machine boots again (systemd, same root and data disks); nothing else
         second_boot = vm.read_state(NAME).ready_seconds  # type: ignore[union-attr]
@@ -216,7 +236,7 @@ def test_resume_at_boot_after_a_kernel_crash() -> None:
         resumed_s = time.monotonic() - t_crash
         log = out(NAME, "cat /root/tb/resume-at-boot.log")
         assert f"started by {unit}" in log, log
-        assert "3 run(s) done" in log, log
+        assert "resume at boot: removed" in log and " already in the journal in " in log, log
         # the unit is gone: no file, no symlink, systemd knows none
         assert out(NAME, "systemctl list-unit-files 'tankbench-*' --no-legend || true").strip() == ""
         assert out(NAME, "find /etc/systemd -name 'tankbench-*'").strip() == ""
@@ -224,7 +244,9 @@ def test_resume_at_boot_after_a_kernel_crash() -> None:
         done = [r for r in runs if r[4] == "done"]
         crashed = [r for r in runs if r[4] == "crashed"]
         assert len(done) == 3 and len({r[1] for r in done}) == 3, runs  # every test once: 0 lost, 0 duplicated
+        crashed_test = out(NAME, "cat /root/crashed-test").strip()
         assert [r[1] for r in crashed] == [crashed_test], runs
+        assert runs[0][4] == "done" and runs[0][1] != crashed_test, runs  # the first test had ended before
         checks = json.loads(crashed[0][5])  # type: ignore[arg-type]
         assert checks["crash.step"] == "run"
         assert checks["recovery.boot_id_before"] == boot_before
