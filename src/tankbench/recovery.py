@@ -192,7 +192,8 @@ def crashes_found(
             log = waiter.previous_boot_log()
         back = Back(before, boot_id, 0.0, kernel_log=log)
         checks = {**back.checks(), "crash.step": "run", "recovery.found_on_resume": True}
-        del checks["recovery.down_s"]  # unknown: nobody watched the host come back
+        for unknown in ("recovery.down_s", "recovery.tries", "recovery.lab_rebooted_by_tankbench"):
+            del checks[unknown]  # nobody watched the host go down and come back
         if resumed_by:
             checks["recovery.resumed_by"] = resumed_by
         journal.merge_run_checks(row, checks)

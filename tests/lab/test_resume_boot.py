@@ -202,9 +202,9 @@ def test_resume_at_boot_after_a_kernel_crash() -> None:
             f"(setsid nohup tankbench run c.toml --journal {JOURNAL} --resume-at-boot --no-report "
             "> /root/first.log 2>&1 < /dev/null &)",
         )
-        unit = until(
-            "the unit", lambda: out(NAME, "ls /etc/systemd/system/ | grep '^tankbench-resume-' || true").strip(), 300
-        )
+        # `run` says so once the unit is written, enabled and synced
+        until("the unit", lambda: "resume at boot: installed and enabled" in out(NAME, "cat /root/first.log"), 300)
+        unit = out(NAME, "ls /etc/systemd/system/ | grep '^tankbench-resume-'").strip()
         assert out(NAME, f"systemctl is-enabled {unit}").strip() == "enabled"
         # the kernel crashes while a run is going, after one done: checked and fired inside the lab, at once
         boot_before = out(NAME, "cat /proc/sys/kernel/random/boot_id").strip()
@@ -252,6 +252,8 @@ def test_resume_at_boot_after_a_kernel_crash() -> None:
         assert checks["recovery.boot_id_before"] == boot_before
         assert checks["recovery.boot_id_after"] not in ("", boot_before)
         assert checks["recovery.resumed_by"] == unit
+        # the crashed boot's kernel log, from the persistent journal (`journalctl -k -b -1`)
+        assert checks.get("crash.kernel_log", "").strip(), checks
         retried = [r for r in done if r[1] == crashed_test]
         assert retried[0][3] == 2, runs  # attempt 2, after the crash
         hooks = out(NAME, "cat /root/hook.log").split("\n")
@@ -259,7 +261,8 @@ def test_resume_at_boot_after_a_kernel_crash() -> None:
         print(
             f"systemd boots: {first_boot:.0f} s and {second_boot:.0f} s (ssh + zfs); crash to campaign end "
             f"{resumed_s:.0f} s; whole test {time.monotonic() - t0:.0f} s; crashed row checks: "
-            f"{ {k: v for k, v in checks.items() if k != 'crash.kernel_log'} }"
+            f"{ {k: v for k, v in checks.items() if k != 'crash.kernel_log'} }; its kernel log ends: "
+            f"{checks['crash.kernel_log'].splitlines()[-1]}"
         )
     finally:
         if vm.read_state(NAME) is not None:
