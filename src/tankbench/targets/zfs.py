@@ -202,8 +202,15 @@ class ZfsProvisioner:
         """A pool of this name that exists but is not imported (the host rebooted and did not import it: no cache
         file, or it crashed right after the pool was created), found on the campaign's disks: imported if it is this campaign's (its tag read
         back), exported again and refused if not. False when no such pool can be imported."""
-        looked = [a for dev in self.pool.devices for a in ("-d", dev)]  # only the campaign's own disks are read
-        res = self.host.run(["zpool", "import", "-N", *looked, name], timeout=600)
+        # only the campaign's own disks are read: each named device and its partitions (a whole disk's pool lives
+        # in -part1)
+        found = self.host.run(
+            ["sh", "-c", 'for d in "$@"; do ls -d "$d" "$d"-part* 2>/dev/null; done', "sh", *self.pool.devices],
+            timeout=120,
+        ).stdout.split()
+        if not found:
+            return False
+        res = self.host.run(["zpool", "import", "-N", *[a for p in found for a in ("-d", p)], name], timeout=600)
         if res.returncode != 0:
             return False
         if self.tag_of(name) != self.cid:
