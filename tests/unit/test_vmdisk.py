@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from tankbench import model
@@ -9,7 +10,7 @@ from tankbench.fio.jobs import job_text
 from tankbench.guest.layers import backing_test
 from tankbench.guest.testguest import BlockSettings
 from tankbench.spec import expand, load_spec
-from tankbench.targets import kinds
+from tankbench.targets import kinds, zfs
 from tankbench.targets.vmdisk import (
     VmDiskKind,
     config_key,
@@ -65,6 +66,16 @@ def test_backing_paths_and_image_creation() -> None:
     assert backing_test(t).target.size == (4 << 30) + (64 << 20) + (4 << 30) // 16
     z = next(t for t in _tests() if t.params.get("backing") == "zvol")
     assert VmDiskKind.backing_path(z).startswith("/dev/zvol/tbvm/tb-")
+
+
+def test_a_guest_disk_without_a_backing_axis_is_the_zvol_its_name_says() -> None:
+    """The kind's default backing is a zvol (the test's name says -zvol-): it is provisioned as one, not as a raw
+    image on a dataset (which it was while only an explicit backing = "zvol" counted)."""
+    z = next(t for t in _tests() if t.params.get("backing") == "zvol")
+    bare = dataclasses.replace(z, params={k: v for k, v in z.params.items() if k != "backing"})
+    assert zfs.is_volume(bare) and VmDiskKind.backing_path(bare).startswith("/dev/zvol/")
+    raw = next(t for t in _tests() if t.params.get("backing") == "raw")
+    assert not zfs.is_volume(raw) and VmDiskKind.backing_path(raw).endswith(".img")
 
 
 def test_exported_script_does_not_run_the_guest_job_on_the_host(tmp_path: Path) -> None:
