@@ -46,7 +46,7 @@ def is_volume(test: Test) -> bool:
     """The test's ZFS object is a volume: a zvol target, or a guest disk backed by a zvol (a vm-disk's default
     backing, as its tests' names say: without the axis it was named -zvol- and provisioned as a raw image)."""
     if test.target.kind == "vm-disk":
-        return test.params.get("backing", "zvol") == "zvol"
+        return bool(test.params.get("backing", "zvol") == "zvol")
     return test.target.kind == "zvol" or test.params.get("backing") == "zvol"
 
 
