@@ -3,7 +3,8 @@
 
 Protocol: tankbench starts it with `python3 -I -c <bootstrap>` and sends this file's source on stdin (see
 hosts/base.py: it is never installed as a file); then one JSON request line on stdin; JSON event lines on stdout, the last one
-{"event": "result", ...} or {"event": "error", "message": ...}. stdin stays open: when it reaches EOF
+{"event": "result", ...} or {"event": "error", "message": ...}. A first request {"op": "session"} keeps the agent
+for many requests instead (serve(): each one ends with {"event": "end"}). stdin stays open: when it reaches EOF
 (tankbench exited, was killed, or its ssh connection dropped) the agent ends the processes it started
 (by process group) and exits, so a killed campaign never leaves fio running behind it.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import queue
 import signal
 import stat
 import subprocess
@@ -1550,10 +1552,64 @@ def _read_request_line() -> str:
     return data.decode()
 
 
+def _serve_stdin(requests: queue.Queue[dict[str, Any] | None]) -> None:
+    """A session's stdin: each request line goes to the queue, a {"stop": true} line ends an observing op;
+    EOF (tankbench gone) ends what we started and exits, as in one-request mode."""
+    buf = b""
+    try:
+        while True:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line.decode() or "{}")
+                except ValueError:
+                    msg = {"op": "?"}
+                if msg.get("stop"):
+                    _stop.set()
+                elif msg:
+                    requests.put(msg)
+    except OSError:
+        pass
+    _end_children()
+    os._exit(75)
+
+
+def serve() -> int:
+    """Op "session": one agent process for many requests (one Python start and one source check per campaign
+    instead of per call). Requests run one at a time; each ends with an {"event": "end"} line after its
+    result or error; anything a request started and left running is ended before the next one."""
+    requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    threading.Thread(target=_serve_stdin, args=(requests,), daemon=True).start()
+    emit("ready", pid=os.getpid())
+    while True:
+        req = requests.get()
+        if req is None:
+            return 0
+        _stop.clear()
+        op = OPS.get(str(req.get("op")))
+        try:
+            if op is None:
+                emit("error", message="bad request: unknown op %r" % req.get("op"))
+            else:
+                op(req)
+        except Exception as e:  # as in one-request mode: an error event with the type, and the session goes on
+            emit("error", message="%s: %s" % (type(e).__name__, e))
+        _end_children()
+        with _lock:
+            del _children[:]
+        emit("end")
+
+
 def main() -> int:
     line = _read_request_line()
     try:
         req = json.loads(line)
+        if req.get("op") == "session":
+            return serve()
         op = OPS[req["op"]]
     except (ValueError, KeyError) as e:
         emit("error", message="bad request: %s" % e)

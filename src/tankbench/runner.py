@@ -472,6 +472,7 @@ class CampaignRunner:
         back within campaign.host_wait, or when it answers with the same boot and the failure was no lost
         connection (a plain failure of a command: the campaign stops as before)."""
         down_since = time.monotonic()
+        self.host.drop_agent_session(wait_s=0.5)  # it may be a stale process on a host that went away
         step, self.step = self.step or "run", ""
         failed, self._failed = self._failed, None
         if not self.wait_for_host:

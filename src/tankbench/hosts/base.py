@@ -135,6 +135,104 @@ class AgentSession:
             return self.proc.wait()
 
 
+class SessionSlot:
+    """A host's agent session (`{"op": "session"}`, agent.serve()): started on the first call, reused by each
+    later call that finds it free, so a campaign pays one Python start and one source check on the host, not
+    one per call. A call that finds it busy (another thread) gets an agent of its own, as before. Anything
+    that leaves the session in doubt (the host failed, a timeout, an exception while reading events) ends it:
+    the next call starts a new one, so a host that came back after a reboot never gets a stale process."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.session: AgentSession | None = None
+        self.lock = threading.Lock()
+
+    def drop(self, wait_s: float = 5.0) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            session.close(timeout=wait_s)
+
+    def _live(self) -> AgentSession | None:
+        """The session, started if there is none (None if it could not start: the caller goes one-shot)."""
+        if self.session is not None and self.session.proc.poll() is None:
+            return self.session
+        if self.session is not None:
+            self.session.close(timeout=5)
+            self.session = None
+        session = self.host.start_agent({"op": "session"})
+        for ev in session.events():
+            if ev.get("event") == "ready":
+                self.session = session
+                return session
+            break
+        session.close(timeout=5)
+        return None
+
+    def call(
+        self,
+        request: dict[str, Any],
+        on_event: Callable[[dict[str, Any]], None] | None,
+        timeout: float | None,
+    ) -> dict[str, Any] | None:
+        """The request's result, run in the session; None when the session is busy or cannot take it (the
+        caller runs it in an agent of its own); HostError as call_agent."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            session = self._live()
+            if session is None:
+                return None
+            try:
+                session.send(request)
+            except OSError:  # it died since the last call (the host rebooted?): a fresh agent says how things are
+                self.session = None
+                session.close(timeout=5)
+                return None
+            return self._events(session, request, on_event, timeout)
+        finally:
+            self.lock.release()
+
+    def _events(
+        self,
+        session: AgentSession,
+        request: dict[str, Any],
+        on_event: Callable[[dict[str, Any]], None] | None,
+        timeout: float | None,
+    ) -> dict[str, Any]:
+        name, op = self.host.name, request.get("op")
+        result: dict[str, Any] | None = None
+        error: str | None = None
+        timer = threading.Timer(timeout, session.proc.kill) if timeout else None
+        ended, rc = False, 0
+        try:
+            if timer:
+                timer.start()
+            for ev in session.events():
+                kind = ev.get("event")
+                if kind == "end":
+                    ended = True
+                    break
+                if kind == "result":
+                    result = ev
+                elif kind == "error":
+                    error = str(ev.get("message"))
+                elif on_event:
+                    on_event(ev)
+        finally:
+            if timer:
+                timer.cancel()
+            if not ended:  # killed, died, or the caller's on_event raised: the session's state is unknown
+                self.session = None
+                rc = session.close(timeout=5)
+        if not ended:
+            raise HostError(f"{name}: agent {op} ended without a result (exit {rc}): {session.stderr_text()[-800:]}")
+        if error is not None:
+            raise HostError(f"{name}: agent {op}: {error}")
+        if result is None:
+            raise HostError(f"{name}: agent {op} ended without a result")
+        return result
+
+
 class Host(ABC):
     """Where commands run. Subclasses: LocalHost, SshHost (and the lab, an SshHost to its VM)."""
 
@@ -185,7 +283,30 @@ class Host(ABC):
         on_event: Callable[[dict[str, Any]], None] | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Run one agent request to its final `result` event and return that event's payload."""
+        """Run one agent request to its final `result` event and return that event's payload: in the host's
+        agent session (SessionSlot: one agent process for many calls) when it is free, else in an agent of
+        its own."""
+        served = self._agent_sessions().call(request, on_event, timeout)
+        if served is not None:
+            return served
+        return self.call_agent_once(request, on_event, timeout)
+
+    def _agent_sessions(self) -> SessionSlot:
+        slot: SessionSlot = self.__dict__.setdefault("_agent_slot", SessionSlot(self))
+        return slot
+
+    def drop_agent_session(self, wait_s: float = 5.0) -> None:
+        """End the host's agent session (the host went away, or tankbench is done with it; killed after
+        `wait_s`): the next call starts a new one."""
+        self._agent_sessions().drop(wait_s)
+
+    def call_agent_once(
+        self,
+        request: dict[str, Any],
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run one agent request in an agent process of its own, to its final `result` event."""
         session = self.start_agent(request)
         result: dict[str, Any] | None = None
         timer = None
@@ -224,7 +345,8 @@ class Host(ABC):
         return cache[name]
 
     def close(self) -> None:
-        """Release connections (ssh control masters, …)."""
+        """Release connections (the agent session, ssh control masters, …)."""
+        self.drop_agent_session()
 
 
 def work_root(host: Host) -> str:
