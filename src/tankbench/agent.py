@@ -1008,6 +1008,9 @@ def drain(max_s: float, threshold_bytes: int, sync_cmd: Sequence[str] | None = N
     for argv in (["sync"], sync_cmd):
         if not argv:
             continue
+        if list(argv) == ["sync"] and hasattr(os, "sync"):  # sync(2) itself, as sync(1) calls it: no fork + exec
+            os.sync()
+            continue
         try:
             subprocess.run(argv, timeout=max_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except (subprocess.TimeoutExpired, OSError):
@@ -1304,14 +1307,19 @@ def _run_job(
     reader = threading.Thread(target=lambda: errbuf.append(proc.stderr.read() if proc.stderr else b""), daemon=True)
     reader.start()
     ended_by = ""
-    while proc.poll() is None:
-        try:
-            proc.wait(timeout=min(watch.poll_s, max(0.01, deadline - (time.monotonic() - watch.t0))))
+    # a blocking wait in a thread of its own: Popen.wait(timeout=...) polls with sleeps of up to 50 ms, which
+    # the run's wall time (and the time to the next run) would carry; an Event wakes at once
+    exited = threading.Event()
+
+    def reap() -> None:
+        proc.wait()
+        exited.set()
+
+    threading.Thread(target=reap, daemon=True).start()
+    while not exited.wait(timeout=min(watch.poll_s, max(0.01, deadline - (time.monotonic() - watch.t0)))):
+        ended_by = watch.check()
+        if ended_by:
             break
-        except subprocess.TimeoutExpired:
-            ended_by = watch.check()
-            if ended_by:
-                break
     if ended_by:
         watch.look()
         tree = tree_pids(proc.pid)

@@ -420,7 +420,8 @@ class CampaignRunner:
             # what setup learned (e.g. the accelerator a test guest booted with) belongs to every run's fingerprint
             self.fingerprint = self.make_fingerprint()
             self.journal.add_fingerprint(self.fingerprint)
-            self.run_schedule(tests, sched, existing, estimator)
+            with self.host.agent_session():  # one agent process for the runs, not a python3 start per call
+                self.run_schedule(tests, sched, existing, estimator)
         finally:
             for k in self.kinds.values():
                 k.finish()  # e.g. power off a test guest, whatever happened

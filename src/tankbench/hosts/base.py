@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -136,7 +137,8 @@ class AgentSession:
 
 
 class SessionSlot:
-    """A host's agent session (`{"op": "session"}`, agent.serve()): started on the first call, reused by each
+    """A host's agent session (`{"op": "session"}`, agent.serve()) while Host.agent_session() is entered (the
+    runner: a campaign's runs): started on the first call, reused by each
     later call that finds it free, so a campaign pays one Python start and one source check on the host, not
     one per call. A call that finds it busy (another thread) gets an agent of its own, as before. Anything
     that leaves the session in doubt (the host failed, a timeout, an exception while reading events) ends it:
@@ -286,19 +288,31 @@ class Host(ABC):
         """Run one agent request to its final `result` event and return that event's payload: in the host's
         agent session (SessionSlot: one agent process for many calls) when it is free, else in an agent of
         its own."""
-        served = self._agent_sessions().call(request, on_event, timeout)
+        slot: SessionSlot | None = self.__dict__.get("_agent_slot")
+        served = slot.call(request, on_event, timeout) if slot is not None else None
         if served is not None:
             return served
         return self.call_agent_once(request, on_event, timeout)
 
-    def _agent_sessions(self) -> SessionSlot:
-        slot: SessionSlot = self.__dict__.setdefault("_agent_slot", SessionSlot(self))
-        return slot
+    @contextlib.contextmanager
+    def agent_session(self) -> Iterator[None]:
+        """Agent calls inside share one agent process (SessionSlot), ended on leaving (a campaign's runs)."""
+        if "_agent_slot" in self.__dict__:  # nested: the outer one ends it
+            yield
+            return
+        slot = self.__dict__["_agent_slot"] = SessionSlot(self)
+        try:
+            yield
+        finally:
+            del self.__dict__["_agent_slot"]
+            slot.drop()
 
     def drop_agent_session(self, wait_s: float = 5.0) -> None:
-        """End the host's agent session (the host went away, or tankbench is done with it; killed after
-        `wait_s`): the next call starts a new one."""
-        self._agent_sessions().drop(wait_s)
+        """End the agent session, if there is one (the host went away; killed after `wait_s`): the next
+        call starts a new one."""
+        slot: SessionSlot | None = self.__dict__.get("_agent_slot")
+        if slot is not None:
+            slot.drop(wait_s)
 
     def call_agent_once(
         self,
