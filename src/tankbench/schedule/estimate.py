@@ -30,7 +30,9 @@ class Priors:
     run_overhead_s: float = 4.0  # agent start, samplers, drain, bookkeeping per run
     config_s: float = 15.0  # create dataset/zvol, add/remove a SLOG, settle udev
     layout_bytes_per_s: float = 100 * 2**20  # laying out a test file (seed 000's HDD wrote ~140 MiB/s)
-    cooldown_auto_s: float = 15.0  # a typical automatic cooldown before one was measured
+    #: a typical automatic cooldown before one was measured: the lab's auto cooldowns (docs/schedule.md, "In the
+    #: lab") all ended on `disks` after 3.0-3.1 s, idle_for (3 s) after the drain had synced; 4 s with a poll
+    cooldown_auto_s: float = 4.0
     run_cv: float = 0.03  # run-to-run coefficient of variation assumed for the CI stopping rule
     guest_boot_s: float = 10.0  # boot a test guest (vm-disk targets), once per `run`: ~9 s under TCG, less with KVM
     guest_config_s: float = 5.0  # hot-plug a guest disk and check it in the guest (per vm-disk configuration)
@@ -46,7 +48,7 @@ LAB_PRIORS = Priors(
     run_overhead_s=9.0,
     config_s=15.0,
     layout_bytes_per_s=5 * 2**20,
-    cooldown_auto_s=20.0,
+    cooldown_auto_s=4.0,
     guest_boot_s=180.0,
     guest_config_s=30.0,
 )
