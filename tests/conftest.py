@@ -168,6 +168,8 @@ NESTED_GUESTS = (
 LONG_FIRST = (
     *NESTED_GUESTS,
     "tests/lab/test_seeds.py",  # four seeds' ci scales on modelled disks: ~15 minutes
+    "tests/lab/test_nfs.py",  # three labs (a server and two NFS clients), two campaigns: ~6-8 minutes
+    "tests/lab/test_resume_boot.py",  # a lab booted three times (lab-init, systemd, systemd after a crash): ~5 minutes
     "tests/lab/test_presets.py",
     "tests/lab/test_real_host.py",
     "tests/lab/test_crash_recovery.py",  # three real kernel crashes, four lab boots: ~4 minutes

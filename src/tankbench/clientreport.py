@@ -65,7 +65,27 @@ def clients_markdown(runs: list[ClientRun]) -> str:
             cells.append(f"{fmt(_bw(total, direction) / MIB)} MiB/s ({fmt(_iops(total, direction))} IOPS)")
             lines.append(f"| {r.run_no} | {r.host} | " + " | ".join(cells) + f" | {even} |")
         lines.append("")
+        lines += _network(test_runs)
     return "\n".join(lines)
+
+
+def _network(runs: list[ClientRun]) -> list[str]:
+    """A network share's runs: the server's busiest interface, its link, and what limited each run (why)."""
+    rows = [r for r in runs if r.net.get("net.limit")]
+    if not rows:
+        return []
+    lines = [
+        "| run | server interface | received MiB/s | sent MiB/s | link | limit | why |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        n = r.net
+        link = f"{n.get('net.link_mbps')} Mb/s" if n.get("net.link_mbps") else "unknown"
+        lines.append(
+            f"| {r.run_no} | {n.get('net.server_interface', '')} | {fmt(float(n.get('net.server_rx_mibs', 0)))} | "
+            f"{fmt(float(n.get('net.server_tx_mibs', 0)))} | {link} | {n['net.limit']} | {n.get('net.why', '')} |"
+        )
+    return [*lines, ""]
 
 
 def write_clients(j: Journal, out_dir: str) -> list[str]:

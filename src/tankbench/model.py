@@ -67,6 +67,8 @@ class Target:
     clients: tuple[ClientHost, ...] = ()
     #: the TCP port of fio's server on each client (loopback only; reached through ssh)
     client_port: int = 0
+    #: a network share's settings (`kind = "nfs"`: nfs_version, export, mount_options, server_address); {} otherwise
+    share: Mapping[str, str] = field(default_factory=frozen_map)
 
     def __post_init__(self) -> None:
         if not self.kind.replace("-", "").isalpha():  # which kinds exist is the targets registry's business
@@ -74,6 +76,7 @@ class Target:
         if self.size < 0:
             raise ValueError("negative size")
         object.__setattr__(self, "props", frozen_map(self.props))
+        object.__setattr__(self, "share", frozen_map(self.share))
 
     def canonical(self) -> dict[str, Any]:
         """What identifies the target in a test id (not `confirm`: it is a permission, not a setting)."""
@@ -84,6 +87,8 @@ class Target:
             d["pool"] = self.pool
         if self.clients:  # who generates the load is part of the test; how we reach them (keys, port) is not
             d["clients"] = [c.name for c in self.clients]
+        if self.share:  # how the share is exported and mounted is part of what is measured
+            d["share"] = dict(self.share)
         return d
 
 

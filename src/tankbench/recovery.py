@@ -18,6 +18,7 @@ from typing import Any
 from tankbench.errors import HostError
 from tankbench.hosts.base import Host
 from tankbench.hosts.lab import LabHost
+from tankbench.journal.db import Journal
 from tankbench.units import fmt_duration
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -164,3 +165,44 @@ class HostWaiter:
         except HostError:
             return ""
         return tail(res.stdout) if res.returncode == 0 else ""
+
+
+def crashes_found(
+    journal: Journal,
+    host: Host,
+    stale: list[tuple[int, str, int | None, str]],
+    boot_id: str,
+    test_names: dict[str, str],
+    hook: Callable[..., None],
+    note: Callable[[str], None],
+    resumed_by: str = "",
+) -> int:
+    """Runs found `running` on start whose host rebooted since (the machine went down under them, e.g. a local
+    campaign resumed at boot): each `crashed` row gets the boot ids and the crashed boot's kernel log
+    (`journalctl -k -b -1`, if the journal is persistent), and the `crash` and `host-back` hooks are called as
+    for a host that went down during the campaign. Returns how many."""
+    waiter = HostWaiter(host, 0.0, note)
+    log: str | None = None
+    count = 0
+    for row, test_id, _pid, host_name in stale:
+        status, before, old_note = journal.stale_run(row)
+        if status != "crashed" or host_name != host.name:
+            continue
+        if log is None:
+            log = waiter.previous_boot_log()
+        back = Back(before, boot_id, 0.0, kernel_log=log)
+        checks = {**back.checks(), "crash.step": "run", "recovery.found_on_resume": True}
+        for unknown in ("recovery.down_s", "recovery.tries", "recovery.lab_rebooted_by_tankbench"):
+            del checks[unknown]  # nobody watched the host go down and come back
+        if resumed_by:
+            checks["recovery.resumed_by"] = resumed_by
+        journal.merge_run_checks(row, checks)
+        if back.panic_line():
+            journal.set_run_note(row, f"{old_note}; kernel: {back.panic_line()}")
+        name = test_names.get(test_id, test_id)
+        message = f"{host.name} went down during the run of {name} (boot id {before or 'unknown'} -> {boot_id})"
+        note(message)
+        hook("crash", message, test=name)
+        hook("host-back", f"{host.name} is back (rebooted); the campaign goes on with {name}", test=name)
+        count += 1
+    return count

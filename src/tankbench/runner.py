@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tankbench import __version__
+from tankbench import __version__, resumeboot
 from tankbench import preflight as preflight_mod
 from tankbench.analysis.cases import index_for_reports
 from tankbench.coldcache import prepare_cache
@@ -22,7 +22,7 @@ from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
-from tankbench.recovery import Back, HostWaiter, connection_lost
+from tankbench.recovery import Back, HostWaiter, connection_lost, crashes_found
 from tankbench.schedule.configs import config_key
 from tankbench.schedule.cooldown import cooldown_checks, cooldown_request
 from tankbench.schedule.estimate import Estimator, priors_for
@@ -414,8 +414,7 @@ class CampaignRunner:
         self.progress.estimate = lambda: estimator.estimate(sched)
         self.progress.runs_left = lambda: ((r := sched.remaining()).runs_low + r.warmups, r.runs_high + r.warmups)
         try:
-            for kind in sorted({t.target.kind for t in tests if not sched.states[t.id].final}):
-                self.kinds[kind].setup()
+            self.setup_kinds(sorted({t.target.kind for t in tests if not sched.states[t.id].final}))
             estimator.setup_done = True
             # what setup learned (e.g. the accelerator a test guest booted with) belongs to every run's fingerprint
             self.fingerprint = self.make_fingerprint()
@@ -426,6 +425,34 @@ class CampaignRunner:
             for k in self.kinds.values():
                 k.finish()  # e.g. power off a test guest, whatever happened
         return self.outcome
+
+    def setup_kinds(self, kinds: list[str]) -> None:
+        """Each kind's setup (pool creation, a guest's boot). A host that goes down meanwhile is waited for as during
+        a run (recovery.py), then the setup is done again, at most crash_retries + 1 more times; no test is to
+        blame, so no row is journalled: the progress and the hooks say it."""
+        for again in range(self.spec.unattended.crash_retries + 2):
+            try:
+                for kind in kinds:
+                    self.kinds[kind].setup()
+                return
+            except HostError as e:
+                if not self.wait_for_host or again > self.spec.unattended.crash_retries:
+                    raise
+                waiter = HostWaiter(self.host, self.spec.unattended.host_wait_s, self.progress.note)
+                down_since = time.monotonic()
+                boot = waiter.boot_id(timeout=20)
+                if boot is not None and boot == self.pre.boot_id and not connection_lost(str(e)):
+                    raise  # a command failed on a host that is up: no host failure to wait out
+                message = f"the host failed during the setup ({', '.join(kinds)}): {e}"
+                self.progress.note(message)
+                self.outcome.host_failures += 1
+                self.hook("crash", message)
+                self.hook("host-down", f"{self.host.name} stopped answering during the setup")
+                back = waiter.wait(self.pre.boot_id, since=down_since)
+                if back.rebooted:
+                    self.pre.boot_id = back.boot_id
+                    self.reset_after_reboot()
+                self.hook("host-back", f"{self.host.name} is back; the setup is done again")
 
     def run_schedule(self, tests: list[Test], sched: Scheduler, existing: list[Run], estimator: Estimator) -> None:
         """Each batch the scheduler hands out: prepare, cool down, check noise, run, observe, decide."""
@@ -566,6 +593,15 @@ class CampaignRunner:
     def restore_after_reboot(self, back: Back) -> dict[str, Any]:
         """The host booted again: its private dirs anew, the lab's disk models and ARC, the pool imported with keys
         loaded (each target kind's `recover`); tunables are set and read back again before the next run."""
+        self.reset_after_reboot()
+        self.ws.zfs_recovered = False
+        checks: dict[str, Any] = {}
+        for kind in self.kinds.values():
+            checks.update(kind.recover(True))
+        return checks
+
+    def reset_after_reboot(self) -> None:
+        """What a reboot took with it: the host's private dirs, the lab's disk models and ARC size (set again)."""
         self.host.__dict__.pop("_private_dirs", None)
         self.workdir = self.ws.workdir = f"{work_root(self.host)}/{self.spec.campaign_id}"
         self._since = None
@@ -574,11 +610,6 @@ class CampaignRunner:
             from tankbench.lab import vm
 
             vm.apply_machine(self.host.lab_name, self.host, self.spec.host.lab_machine, self.progress.note)
-        self.ws.zfs_recovered = False
-        checks: dict[str, Any] = {}
-        for kind in self.kinds.values():
-            checks.update(kind.recover(True))
-        return checks
 
     def between_runs(self, test: Test, prev_end: float | None) -> dict[str, Any]:
         """Everything before a run (tunables, prepare, cache, cooldown, noise check), each step's seconds in the
@@ -737,6 +768,17 @@ def run_campaign(
                 runner = CampaignRunner(spec, host, journal, progress, pre, extra)
                 runner.wait_for_host = True
                 runner.outcome.runs_crashed_found = len(crashed)
+                if crashed and pre.boot_id:  # the machine went down under them: crash rows and hooks as over ssh
+                    crashes_found(
+                        journal,
+                        host,
+                        crashed,
+                        pre.boot_id,
+                        {t.id: t.name for t in tests},
+                        runner.hook,
+                        progress.note,
+                        resumeboot.resumed_by(),
+                    )
                 if crashed:
                     progress.note(
                         f"resuming: {len(crashed)} run(s) were in progress when the last run died; they "

@@ -77,3 +77,39 @@ def test_tail_keeps_the_last_lines_only() -> None:
 )
 def test_which_host_errors_are_a_lost_connection(message: str, lost: bool) -> None:
     assert connection_lost(message) is lost
+
+
+def test_a_run_found_running_after_a_reboot_is_a_crash_with_its_boot_ids_and_hooks(tmp_path: Path) -> None:
+    """What `run` does on start when the machine went down under a run (a local campaign resumed at boot): the
+    row becomes `crashed` with both boot ids, and the crash and host-back hooks name its test."""
+    from tankbench.journal import Journal
+    from tankbench.recovery import crashes_found
+
+    host = LocalHost()
+    now = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    calls: list[tuple[str, str]] = []
+    with Journal(str(tmp_path / "j.sqlite")) as j:
+        gone = j.begin_run("t1", 1, False, 1, 3.0, host.name, boot_id="an-older-boot")
+        killed = j.begin_run("t2", 1, False, 1, 3.0, host.name, boot_id=now)  # only tankbench died
+        stale = j.mark_crashed({host.name: now})
+        found = crashes_found(
+            j,
+            host,
+            stale,
+            now,
+            {"t1": "zfs-one"},
+            lambda ev, msg, test="": calls.append((ev, test)),
+            print,
+            "tankbench-resume-x.service",
+        )
+        rows = {r.row_id: r for r in j.runs()}
+    assert found == 1
+    assert calls == [("crash", "zfs-one"), ("host-back", "zfs-one")]
+    crashed = rows[gone]
+    assert crashed.status == "crashed" and rows[killed].status == "interrupted"
+    assert crashed.checks["crash.step"] == "run" and crashed.checks["recovery.rebooted"] is True
+    assert crashed.checks["recovery.boot_id_before"] == "an-older-boot"
+    assert crashed.checks["recovery.boot_id_after"] == now
+    assert crashed.checks["recovery.resumed_by"] == "tankbench-resume-x.service"
+    assert "recovery.down_s" not in crashed.checks and "recovery.found_on_resume" in crashed.checks
+    assert "crash.step" not in rows[killed].checks

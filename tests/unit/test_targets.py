@@ -127,7 +127,7 @@ def test_unknown_kind_lists_the_registered_ones(tmp_path: Path) -> None:
 
     c = tmp_path / "c.toml"
     c.write_text(
-        '[campaign]\nname = "k"\n[[target]]\nname = "a"\nkind = "nfs"\npath = "/x"\n[matrix]\nrw = ["read"]\n'
+        '[campaign]\nname = "k"\n[[target]]\nname = "a"\nkind = "smb"\npath = "/x"\n[matrix]\nrw = ["read"]\n'
         'bs = ["4k"]\n'
     )
     res = tankbench("plan", str(c))

@@ -39,6 +39,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="do not write the report (index.html, summary.md, …) next to the journal afterwards",
     )
+    boot = p.add_mutually_exclusive_group()
+    boot.add_argument(
+        "--resume-at-boot",
+        action="store_true",
+        help="on the ZFS host itself (host local, root, systemd): install a systemd unit that runs this campaign "
+        "again after a reboot or crash; removed when the campaign ends (docs/unattended.md)",
+    )
+    boot.add_argument(
+        "--no-resume-at-boot",
+        action="store_true",
+        help="remove the campaign's resume-at-boot unit (if tankbench installed one), then run without it "
+        "(also when the campaign sets resume_at_boot = true)",
+    )
     add_campaign_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -47,13 +60,70 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = load_campaign(args)
     if not args.quiet:
         sys.stdout.write(resolved_sizes(spec))
+    if args.resume_at_boot or args.no_resume_at_boot or spec.unattended.resume_at_boot:
+        return cmd_run_resumable(spec, args)
     if spec.fleet is not None:  # several hosts: fleet.py drives one single-host runner per host
         return cmd_run_fleet(spec, args)
+    return cmd_run_one(spec, args)
+
+
+def cmd_run_one(spec: Spec, args: argparse.Namespace) -> int:
     outcome = run_campaign(spec, args.journal, quiet=args.quiet, keep_lab=args.keep_lab)
     print(summary_line(outcome), file=sys.stderr if args.quiet else sys.stdout)
     if not args.no_report:
         write_report(outcome.journal, args.quiet)
     return outcome.exit_status
+
+
+def cmd_run_resumable(spec: Spec, args: argparse.Namespace) -> int:
+    """--resume-at-boot: checked before anything is written, the unit kept for the campaign's lifetime;
+    --no-resume-at-boot: this campaign's unit removed first."""
+    from tankbench import resumeboot
+    from tankbench.journal.lock import JournalLock
+    from tankbench.runner import default_journal_path, local_has_zfs
+
+    def note(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    if args.no_resume_at_boot:
+        if not resumeboot.remove(spec.campaign_id, note):
+            note(f"resume at boot: no unit of this campaign ({resumeboot.unit_name(spec.campaign_id)}) to remove")
+        return cmd_run_fleet(spec, args) if spec.fleet is not None else cmd_run_one(spec, args)
+    kind = spec.host.kind
+    if kind == "auto":
+        kind = "local" if local_has_zfs() else "lab"
+    asked_by = "--resume-at-boot" if args.resume_at_boot else "campaign.resume_at_boot = true"
+    resumeboot.check(spec.path, asked_by, kind, spec.fleet is not None)
+    journal = args.journal or default_journal_path(spec)
+    unit = resumeboot.plan(spec.campaign_id, spec.name, args.campaign, journal, resume_options(args), os.environ)
+    if resumeboot.resumed_by():
+        note(f"resume at boot: started by {resumeboot.resumed_by()} after a reboot; it stays until the campaign ends")
+    args.journal = unit.argv[unit.argv.index("--journal") + 1]
+    with JournalLock(args.journal):  # another run of this journal: refused before its unit is touched
+        pass
+    with resumeboot.kept_until_end(unit, note):
+        return cmd_run_one(spec, args)
+
+
+def resume_options(args: argparse.Namespace) -> list[str]:
+    """The options of this `run` to give again at boot (a host file's path made absolute)."""
+    opts: list[str] = []
+    if args.scale:
+        opts += ["--scale", args.scale]
+    if args.quiet:
+        opts.append("--quiet")
+    if args.no_report:
+        opts.append("--no-report")
+    if args.host:
+        opts += ["--host", os.path.abspath(args.host) if os.path.isfile(args.host) else args.host]
+    for flag, values in (("--disks", args.disks), ("--log", args.log), ("--cache", args.cache)):
+        for v in values:
+            opts += [flag, v]
+    for v in args.confirm:
+        opts += ["--confirm", v]
+    for v in args.sets:
+        opts += ["--set", v]
+    return opts
 
 
 def cmd_run_fleet(spec: Spec, args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ run's checks keep them (`clients.results`, `clients.total`; targets/clients.py w
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tankbench.journal.db import Journal
@@ -20,6 +20,8 @@ class ClientRun:
     host: str
     per_client: dict[str, dict[str, float]]
     total: dict[str, float]
+    #: a network share's run: the server's network figures and what limited it (`net.*` checks; {} otherwise)
+    net: dict[str, Any] = field(default_factory=dict)
 
 
 def client_runs(j: Journal) -> list[ClientRun]:
@@ -36,7 +38,7 @@ def client_runs(j: Journal) -> list[ClientRun]:
         per = checks.get("clients.results")
         if not isinstance(per, dict) or not per:
             continue
-        out.append(
-            ClientRun(int(number), str(name), int(run_no), str(host), per, dict(checks.get("clients.total") or {}))
-        )
+        net = {k: v for k, v in checks.items() if k.startswith("net.") and k not in ("net.server", "net.clients")}
+        total = dict(checks.get("clients.total") or {})
+        out.append(ClientRun(int(number), str(name), int(run_no), str(host), per, total, net))
     return out

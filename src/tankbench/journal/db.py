@@ -373,6 +373,15 @@ class Journal:
             row_id, "UPDATE runs SET checks=? WHERE id=?", (json.dumps(merged, sort_keys=True, default=str), row_id)
         )
 
+    def stale_run(self, row_id: int) -> tuple[str, str, str]:
+        """(status, boot id, note) of a run row ("", "", "" when there is none)."""
+        r = self.conn.execute("SELECT status, boot_id, note FROM runs WHERE id=?", (row_id,)).fetchone()
+        return (r["status"], r["boot_id"] or "", r["note"] or "") if r else ("", "", "")
+
+    def set_run_note(self, row_id: int, note: str) -> None:
+        """Replace a finished run's note (a crash found on resume, with what the crashed kernel said)."""
+        self._tx_indexed(row_id, "UPDATE runs SET note=? WHERE id=?", (note, row_id))
+
     def _tx_indexed(self, row_id: int, sql: str, args: Iterable[Any]) -> None:
         """One transaction: a change to a run's row, and its `run_inputs` row rewritten to match."""
         self.conn.execute("BEGIN IMMEDIATE")

@@ -38,10 +38,14 @@ def guest_disk_paths(disks: int, slog: bool = False, l2arc: bool = False) -> lis
     return [f"/dev/disk/by-id/virtio-{s}" for s in data_disk_ids(disks, slog, l2arc)]
 
 
-def kernel_cmdline(pubkey_blob: str, fio_port: int = GUEST_FIO_PORT) -> str:
-    """The guest kernel's command line: root by label, lab-init as PID 1, panics power the VM off."""
+#: PID 1 of each `LabConfig.init`
+INITS = {"lab-init": "/usr/local/sbin/lab-init", "systemd": "/lib/systemd/systemd"}
+
+
+def kernel_cmdline(pubkey_blob: str, fio_port: int = GUEST_FIO_PORT, init: str = "lab-init") -> str:
+    """The guest kernel's command line: root by label, lab-init (or systemd) as PID 1, panics power the VM off."""
     return (
-        f"console=ttyS0 root=LABEL={labbuild.ROOT_LABEL} rw init=/usr/local/sbin/lab-init net.ifnames=0 "
+        f"console=ttyS0 root=LABEL={labbuild.ROOT_LABEL} rw init={INITS[init]} net.ifnames=0 "
         f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob} lab.fioport={fio_port}"
         + (f" {KERNEL_ARGS}" if KERNEL_ARGS else "")
     )
@@ -64,7 +68,11 @@ def qemu_argv(
         if accelerator == "kvm"
         else ["-accel", f"tcg,thread={TCG_THREAD}", "-cpu", "max"]
     )
-    root = f"file={image.rootfs},if=none,id=root,format=raw,snapshot=on"
+    root = (
+        f"file={run_dir / ROOT_OVERLAY},if=none,id=root,format=qcow2"
+        if config.persistent_root
+        else f"file={image.rootfs},if=none,id=root,format=raw,snapshot=on"
+    )
     argv = [
         "qemu-system-x86_64",
         "-name",
@@ -91,7 +99,7 @@ def qemu_argv(
         "-initrd",
         str(image.initrd),
         "-append",
-        kernel_cmdline(pubkey_blob),
+        kernel_cmdline(pubkey_blob, init=config.init),
         "-drive",
         root,
         "-device",
@@ -200,6 +208,23 @@ def kvm_usable(image: labbuild.Image, progress: Progress) -> bool:
     proc.wait()
     cache.write_text(json.dumps({"boot_id": boot_id, "kvm": ok}))
     return ok
+
+
+#: a persistent root disk: a qcow2 overlay over the image's rootfs, in the lab's directory
+ROOT_OVERLAY = "root.qcow2"
+
+
+def make_root_overlay(d: Path, image: labbuild.Image) -> None:
+    """The persistent root disk of a lab, made once (its writes survive the lab's reboots; `lab down` deletes it)."""
+    if (d / ROOT_OVERLAY).exists():
+        return
+    res = subprocess.run(
+        ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image.rootfs), str(d / ROOT_OVERLAY)],
+        capture_output=True,
+        text=True,
+    )
+    if res.returncode != 0:
+        raise HostError(f"qemu-img could not make the lab's root overlay: {res.stderr.strip()}")
 
 
 def make_disks(d: Path, config: LabConfig) -> None:

@@ -34,6 +34,11 @@ class LabConfig:
     #: a cache (L2ARC) disk, tbcache0
     l2arc: bool = False
     cpus: int = 2
+    #: the root disk is a qcow2 overlay (root.qcow2 in the lab's directory, backed by the image's rootfs) kept
+    #: across this lab's boots (reboot, crash), instead of a fresh snapshot at every boot; `lab down` deletes it
+    persistent_root: bool = False
+    #: PID 1: "lab-init" (the image's fast bash init) or "systemd" (a real boot: units, journald, networkd)
+    init: str = "lab-init"
 
 
 @dataclass

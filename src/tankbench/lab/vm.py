@@ -22,11 +22,13 @@ from tankbench.lab import build as labbuild
 from tankbench.lab import diskmodels
 from tankbench.lab.diskmodels import MODELS, LabMachine
 from tankbench.lab.qemu import (
+    INITS,
     guest_disk_paths,
     is_our_qemu,
     kill,
     kvm_usable,
     make_disks,
+    make_root_overlay,
     proc_alive,
     qemu_argv,
     qmp,
@@ -104,14 +106,19 @@ def _wait_ready(state: LabState, proc: subprocess.Popen[bytes], d: Path, t0: flo
                 )
             if "Kernel panic" in text or "Oops:" in text:
                 return "panic"  # oops=panic + panic=-1 normally make qemu exit; a hung qemu is killed instead
-            if "LABMARK init-start" not in text and time.monotonic() - t0 > BOOT_TIMEOUT / 2:
+            if (
+                state.config.init == "lab-init"
+                and "LABMARK init-start" not in text
+                and time.monotonic() - t0 > BOOT_TIMEOUT / 2
+            ):
                 return "panic"  # hung before userspace: count it as a failed boot and retry
             if "LABMARK zfs-failed" in text:
                 raise HostError(
                     f"lab {state.name}: `modprobe zfs` failed in the guest; console log: "
                     f"{d / 'console.log'}\n{text[-1500:]}"
                 )
-            booted = "LABMARK sshd-started" in text and "LABMARK zfs-loaded" in text
+            # systemd as PID 1 writes no LABMARKs: its units load zfs and start sshd; ssh + zfs is the probe
+            booted = state.config.init == "systemd" or ("LABMARK sshd-started" in text and "LABMARK zfs-loaded" in text)
             if booted and _ready_probe(host):
                 return "ready"
             if time.monotonic() - t0 > BOOT_TIMEOUT:
@@ -135,6 +142,8 @@ def _validate(config: LabConfig) -> None:
         raise UserError(f"--memory {config.memory_mb} is too small", "the guest needs at least 1024 MiB for zfs")
     if config.cpus < 1 or config.cpus > 64:
         raise UserError(f"--cpus {config.cpus} is out of range", "use 1 to 64")
+    if config.init not in INITS:
+        raise UserError(f"lab init {config.init!r} is unknown", f"use one of: {', '.join(INITS)}")
 
 
 def up(
@@ -226,6 +235,8 @@ def _boot(
     _known_hosts(d, image)
     if not keep_disks:
         make_disks(d, config)
+    if config.persistent_root:
+        make_root_overlay(d, image)
     ssh_port = free_port()
     fio_port = free_port(exclude=[ssh_port])
     argv = qemu_argv(
@@ -293,7 +304,10 @@ def down(name: str = "default", progress: Progress | None = None, timeout: float
         if is_our_qemu(state.pid, name):
             host = ssh_host(state)
             try:
-                res = host.run(["sh", "-c", "zpool export -a; sync; touch /run/tankbench-poweroff"], timeout=30)
+                # lab-init powers off when the file appears; systemd as PID 1 is asked to
+                res = host.run(
+                    ["sh", "-c", "zpool export -a; sync; touch /run/tankbench-poweroff; " + SYSTEMD_OFF], timeout=30
+                )
                 if res.returncode == 0:
                     deadline = time.monotonic() + timeout
                     while time.monotonic() < deadline and proc_alive(state.pid):
@@ -314,10 +328,16 @@ def down(name: str = "default", progress: Progress | None = None, timeout: float
         return clean
 
 
-def reboot(name: str, progress: Progress | None = None) -> LabState:
+#: under systemd (a lab booted with init = "systemd"), `lab down` powers off through it
+SYSTEMD_OFF = 'if [ "$(cat /proc/1/comm)" = systemd ]; then systemctl poweroff --no-block; fi'
+
+
+def reboot(name: str, progress: Progress | None = None, config: LabConfig | None = None) -> LabState:
     """Boot a lab again on the data disks it had (its pool survives, as on a machine that crashed and rebooted):
     after its kernel panicked (qemu exits: panic=-1, -no-reboot) or hung (its qemu is stopped first). The
-    console log of the crashed boot is kept as console.crash-<time>.log; the root disk starts fresh (snapshot)."""
+    console log of the crashed boot is kept as console.crash-<time>.log; the root disk starts fresh (snapshot)
+    unless the lab has a persistent root. `config`: boot with these settings instead (same disks), e.g. another
+    init."""
     progress = progress or _stderr
     check_name(name)
     with locked(name) as d:
@@ -334,7 +354,7 @@ def reboot(name: str, progress: Progress | None = None) -> LabState:
         image = labbuild.ensure_image(progress)
         for attempt in range(3):
             outcome, state = _boot(
-                name, d, image, old.config, old.accelerator, progress, panics=attempt, keep_disks=True
+                name, d, image, config or old.config, old.accelerator, progress, panics=attempt, keep_disks=True
             )
             if outcome == "ready":
                 return state

@@ -11,7 +11,7 @@ from typing import Any
 from tankbench.keys import Keys
 
 #: the keys this module reads from [campaign]
-UNATTENDED_KEYS = ("hung_after", "late_max", "crash_retries", "host_wait", "hook")
+UNATTENDED_KEYS = ("hung_after", "late_max", "crash_retries", "host_wait", "hook", "resume_at_boot")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class Unattended:
     host_wait_s: float = 1800.0
     #: a command run on campaign events (argv; empty: none)
     hook: tuple[str, ...] = ()
+    #: run on the ZFS host itself: a systemd unit resumes the campaign after a reboot (resumeboot.py)
+    resume_at_boot: bool = False
     #: the campaign still names the retired deadline_grace (read, ignored, warned about at run time)
     legacy_grace: bool = False
 
@@ -59,6 +61,7 @@ def parse_unattended(ctx: Keys, camp: Mapping[str, Any]) -> Unattended:
         crash_retries=ctx.integer("campaign.crash_retries", camp.get("crash_retries", 1), 0, 1000),
         host_wait_s=ctx.duration("campaign.host_wait", camp.get("host_wait", "30m")),
         hook=tuple(hook),
+        resume_at_boot=ctx.boolean("campaign.resume_at_boot", camp.get("resume_at_boot", False)),
         legacy_grace="deadline_grace" in camp,
     )
 

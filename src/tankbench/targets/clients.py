@@ -199,7 +199,8 @@ def refuse_server_as_client(where: Callable[[int], str], host: Host, clients: tu
     for j, c in enumerate(clients):
         addresses = resolve(c.address)
         loopback = host.name == "local" and any(a.startswith("127.") for a in addresses)  # all of 127/8 is here
-        if c.name == host.name or loopback or addresses & server:
+        same_sshd = c.port == getattr(host, "port", None) and addresses & resolve(str(getattr(host, "address", "")))
+        if c.name == host.name or loopback or addresses & server or same_sshd:
             raise UserError(
                 f"{where(j)}: is the campaign's host ({host.name}): its load would compete with the server it measures",
                 "name client hosts other than the host that holds the target",

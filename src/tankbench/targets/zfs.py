@@ -169,6 +169,8 @@ class ZfsProvisioner:
         if self.host.run(["zpool", "list", "-H", "-o", "name", name], timeout=120).returncode == 0:
             self.require_ours(name)
             return
+        if self.import_ours(name):
+            return
         devices = list(self.pool.devices)
         probe = self.host.call_agent({"op": "probe", "paths": [], "block_devices": devices}, timeout=300)
         for dev in devices:
@@ -195,6 +197,27 @@ class ZfsProvisioner:
                 "a vdev may belong to another (imported) pool or be in use; tankbench does not force it",
             )
         self.note(f"created pool {name}: {self.pool.layout} on {', '.join(devices)} (tagged {TAG}={self.cid})")
+
+    def import_ours(self, name: str) -> bool:
+        """A pool of this name that exists but is not imported (the host rebooted and did not import it: no cache
+        file, or it crashed right after the pool was created), found on the campaign's disks: imported if it is this campaign's (its tag read
+        back), exported again and refused if not. False when no such pool can be imported."""
+        # only the campaign's own disks are read: each named device and its partitions (a whole disk's pool lives
+        # in -part1)
+        found = self.host.run(
+            ["sh", "-c", 'for d in "$@"; do ls -d "$d" "$d"-part* 2>/dev/null; done', "sh", *self.pool.devices],
+            timeout=120,
+        ).stdout.split()
+        if not found:
+            return False
+        res = self.host.run(["zpool", "import", "-N", *[a for p in found for a in ("-d", p)], name], timeout=600)
+        if res.returncode != 0:
+            return False
+        if self.tag_of(name) != self.cid:
+            self.host.run(["zpool", "export", name], timeout=600)
+            self.require_ours(name)  # raises, naming its tag
+        self.note(f"imported pool {name} (this campaign's, not imported since the host booted)")
+        return True
 
     def recover(self) -> dict[str, Any]:
         """After the host came back from a crash or reboot: import the pool (by name, checked to be this

@@ -25,7 +25,7 @@ class ZfsKind(TargetKind):
 
     needs_pool = True
     zfs = True
-    table_keys = ("size", "props")
+    table_keys: ClassVar[tuple[str, ...]] = ("size", "props")
     #: what the target's `size` is (in the error when it is missing)
     size_means: ClassVar[str] = ""
     #: block-size properties this kind's `props` may not set (a filesystem has no volblocksize, …)
