@@ -3,7 +3,8 @@
 
 Protocol: tankbench starts it with `python3 -I -c <bootstrap>` and sends this file's source on stdin (see
 hosts/base.py: it is never installed as a file); then one JSON request line on stdin; JSON event lines on stdout, the last one
-{"event": "result", ...} or {"event": "error", "message": ...}. stdin stays open: when it reaches EOF
+{"event": "result", ...} or {"event": "error", "message": ...}. A first request {"op": "session"} keeps the agent
+for many requests instead (serve(): each one ends with {"event": "end"}). stdin stays open: when it reaches EOF
 (tankbench exited, was killed, or its ssh connection dropped) the agent ends the processes it started
 (by process group) and exits, so a killed campaign never leaves fio running behind it.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import queue
 import signal
 import stat
 import subprocess
@@ -592,12 +594,35 @@ def _settled_stat(path: str, max_s: float = 10.0) -> os.stat_result:
     return st
 
 
+#: path -> (the file's stat signature, its sampled (ratio, zeros)) when this agent process last sampled it
+_sampled: dict[str, tuple[tuple[int, ...], tuple[float, float]]] = {}
+
+
+def _signature(st: os.stat_result) -> tuple[int, ...]:
+    """What changes whenever a file's content may have: the kernel sets ctime on every write (through write(2),
+    O_DIRECT or a written mmap page) and nothing in user space can set it back."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_blocks, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _measure_file(path: str, settle: bool = False) -> Measure:
     """What a file really is: apparent, allocated and data (not hole) bytes, sampled content."""
+    return _measure_reusing(path, settle=settle)[0]
+
+
+def _measure_reusing(path: str, settle: bool = False, reuse: bool = False) -> tuple[Measure, bool]:
+    """_measure_file, and with `reuse` the samples this agent process read earlier stand when the file's stat
+    signature is unchanged since (a run that only read the file); the bool says whether they did."""
     st = _settled_stat(path) if settle else os.stat(path)
     data = data_bytes(path, st.st_size)
-    ratio, zeros = _sample_layout(path, st.st_size) if st.st_size else (0.0, 1.0)
-    return {"apparent": st.st_size, "allocated": st.st_blocks * 512, "data": data, "ratio": ratio, "zeros": zeros}
+    sig = _signature(st)
+    earlier = _sampled.get(path)
+    if reuse and earlier is not None and earlier[0] == sig:
+        (ratio, zeros), reused = earlier[1], True
+    else:
+        ratio, zeros = _sample_layout(path, st.st_size) if st.st_size else (0.0, 1.0)
+        _sampled[path], reused = (sig, (ratio, zeros)), False
+    m: Measure = {"apparent": st.st_size, "allocated": st.st_blocks * 512, "data": data, "ratio": ratio, "zeros": zeros}
+    return m, reused
 
 
 def _file_ok(m: Measure, size: int, layout: str, zero_holes: bool = False) -> tuple[bool, str]:
@@ -736,12 +761,17 @@ def layout_state(req: dict[str, Any]) -> dict[str, Any]:
     dataset, _ = zfs_dataset_of(paths[0])
     zero_holes = bool(dataset and zfs_space(dataset).get("compression", "off") != "off")
     t0 = time.monotonic()
-    files = [_measure_file(p) for p in paths]
+    measured = [_measure_reusing(p, reuse=True) for p in paths]
+    files = [m for m, _ in measured]
     notes = ["%s: %s" % (p, why) for p, m in zip(paths, files) for ok, why in [_file_ok(m, size, layout, zero_holes)]
              if not ok]  # fmt: skip
     space = zfs_space(dataset) if dataset else {}
     seconds = time.monotonic() - t0
-    return layout_checks(layout, files, False, seconds, dict(space, dataset=dataset) if dataset else None, notes)
+    checks = layout_checks(layout, files, False, seconds, dict(space, dataset=dataset) if dataset else None, notes)
+    # files whose content samples were not read again: unchanged (same inode, size, blocks, mtime, ctime)
+    # since this agent sampled them, e.g. after a run that only read them
+    checks["layout.samples_reused"] = sum(1 for _, reused in measured if reused)
+    return checks
 
 
 def _write_region(path: str, size: int, layout: str) -> None:
@@ -1006,6 +1036,9 @@ def drain(max_s: float, threshold_bytes: int, sync_cmd: Sequence[str] | None = N
     for argv in (["sync"], sync_cmd):
         if not argv:
             continue
+        if list(argv) == ["sync"] and hasattr(os, "sync"):  # sync(2) itself, as sync(1) calls it: no fork + exec
+            os.sync()
+            continue
         try:
             subprocess.run(argv, timeout=max_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except (subprocess.TimeoutExpired, OSError):
@@ -1045,6 +1078,7 @@ def io_log_last(workdir: str) -> dict[str, str]:
 
 def op_fio_run(req: dict[str, Any]) -> None:
     """Run fio (or a given command) once under a watchdog with samplers; measure wall time and drain; return everything."""
+    t_req = time.monotonic()
     workdir = req["workdir"]
     secure_dir(workdir)  # job.fio decides what fio runs (exec_prerun=...): nobody else may write here
     job = os.path.join(workdir, "job.fio")
@@ -1086,7 +1120,8 @@ def op_fio_run(req: dict[str, Any]) -> None:
             rc, err, timed_out, pid, watch = _run_job(
                 argv, deadline, workdir, req.get("hung_after_s"), req.get("devices", [])
             )
-        wall = time.monotonic() - t0
+        t_end = time.monotonic()
+        wall = t_end - t0
         drain_s, dirty_start, dirty_end = drain(
             float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd
         )
@@ -1100,7 +1135,9 @@ def op_fio_run(req: dict[str, Any]) -> None:
         with _lock:
             _children.remove(during.pid)
     files_after = capture(req.get("capture_files", []))
+    t_layout = time.monotonic()
     layout_after = layout_state(req["layout_after"]) if isinstance(req.get("layout_after"), dict) else None
+    t_layout = time.monotonic() - t_layout
     after = []
     for argv_ in req.get("after_cmds", []):
         try:
@@ -1109,6 +1146,14 @@ def op_fio_run(req: dict[str, Any]) -> None:
         except (OSError, subprocess.TimeoutExpired) as e:
             after.append({"argv": argv_, "rc": -1, "stdout": "", "stderr": str(e)})
     fio_json = read_text(out)
+    # the agent's own time around fio (the run's share of the per-run fixed cost, docs/schedule.md): before
+    # fio started (job file, noise facts, samplers), after it ended beside the drain (samplers' stop, captures,
+    # the next run's layout check, commands after the run)
+    harness = {
+        "harness.run_before_s": round(t0 - t_req, 4),
+        "harness.run_after_s": round(time.monotonic() - t_end - drain_s, 4),
+        "harness.layout_after_s": round(t_layout, 4),
+    }
     emit(
         "result",
         io_log_last=io_log_last(workdir),
@@ -1125,6 +1170,7 @@ def op_fio_run(req: dict[str, Any]) -> None:
             "drain.dirty_end_bytes": dirty_end,
             "preflight.presync_s": round(presync_s, 3),
             **watch,
+            **harness,
         },
         counters=counters(req.get("devices", [])),
         noise=noise,
@@ -1302,14 +1348,19 @@ def _run_job(
     reader = threading.Thread(target=lambda: errbuf.append(proc.stderr.read() if proc.stderr else b""), daemon=True)
     reader.start()
     ended_by = ""
-    while proc.poll() is None:
-        try:
-            proc.wait(timeout=min(watch.poll_s, max(0.01, deadline - (time.monotonic() - watch.t0))))
+    # a blocking wait in a thread of its own: Popen.wait(timeout=...) polls with sleeps of up to 50 ms, which
+    # the run's wall time (and the time to the next run) would carry; an Event wakes at once
+    exited = threading.Event()
+
+    def reap() -> None:
+        proc.wait()
+        exited.set()
+
+    threading.Thread(target=reap, daemon=True).start()
+    while not exited.wait(timeout=min(watch.poll_s, max(0.01, deadline - (time.monotonic() - watch.t0)))):
+        ended_by = watch.check()
+        if ended_by:
             break
-        except subprocess.TimeoutExpired:
-            ended_by = watch.check()
-            if ended_by:
-                break
     if ended_by:
         watch.look()
         tree = tree_pids(proc.pid)
@@ -1550,10 +1601,64 @@ def _read_request_line() -> str:
     return data.decode()
 
 
+def _serve_stdin(requests: queue.Queue[dict[str, Any] | None]) -> None:
+    """A session's stdin: each request line goes to the queue, a {"stop": true} line ends an observing op;
+    EOF (tankbench gone) ends what we started and exits, as in one-request mode."""
+    buf = b""
+    try:
+        while True:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line.decode() or "{}")
+                except ValueError:
+                    msg = {"op": "?"}
+                if msg.get("stop"):
+                    _stop.set()
+                elif msg:
+                    requests.put(msg)
+    except OSError:
+        pass
+    _end_children()
+    os._exit(75)
+
+
+def serve() -> int:
+    """Op "session": one agent process for many requests (one Python start and one source check per campaign
+    instead of per call). Requests run one at a time; each ends with an {"event": "end"} line after its
+    result or error; anything a request started and left running is ended before the next one."""
+    requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    threading.Thread(target=_serve_stdin, args=(requests,), daemon=True).start()
+    emit("ready", pid=os.getpid())
+    while True:
+        req = requests.get()
+        if req is None:
+            return 0
+        _stop.clear()
+        op = OPS.get(str(req.get("op")))
+        try:
+            if op is None:
+                emit("error", message="bad request: unknown op %r" % req.get("op"))
+            else:
+                op(req)
+        except Exception as e:  # as in one-request mode: an error event with the type, and the session goes on
+            emit("error", message="%s: %s" % (type(e).__name__, e))
+        _end_children()
+        with _lock:
+            del _children[:]
+        emit("end")
+
+
 def main() -> int:
     line = _read_request_line()
     try:
         req = json.loads(line)
+        if req.get("op") == "session":
+            return serve()
         op = OPS[req["op"]]
     except (ValueError, KeyError) as e:
         emit("error", message="bad request: %s" % e)

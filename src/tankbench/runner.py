@@ -419,7 +419,8 @@ class CampaignRunner:
             # what setup learned (e.g. the accelerator a test guest booted with) belongs to every run's fingerprint
             self.fingerprint = self.make_fingerprint()
             self.journal.add_fingerprint(self.fingerprint)
-            self.run_schedule(tests, sched, existing, estimator)
+            with self.host.agent_session():  # one agent process for the runs, not a python3 start per call
+                self.run_schedule(tests, sched, existing, estimator)
         finally:
             for k in self.kinds.values():
                 k.finish()  # e.g. power off a test guest, whatever happened
@@ -499,6 +500,7 @@ class CampaignRunner:
         back within campaign.host_wait, or when it answers with the same boot and the failure was no lost
         connection (a plain failure of a command: the campaign stops as before)."""
         down_since = time.monotonic()
+        self.host.drop_agent_session(wait_s=0.5)  # it may be a stale process on a host that went away
         step, self.step = self.step or "run", ""
         failed, self._failed = self._failed, None
         if not self.wait_for_host:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -135,6 +136,105 @@ class AgentSession:
             return self.proc.wait()
 
 
+class SessionSlot:
+    """A host's agent session (`{"op": "session"}`, agent.serve()) while Host.agent_session() is entered (the
+    runner: a campaign's runs): started on the first call, reused by each
+    later call that finds it free, so a campaign pays one Python start and one source check on the host, not
+    one per call. A call that finds it busy (another thread) gets an agent of its own, as before. Anything
+    that leaves the session in doubt (the host failed, a timeout, an exception while reading events) ends it:
+    the next call starts a new one, so a host that came back after a reboot never gets a stale process."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.session: AgentSession | None = None
+        self.lock = threading.Lock()
+
+    def drop(self, wait_s: float = 5.0) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            session.close(timeout=wait_s)
+
+    def _live(self) -> AgentSession | None:
+        """The session, started if there is none (None if it could not start: the caller goes one-shot)."""
+        if self.session is not None and self.session.proc.poll() is None:
+            return self.session
+        if self.session is not None:
+            self.session.close(timeout=5)
+            self.session = None
+        session = self.host.start_agent({"op": "session"})
+        for ev in session.events():
+            if ev.get("event") == "ready":
+                self.session = session
+                return session
+            break
+        session.close(timeout=5)
+        return None
+
+    def call(
+        self,
+        request: dict[str, Any],
+        on_event: Callable[[dict[str, Any]], None] | None,
+        timeout: float | None,
+    ) -> dict[str, Any] | None:
+        """The request's result, run in the session; None when the session is busy or cannot take it (the
+        caller runs it in an agent of its own); HostError as call_agent."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            session = self._live()
+            if session is None:
+                return None
+            try:
+                session.send(request)
+            except OSError:  # it died since the last call (the host rebooted?): a fresh agent says how things are
+                self.session = None
+                session.close(timeout=5)
+                return None
+            return self._events(session, request, on_event, timeout)
+        finally:
+            self.lock.release()
+
+    def _events(
+        self,
+        session: AgentSession,
+        request: dict[str, Any],
+        on_event: Callable[[dict[str, Any]], None] | None,
+        timeout: float | None,
+    ) -> dict[str, Any]:
+        name, op = self.host.name, request.get("op")
+        result: dict[str, Any] | None = None
+        error: str | None = None
+        timer = threading.Timer(timeout, session.proc.kill) if timeout else None
+        ended, rc = False, 0
+        try:
+            if timer:
+                timer.start()
+            for ev in session.events():
+                kind = ev.get("event")
+                if kind == "end":
+                    ended = True
+                    break
+                if kind == "result":
+                    result = ev
+                elif kind == "error":
+                    error = str(ev.get("message"))
+                elif on_event:
+                    on_event(ev)
+        finally:
+            if timer:
+                timer.cancel()
+            if not ended:  # killed, died, or the caller's on_event raised: the session's state is unknown
+                self.session = None
+                rc = session.close(timeout=5)
+        if not ended:
+            raise HostError(f"{name}: agent {op} ended without a result (exit {rc}): {session.stderr_text()[-800:]}")
+        if error is not None:
+            raise HostError(f"{name}: agent {op}: {error}")
+        if result is None:
+            raise HostError(f"{name}: agent {op} ended without a result")
+        return result
+
+
 class Host(ABC):
     """Where commands run. Subclasses: LocalHost, SshHost (and the lab, an SshHost to its VM)."""
 
@@ -185,7 +285,42 @@ class Host(ABC):
         on_event: Callable[[dict[str, Any]], None] | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Run one agent request to its final `result` event and return that event's payload."""
+        """Run one agent request to its final `result` event and return that event's payload: in the host's
+        agent session (SessionSlot: one agent process for many calls) when it is free, else in an agent of
+        its own."""
+        slot: SessionSlot | None = self.__dict__.get("_agent_slot")
+        served = slot.call(request, on_event, timeout) if slot is not None else None
+        if served is not None:
+            return served
+        return self.call_agent_once(request, on_event, timeout)
+
+    @contextlib.contextmanager
+    def agent_session(self) -> Iterator[None]:
+        """Agent calls inside share one agent process (SessionSlot), ended on leaving (a campaign's runs)."""
+        if "_agent_slot" in self.__dict__:  # nested: the outer one ends it
+            yield
+            return
+        slot = self.__dict__["_agent_slot"] = SessionSlot(self)
+        try:
+            yield
+        finally:
+            del self.__dict__["_agent_slot"]
+            slot.drop()
+
+    def drop_agent_session(self, wait_s: float = 5.0) -> None:
+        """End the agent session, if there is one (the host went away; killed after `wait_s`): the next
+        call starts a new one."""
+        slot: SessionSlot | None = self.__dict__.get("_agent_slot")
+        if slot is not None:
+            slot.drop(wait_s)
+
+    def call_agent_once(
+        self,
+        request: dict[str, Any],
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run one agent request in an agent process of its own, to its final `result` event."""
         session = self.start_agent(request)
         result: dict[str, Any] | None = None
         timer = None
@@ -224,7 +359,8 @@ class Host(ABC):
         return cache[name]
 
     def close(self) -> None:
-        """Release connections (ssh control masters, …)."""
+        """Release connections (the agent session, ssh control masters, …)."""
+        self.drop_agent_session()
 
 
 def work_root(host: Host) -> str:

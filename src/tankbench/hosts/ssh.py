@@ -153,6 +153,7 @@ class SshHost(Host):
             )
 
     def close(self) -> None:
-        """Stop the control master, if one is running."""
+        """End the agent session, stop the control master, if one is running."""
+        super().close()
         if os.path.exists(self.control):
             subprocess.run(["ssh", *self.ssh_options(), "-O", "exit", self.target], capture_output=True, timeout=15)

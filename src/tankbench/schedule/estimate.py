@@ -30,7 +30,9 @@ class Priors:
     run_overhead_s: float = 4.0  # agent start, samplers, drain, bookkeeping per run
     config_s: float = 15.0  # create dataset/zvol, add/remove a SLOG, settle udev
     layout_bytes_per_s: float = 100 * 2**20  # laying out a test file (seed 000's HDD wrote ~140 MiB/s)
-    cooldown_auto_s: float = 15.0  # a typical automatic cooldown before one was measured
+    #: a typical automatic cooldown before one was measured: the lab's auto cooldowns (docs/schedule.md, "In the
+    #: lab") all ended on `disks` after 3.0-3.1 s, idle_for (3 s) after the drain had synced; 4 s with a poll
+    cooldown_auto_s: float = 4.0
     run_cv: float = 0.03  # run-to-run coefficient of variation assumed for the CI stopping rule
     guest_boot_s: float = 10.0  # boot a test guest (vm-disk targets), once per `run`: ~9 s under TCG, less with KVM
     guest_config_s: float = 5.0  # hot-plug a guest disk and check it in the guest (per vm-disk configuration)
@@ -41,13 +43,14 @@ class Priors:
 
 #: an emulated lab VM (qemu TCG), measured on tests/fixtures/journal-lab-zfs.sqlite: ~9 s per 3 s run beyond
 #: fio's wall time (agent, samplers, file checks, drain), ~20 s per new dataset/zvol, layout at ~5 MiB/s; a test
-#: guest inside it (nested TCG) was ready after 71-263 s (docs/guest.md) and each guest request costs 2-6 s
+#: guest inside it (nested TCG) was ready after 67 s on a quiet machine, 112-124 s at load ~2 (docs/guest.md; 311 s
+#: at load ~7, measured 2026-11-24 with plan's zvol-vs-qcow2 quick form): 100 s; each guest request costs 2-6 s
 LAB_PRIORS = Priors(
     run_overhead_s=9.0,
     config_s=15.0,
     layout_bytes_per_s=5 * 2**20,
-    cooldown_auto_s=20.0,
-    guest_boot_s=180.0,
+    cooldown_auto_s=4.0,
+    guest_boot_s=100.0,
     guest_config_s=30.0,
 )
 
@@ -124,7 +127,11 @@ class Estimator:
         s, expected = self.spec.schedule, test.expected_s
         if test.is_copy:
             expected = self.spec.copy_size / self.priors.layout_bytes_per_s
-        low = min(expected, self.spec.ramp + s.ss_ramp_s + s.ss_dur_s) if s.ss and not test.is_copy else expected
+        if test.is_fill:  # not timed by runtime: the guest writes ~2x the room until the pool is full, then reads
+            # it back (docs/guest.md: a 40 MiB room took 13-24 s to fill and 9-11 s to verify in the lab)
+            expected = max(expected, 3 * self.spec.fill_room / self.priors.layout_bytes_per_s)
+        timed = s.ss and not test.is_copy and not test.is_fill
+        low = min(expected, self.spec.ramp + s.ss_ramp_s + s.ss_dur_s) if timed else expected
         walls = self.walls.get(cost_kind(test), [])
         if not walls:
             return low, (low + expected) / 2, expected
@@ -144,7 +151,8 @@ class Estimator:
     def config_cost(self, test: Test) -> tuple[float, float, float]:
         """(low, likely, high) seconds to provision and lay out one configuration of the test's kind."""
         kind = kind_of(test.target)
-        layout = test.target.size / self.priors.layout_bytes_per_s if not test.is_copy else 0.0
+        # copies write their own file and a fill its own disk: nothing is laid out for them
+        layout = test.target.size / self.priors.layout_bytes_per_s if not (test.is_copy or test.is_fill) else 0.0
         zfs = self.priors.config_s if kind.needs_pool else 0.0
         guest = self.priors.guest_config_s if kind.runs_in_guest else 0.0
         return _triple(self.config_costs.get(cost_kind(test), []), layout + zfs + guest)
