@@ -29,7 +29,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:  # typing-only names (TypedDict is 3.8+): never imported on the host
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
     from typing import TypedDict
 
     #: device name -> (reads, read_sectors, writes, write_sectors), from /proc/diskstats
@@ -90,24 +90,31 @@ _stop = threading.Event()  # set by a {"stop": true} line after the request (an 
 def _watch_stdin() -> None:
     """EOF on stdin means our parent is gone: stop what we started and exit. A {"stop": true} line ends an
     observing fio_run (the job ran elsewhere, e.g. in a test guest)."""
+    for msg in _stdin_messages():
+        if msg.get("stop"):
+            _stop.set()
+    _end_children()
+    os._exit(75)
+
+
+def _stdin_messages() -> Iterator[dict[str, Any]]:
+    """Our stdin's lines as JSON objects ({"op": "?"} for a line that is not JSON), until EOF or a read error."""
     buf = b""
     try:
         while True:
             chunk = os.read(0, 65536)
             if not chunk:
-                break
+                return
             buf += chunk
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 try:
-                    if json.loads(line.decode() or "{}").get("stop"):
-                        _stop.set()
+                    msg = json.loads(line.decode() or "{}")
                 except ValueError:
-                    pass
+                    msg = {"op": "?"}
+                yield msg if isinstance(msg, dict) else {"op": "?"}
     except OSError:
-        pass
-    _end_children()
-    os._exit(75)
+        return
 
 
 # ---------------------------------------------------------------- /proc readers
@@ -1604,25 +1611,11 @@ def _read_request_line() -> str:
 def _serve_stdin(requests: queue.Queue[dict[str, Any] | None]) -> None:
     """A session's stdin: each request line goes to the queue, a {"stop": true} line ends an observing op;
     EOF (tankbench gone) ends what we started and exits, as in one-request mode."""
-    buf = b""
-    try:
-        while True:
-            chunk = os.read(0, 65536)
-            if not chunk:
-                break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                try:
-                    msg = json.loads(line.decode() or "{}")
-                except ValueError:
-                    msg = {"op": "?"}
-                if msg.get("stop"):
-                    _stop.set()
-                elif msg:
-                    requests.put(msg)
-    except OSError:
-        pass
+    for msg in _stdin_messages():
+        if msg.get("stop"):
+            _stop.set()
+        elif msg:
+            requests.put(msg)
     _end_children()
     os._exit(75)
 
