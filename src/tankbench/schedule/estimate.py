@@ -44,14 +44,19 @@ class Priors:
 #: an emulated lab VM (qemu TCG), measured on tests/fixtures/journal-lab-zfs.sqlite: ~9 s per 3 s run beyond
 #: fio's wall time (agent, samplers, file checks, drain), ~20 s per new dataset/zvol, layout at ~5 MiB/s; a test
 #: guest inside it (nested TCG) was ready after 67 s on a quiet machine, 112-124 s at load ~2 (docs/guest.md; 311 s
-#: at load ~7, measured 2026-11-24 with plan's zvol-vs-qcow2 quick form): 100 s; each guest request costs 2-6 s
+#: at load ~7, measured 2026-11-24 with plan's zvol-vs-qcow2 quick form; 48 and 52 s at load 2-3 on 2026-11-25):
+#: 67 s, the median of those boots. Layout: compression-cache's quick form laid out its 1G file (2:1 compressible)
+#: on the lab's hdd-modelled mirror in 57 s (18 MiB/s, 2026-11-25; the old 5 MiB/s came from a journal before disk
+#: models and the agent session): 16 MiB/s. A vm-disk configuration of zvol-vs-qcow2's quick form (a 64M zvol,
+#: qcow2 or raw image, laid out, hot-plugged, checked in the guest) took 28-35 s from the previous run's end to its
+#: first run at load 2-3: dataset/zvol and layout (15 s + 4 s) leave ~12 s for the hot-plug and the guest's checks
 LAB_PRIORS = Priors(
     run_overhead_s=9.0,
     config_s=15.0,
-    layout_bytes_per_s=5 * 2**20,
+    layout_bytes_per_s=16 * 2**20,
     cooldown_auto_s=4.0,
-    guest_boot_s=100.0,
-    guest_config_s=30.0,
+    guest_boot_s=67.0,
+    guest_config_s=12.0,
 )
 
 
@@ -152,7 +157,9 @@ class Estimator:
         """(low, likely, high) seconds to provision and lay out one configuration of the test's kind."""
         kind = kind_of(test.target)
         # copies write their own file and a fill its own disk: nothing is laid out for them
-        layout = test.target.size / self.priors.layout_bytes_per_s if not (test.is_copy or test.is_fill) else 0.0
+        # (nor for an unwritten layout: a sparse file or a discarded zvol, no data written)
+        writes = not (test.is_copy or test.is_fill or test.params.get("layout") == "unwritten")
+        layout = test.target.size / self.priors.layout_bytes_per_s if writes else 0.0
         zfs = self.priors.config_s if kind.needs_pool else 0.0
         guest = self.priors.guest_config_s if kind.runs_in_guest else 0.0
         return _triple(self.config_costs.get(cost_kind(test), []), layout + zfs + guest)
