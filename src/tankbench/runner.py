@@ -856,7 +856,9 @@ def end_stale(host: Host, crashed: list[tuple[int, str, int | None, str]], spec:
 
 
 def summary_line(o: Outcome) -> str:
-    parts = [f"{o.runs_done} run(s) done"]
+    """The campaign's last line: the time belongs to the runs ("13 run(s) done in 8m00s, the host went down 1
+    time(s) …"), not to the last clause, which read as if the host had been waited for that long."""
+    parts = [f"{o.runs_done} run(s) done in {fmt_duration(o.seconds)}"]
     if o.runs_failed:
         parts.append(f"{o.runs_failed} failed")
     if o.runs_timeout:
@@ -867,4 +869,4 @@ def summary_line(o: Outcome) -> str:
         parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing the host (campaign.crash_retries)")
     if o.host_failures:
         parts.append(f"the host went down {o.host_failures} time(s) and was waited for")
-    return f"{', '.join(parts)} in {fmt_duration(o.seconds)}; journal: {o.journal}"
+    return f"{', '.join(parts)}; journal: {o.journal}"
