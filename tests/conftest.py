@@ -255,6 +255,34 @@ def run_until(
     return proc
 
 
+def run_until_fio_servers(
+    campaign: Path, journal: Path, cwd: Path, *args: str, timeout: float = 120, new_session: bool = False
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """`tankbench run CAMPAIGN --journal JOURNAL ARGS…` of a campaign with client hosts, in the background (stdout
+    and stderr merged), returned with the lines it printed once its fio servers have started and a run is in
+    flight (fio runs on the clients): the moment the client tests stop it (polling with a deadline)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(campaign), "--journal", str(journal), *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=new_session,
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:  # the servers start before the first run's layout
+        seen.append(line)
+        if "fio servers on" in line:
+            break
+    in_flight = "SELECT 1 FROM runs WHERE status = 'running'"
+    deadline = time.monotonic() + timeout
+    while not journal_rows(journal, in_flight) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling until the first run is in flight
+    assert journal_rows(journal, in_flight), "".join(seen)
+    return proc, seen
+
+
 def zfs_fixture(name: str) -> str:
     """Text of a real OpenZFS output captured in the lab (tests/fixtures/zfs/)."""
     return (FIXTURES / "zfs" / name).read_text()

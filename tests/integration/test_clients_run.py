@@ -9,13 +9,12 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import journal_rows, tankbench
+from tests.conftest import run_until_fio_servers, tankbench
 from tests.netns import NetnsHost, namespace_hosts
 
 PORT = 18766
@@ -139,24 +138,8 @@ def test_tankbench_stopped_mid_run_leaves_no_fio_server(clients, tmp_path: Path,
     hosts, target = clients
     c = campaign(tmp_path, hosts, target, runtime="30s")
     j = tmp_path / "j.sqlite"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc, seen = run_until_fio_servers(c, j, tmp_path, timeout=120, new_session=True)
     assert proc.stdout is not None
-    seen = []
-    for line in proc.stdout:  # the servers start before the first run's layout
-        seen.append(line)
-        if "fio servers on" in line:
-            break
-    deadline = time.monotonic() + 120
-    while not running(j) and time.monotonic() < deadline:
-        time.sleep(0.1)  # polling until the first run is in flight (fio runs on both clients)
-    assert running(j), "".join(seen)
     assert len(fio_servers(hosts)) == 2
     assert len(local_forwards(hosts)) == 2  # (the check below can see them)
     if how == "kill -9":
@@ -172,10 +155,6 @@ def test_tankbench_stopped_mid_run_leaves_no_fio_server(clients, tmp_path: Path,
         time.sleep(0.1)  # polling until the job processes the servers forked and our ssh forwards have ended too
     assert [fio_processes(h) for h in hosts] == [[], []]
     assert local_forwards(hosts) == []
-
-
-def running(journal: Path) -> bool:
-    return bool(journal_rows(journal, "SELECT 1 FROM runs WHERE status = 'running'"))
 
 
 def local_forwards(hosts: list[NetnsHost]) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +19,7 @@ from tankbench.hosts.lab import LabHost
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import vm
 from tankbench.lab.state import LabConfig, labs_dir
-from tests.conftest import journal_rows, tankbench
+from tests.conftest import journal_rows, run_until_fio_servers, tankbench
 from tests.lab.conftest import LAB
 
 PORT = 8766  # a lab's own fio serves on 10.0.2.15:8765 (the test guest's port): the clients' servers use another
@@ -92,23 +91,7 @@ def test_nfs_share_from_the_lab_two_client_labs_kill_and_finish(lab: LabHost, tm
         j = tmp_path / "j.sqlite"
 
         # kill -9 while the clients' fio servers serve the first run
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "--keep-lab"],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert proc.stdout is not None
-        seen = []
-        for line in proc.stdout:  # the servers start before the first run's layout
-            seen.append(line)
-            if "fio servers on" in line:
-                break
-        deadline = time.monotonic() + 300
-        while not journal_rows(j, "SELECT 1 FROM runs WHERE status = 'running'") and time.monotonic() < deadline:
-            time.sleep(0.2)  # polling until the run is in flight
-        assert journal_rows(j, "SELECT 1 FROM runs WHERE status = 'running'"), "".join(seen)
+        proc, seen = run_until_fio_servers(c, j, tmp_path, "--keep-lab", timeout=300)
         assert all(any(f"127.0.0.1:{PORT}" in x for x in listeners(h)) for h in hosts), "".join(seen)
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait() == -signal.SIGKILL
