@@ -4,6 +4,7 @@ checked against what a real lab campaign took."""
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,17 @@ from tankbench.cli.plan import estimate
 from tankbench.cli.presets import resolve_campaign
 from tankbench.journal import Journal
 from tankbench.progress import fmt_estimate
-from tankbench.schedule.estimate import Estimate, Estimator, expected_repeats, priors_for
+from tankbench.schedule.estimate import (
+    RUN_CLASSES,
+    SS_FRACTION,
+    Estimate,
+    Estimator,
+    classify,
+    describe_priors,
+    expected_repeats,
+    priors_for,
+    run_class,
+)
 from tankbench.schedule.scheduler import Scheduler, history_from_runs
 from tankbench.spec import expand, load_spec, parse_spec
 
@@ -171,3 +182,34 @@ def test_a_fill_is_priced_by_its_room_not_by_runtime_and_lays_nothing_out() -> N
     )
     room_s = 3 * spec.fill_room / p.layout_bytes_per_s
     assert room_s > fill.expected_s and est.run_time(fill) == pytest.approx((room_s, room_s, room_s))
+
+
+def test_runs_are_priced_by_class_reads_sync_direct_and_buffered_writes() -> None:
+    """zvol-issues' matrix by class: sync writes dominate; fio's sync options under sync=disabled are ignored by
+    ZFS (buffered or direct writes then), sync=always makes every write a sync write."""
+    spec = load_spec(resolve_campaign("zvol-issues"))
+    counts = Counter("copy" if t.is_copy else run_class(t) for t in expand(spec))
+    assert counts == {"sync write": 1512, "buffered write": 492, "direct write": 492, "read": 134, "copy": 73}
+    assert classify({"rw": "randread", "sync_mode": "async"}, {}) == "read"
+    assert classify({"rw": "write", "io": "direct", "sync_mode": "fsync", "sync": "disabled"}, {}) == "direct write"
+    assert classify({"rw": "write", "io": "buffered", "sync_mode": "async"}, {"sync": "always"}) == "sync write"
+    assert classify({"rw": "randwrite", "io": "buffered", "sync_mode": "async"}, {}) == "buffered write"
+
+
+def test_steady_state_ends_a_run_where_the_lab_measured_it_per_class() -> None:
+    """Before the journal has a run of the kind, a timed run is priced at its class's fraction of the window
+    between ramp + ss_dur and ramp + runtime (bench/zvol-issues-window: reads settle, writes rarely do)."""
+    spec = load_spec(resolve_campaign("zvol-issues"))
+    est = Estimator(spec, priors_for(False))
+    by_class = {}
+    for t in expand(spec):
+        if not t.is_copy and t.target.kind == "zvol":
+            by_class.setdefault(run_class(t), t)
+    s = spec.schedule
+    for cls, t in by_class.items():
+        low, likely, high = est.run_time(t)
+        assert low == spec.ramp + s.ss_ramp_s + s.ss_dur_s and high == t.expected_s
+        assert likely == pytest.approx(low + SS_FRACTION[cls] * (high - low)), cls
+    assert SS_FRACTION["read"] < SS_FRACTION["sync write"] < SS_FRACTION["direct write"] == 1.0  # writes rarely settle
+    text = describe_priors(est.priors)
+    assert all(f"({c}s)" in text for c in RUN_CLASSES) and "halfway" not in text

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from tankbench.analysis.stats import t_quantile
 from tankbench.model import Run, Test
@@ -23,6 +24,41 @@ class Estimate:
     high: float
 
 
+#: the classes a run's costs follow (run_class): what fio does decides whether steady state comes early and
+#: whether the run leaves dirty data to drain
+RUN_CLASSES = ("read", "direct write", "buffered write", "sync write")
+
+#: where steady state (`ss`) ends a run in the window between ramp + ss_ramp + ss_dur (0) and ramp + runtime (1),
+#: per class: measured in the lab on zvol-issues' own machine (hdd-modelled data disk, ssd-modelled log, its
+#: properties and rw/io/sync axes on a dataset rs 4k/default and a 4k zvol, the window scaled 7.5x down to
+#: ramp 1 s, iops:5 % over 4 s, runtime 12 s; bench/zvol-issues-window, 2026-11-25, load1 1.5-14): reads attained
+#: steady state in 5 of 6 runs, mean 0.52 (0-1) -- the old "halfway" guess holds for them; writes almost never do
+#: (ZFS writes in txg bursts and its write throttle stalls them, so per-second IOPS are never within 5 %): direct
+#: writes 0 of 6 (mean 0.99), buffered writes 0 of 6 (1.00; 4 "attained" over a stall of 0 IOPS), sync writes 2 of
+#: 12 (0.91). The lab's CPU is emulated (TCG) and noisier than a real host, so these are late estimates; a real
+#: host's journal replaces them per target kind as soon as its runs come in.
+SS_FRACTION: Mapping[str, float] = MappingProxyType(
+    {"read": 0.5, "direct write": 1.0, "buffered write": 1.0, "sync write": 0.9}
+)
+
+
+def classify(params: Mapping[str, object], props: Mapping[str, str]) -> str:
+    """A run's class from its fio axes and its target's properties: reads; sync writes (fio's sync/fsync/
+    fdatasync, or sync=always, unless sync=disabled makes ZFS ignore them); direct writes (O_DIRECT, async);
+    buffered writes (async, through the page cache / ARC)."""
+    if str(params.get("rw", "")) in ("read", "randread"):
+        return "read"
+    sync = str(params.get("sync", props.get("sync", "")))  # a ZFS axis, or a property of the target
+    if sync != "disabled" and (str(params.get("sync_mode", "async")) != "async" or sync == "always"):
+        return "sync write"
+    return "direct write" if params.get("io") == "direct" else "buffered write"
+
+
+def run_class(test: Test) -> str:
+    """The class (RUN_CLASSES) a test's runs are priced by."""
+    return classify(test.params, test.target.props)
+
+
 @dataclass(frozen=True)
 class Priors:
     """Costs assumed before the journal has measured them (seconds)."""
@@ -39,6 +75,9 @@ class Priors:
     #: `repeats.settle`: where between min and max repeats a test most likely ends before the journal says: most
     #: leaderboard neighbours differ by far more than run-to-run noise, so most tests settle after their first run
     settle_spread: float = 0.15
+    #: where in the window between ramp + ss_ramp + ss_dur (0) and ramp + runtime (1) steady state ends a run,
+    #: per run_class (SS_FRACTION: measured in the lab); was 0.5 for every run ("halfway"), a guess
+    ss_fraction: Mapping[str, float] = field(default_factory=lambda: SS_FRACTION)
 
 
 #: an emulated lab VM (qemu TCG), measured on tests/fixtures/journal-lab-zfs.sqlite: ~9 s per 3 s run beyond
@@ -67,7 +106,9 @@ def describe_priors(p: Priors, settle: bool = False) -> str:
         f"{p.config_s:g} s per new dataset/zvol",
         f"layout at {p.layout_bytes_per_s / 2**20:g} MiB/s",
         f"an automatic cooldown {p.cooldown_auto_s:g} s",
-        "steady state ending a run halfway between ramp + ss_dur and ramp + runtime",
+        "steady state ending a run at "
+        + ", ".join(f"{p.ss_fraction.get(c, 0.5):.0%} ({c}s)" for c in RUN_CLASSES)
+        + " of the way from ramp + ss_dur to ramp + runtime",
         f"run-to-run variation {p.run_cv:.0%}",
     ]
     if settle:
@@ -139,7 +180,7 @@ class Estimator:
         low = min(expected, self.spec.ramp + s.ss_ramp_s + s.ss_dur_s) if timed else expected
         walls = self.walls.get(cost_kind(test), [])
         if not walls:
-            return low, (low + expected) / 2, expected
+            return low, low + (expected - low) * self.priors.ss_fraction.get(run_class(test), 0.5), expected
         w_low, w_likely, w_high = _triple(walls, 1.0)
         return min(low, w_low * expected), w_likely * expected, max(expected, w_high * expected)
 
