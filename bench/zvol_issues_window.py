@@ -141,22 +141,27 @@ def classes_table(label: str, runs: list[RunRow]) -> list[str]:
     return lines
 
 
-def boards(runs: list[RunRow]) -> dict[str, dict[str, float]]:
-    """Mean ranking throughput per (test case, test name) of measured runs."""
+def boards(runs: list[RunRow], max_runs: int = 0) -> dict[str, dict[str, float]]:
+    """Mean ranking throughput per (test case, test name) of measured runs (the first `max_runs` of each test
+    when > 0: what `repeats.max = max_runs` would have measured)."""
     vals: dict[tuple[str, str], list[float]] = {}
     for r in runs:
         if not r.warmup and r.status == "done" and r.bw is not None:
-            vals.setdefault((r.case, r.name), []).append(float(r.bw))
+            got = vals.setdefault((r.case, r.name), [])
+            if not max_runs or len(got) < max_runs:
+                got.append(float(r.bw))
     out: dict[str, dict[str, float]] = {}
     for (case, name), vs in vals.items():
         out.setdefault(case, {})[name] = statistics.fmean(vs)
     return out
 
 
-def compare(long: list[RunRow], short: list[RunRow]) -> list[str]:
-    """Per test case: tau(long, short) over all pairs and over pairs > MARGIN apart, winners, swapped pairs."""
-    bl, bs = boards(long), boards(short)
-    lines = ["leaderboards, long window vs short window (ranking throughput, total.bw_bytes):"]
+def compare(
+    bl: dict[str, dict[str, float]], bs: dict[str, dict[str, float]], labels: tuple[str, str] = ("long", "short")
+) -> list[str]:
+    """Per test case: tau(a, b) over all pairs and over pairs > MARGIN apart (in a), winners, swapped pairs."""
+    la, lb = labels
+    lines = [f"leaderboards, {la} vs {lb} (ranking throughput, total.bw_bytes):"]
     all_pairs = concordant_pairs = 0
     for case in sorted(set(bl) & set(bs)):
         names = sorted(set(bl[case]) & set(bs[case]))
@@ -168,7 +173,7 @@ def compare(long: list[RunRow], short: list[RunRow]) -> list[str]:
         concordant_pairs += round(pairs * (1 + tau_m) / 2)
         win_a, win_b = max(names, key=lambda n: bl[case][n]), max(names, key=lambda n: bs[case][n])
         swapped = [
-            f"{x}/{y} ({bl[case][x] / bl[case][y]:.2f}x long, {bs[case][x] / bs[case][y]:.2f}x short)"
+            f"{x}/{y} ({bl[case][x] / bl[case][y]:.2f}x {la}, {bs[case][x] / bs[case][y]:.2f}x {lb})"
             for i, x in enumerate(names)
             for y in names[i + 1 :]
             if (bl[case][x] - bl[case][y]) * (bs[case][x] - bs[case][y]) < 0
@@ -176,7 +181,7 @@ def compare(long: list[RunRow], short: list[RunRow]) -> list[str]:
         ]
         lines.append(
             f"  {case:16} {len(names):2} tests  tau {kendall_tau(a, b):+.2f}, over the {pairs} pairs > "
-            f"{MARGIN:.0%} apart {tau_m:+.2f}  winners: long {win_a}, short {win_b} "
+            f"{MARGIN:.0%} apart {tau_m:+.2f}  winners: {la} {win_a}, {lb} {win_b} "
             f"({'agree' if win_a == win_b else 'DISAGREE'})"
         )
         lines.extend(f"      swapped beyond the margin: {s}" for s in swapped)
@@ -212,7 +217,9 @@ def main() -> int:
     rep = sub.add_parser("report", help="report from journals already made")
     rep.add_argument("long", type=Path)
     rep.add_argument("short", type=Path, nargs="?")
+    rep.add_argument("--repeats", type=Path, help="a journal of repeats.settle runs: all runs vs the first 2")
     args = p.parse_args()
+    args.repeats = getattr(args, "repeats", None)
     if args.cmd == "run":
         long_j, short_j = run_both(args.out, args.short_set or SHORT)
     else:
@@ -222,7 +229,17 @@ def main() -> int:
     if short_j is not None:
         short = load(short_j)
         lines += classes_table(f"short window ({short_j})", short)
-        lines += compare(long, short)
+        lines += compare(boards(long), boards(short), ("long window", "short window"))
+    if args.repeats:
+        runs = load(args.repeats)
+        counts: dict[str, int] = {}
+        for r in runs:
+            if not r.warmup and r.status == "done":
+                counts[r.name] = counts.get(r.name, 0) + 1
+        hist = {n: sum(1 for c in counts.values() if c == n) for n in sorted(set(counts.values()))}
+        lines += classes_table(f"repeats ({args.repeats})", runs)
+        lines.append(f"  measured runs per test: {hist} (runs: tests)")
+        lines += compare(boards(runs), boards(runs, 2), ("all runs", "first 2 runs (repeats.max = 2)"))
     print("\n".join(lines))
     return 0
 

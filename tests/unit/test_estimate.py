@@ -213,3 +213,23 @@ def test_steady_state_ends_a_run_where_the_lab_measured_it_per_class() -> None:
     assert SS_FRACTION["read"] < SS_FRACTION["sync write"] < SS_FRACTION["direct write"] == 1.0  # writes rarely settle
     text = describe_priors(est.priors)
     assert all(f"({c}s)" in text for c in RUN_CLASSES) and "halfway" not in text
+
+
+def test_which_lever_buys_what_on_zvol_issues_as_the_docs_table_says() -> None:
+    """docs/schedule.md's table: the preset's writes run to the cap, so only a shorter window with fewer
+    repeats brings the real-host estimate under 48 h; each --set row is cheaper than the one before."""
+    text = Path(resolve_campaign("zvol-issues")).read_text()
+
+    def likely_h(*subs: tuple[str, str]) -> float:
+        t = text
+        for old, new in subs:
+            assert old in t
+            t = t.replace(old, new)
+        spec = parse_spec(t, "zvol-issues.toml")
+        return estimate(spec, expand(spec), "/nonexistent/journal.sqlite", real_host=True)[0].likely / 3600
+
+    max2 = ("max = 3, settle", "max = 2, settle")
+    short = [('runtime = "90s"', 'runtime = "30s"'), ('ss_dur = "30s"', 'ss_dur = "20s"')]
+    preset, window, both = likely_h(), likely_h(*short), likely_h(*short, max2)
+    assert preset > likely_h(max2) > likely_h(short[0]) > window > both
+    assert preset > 48 >= both, (preset, window, both)
