@@ -74,6 +74,31 @@ def test_unreadable_campaign(tmp_path: Path):
     assert "Hint: check the file's permissions" in res.stderr
 
 
+def test_campaign_saved_with_a_bom_is_read(tmp_path: Path):
+    """Notepad and other Windows editors start UTF-8 files with a byte order mark: TOML without it."""
+    good = (FIXTURES / "bad" / "runtime-zero.toml").read_text().replace('runtime = "0s"', 'runtime = "1s"')
+    f = tmp_path / "bom.toml"
+    f.write_bytes(b"\xef\xbb\xbf" + good.replace("@TMP@", str(tmp_path)).encode())
+    res = tankbench("plan", str(f), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "1 tests on 1 configurations" in res.stdout
+
+
+def test_a_device_named_as_the_campaign_is_refused_without_reading_it_all(tmp_path: Path):
+    res = tankbench("plan", "/dev/zero", cwd=tmp_path, timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith("Error: /dev/zero: larger than 16 MiB, not a campaign file"), res.stderr
+    assert "Hint: pass the campaign's .toml file" in res.stderr and os.listdir(tmp_path) == []
+
+
+def test_a_path_that_cannot_be_followed_gets_a_path_hint(tmp_path: Path):
+    loop = tmp_path / "loop.toml"
+    loop.symlink_to(loop)
+    res = tankbench("plan", str(loop), cwd=tmp_path)
+    assert res.returncode == 2 and "Too many levels of symbolic links" in res.stderr, res.stderr
+    assert "Hint: check the path" in res.stderr and "permissions" not in res.stderr
+
+
 def test_unknown_scale_names_the_scales_there_are(tmp_path: Path):
     res = tankbench("plan", "zvol-issues", "--scale", "huge", cwd=tmp_path)
     assert res.returncode == 2 and "no [scale.huge] in this campaign (scales: ci, quick)" in res.stderr

@@ -33,24 +33,35 @@ from tankbench.targets.clients import check_client_targets
 __all__ = ["AXES", "FIO_AXES", "Cooldown", "HostSpec", "PoolSpec", "Schedule", "Spec", "load_spec", "parse_spec"]
 
 
+#: a campaign file is a few KiB; reading stops beyond this (a device or /dev/zero named by mistake)
+MAX_CAMPAIGN_BYTES = 16 << 20
+
+
 def load_spec(path: str, scale: str = "", overrides: Overrides | None = None) -> Spec:
     """Read and validate a campaign file; raise UserError/SpecError naming the file, key and value."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = f.read(MAX_CAMPAIGN_BYTES + 1)
     except FileNotFoundError:
         raise UserError(
             f"campaign file not found: {path}", "check the path; `tankbench presets` lists the presets"
         ) from None
     except IsADirectoryError:
         raise UserError(f"{path}: is a directory, not a campaign file", "pass the .toml file itself") from None
-    except OSError as e:
+    except PermissionError as e:
         raise UserError(f"cannot read campaign file {path}: {e.strerror}", "check the file's permissions") from e
+    except OSError as e:
+        raise UserError(f"cannot read campaign file {path}: {e.strerror}", "check the path") from e
+    if len(raw) > MAX_CAMPAIGN_BYTES:
+        raise UserError(
+            f"{path}: larger than {MAX_CAMPAIGN_BYTES >> 20} MiB, not a campaign file",
+            "pass the campaign's .toml file (a few KiB), not a device or a data file",
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text", "save the campaign file as UTF-8") from None
-    return parse_spec(text, path, scale, overrides)
+    return parse_spec(text.removeprefix("\ufeff"), path, scale, overrides)  # editors on Windows write a BOM
 
 
 def apply_scale(ctx: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
