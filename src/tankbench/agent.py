@@ -402,6 +402,23 @@ def op_key(req: dict[str, Any]) -> None:
     emit("result", path=path, created=True)
 
 
+def not_regular_test_files(directory: str) -> list[str]:
+    """tankbench's test file names in a directory that are not plain files (a symlink to a disk or to someone's
+    file, a device node): laying one out would write through it."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [n for n in names if n.startswith("tankbench-") and n.endswith(".fiodata")
+            and not stat.S_ISREG(os.lstat(os.path.join(directory, n)).st_mode)]  # fmt: skip
+
+
+def refuse_not_regular(path: str) -> None:
+    """Raise unless `path` is absent or a plain file: never write through a symlink or into a device."""
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise ValueError("%s is a symlink or not a regular file: tankbench writes only its own test files" % path)
+
+
 # ---------------------------------------------------------------- ops
 def op_probe(req: dict[str, Any]) -> None:
     """Fingerprint facts, plus what the runner needs to know about each path it will use."""
@@ -433,6 +450,7 @@ def op_probe(req: dict[str, Any]) -> None:
         entry["parent_is_dir"] = os.path.isdir(parent)
         entry["writable"] = os.access(p if entry["exists"] else parent, os.W_OK)
         entry["devices"] = physical_devices(p if entry["exists"] else parent)
+        entry["not_regular"] = not_regular_test_files(p) if entry["is_dir"] else []
         paths[p] = entry
     blocks = {p: block_info(p) for p in req.get("block_devices", [])}
     models: dict[str, str] = {}
@@ -733,6 +751,7 @@ def op_prepare_file(req: dict[str, Any]) -> None:
     _flush(sync_cmd)
     measured: list[Measure | None] = []
     for path in paths:
+        refuse_not_regular(path)
         m = _measure_file(path) if os.path.exists(path) and not req.get("force") else None
         if m is None or not _file_ok(m, size, layout, zero_holes)[0]:
             _write_file(path, size, layout)

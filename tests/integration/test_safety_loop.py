@@ -106,3 +106,39 @@ def test_partition_table_refused(tmp_path: Path, loopdev: str):
 def test_regular_file_under_dev_is_not_a_block_device(tmp_path: Path):
     res = run_on(tmp_path, "/dev/null", "/dev/null")
     assert res.returncode == 2 and "not a block device" in res.stderr
+
+
+FILE_CAMPAIGN = """
+[campaign]
+name = "safety-file"
+runtime = "1s"
+host = "local"
+
+[[target]]
+name = "scratch"
+kind = "file"
+path = "{path}"
+size = "8M"
+
+[matrix]
+rw = ["write"]
+bs = ["4k"]
+"""
+
+
+def test_file_target_never_writes_through_a_symlinked_test_file(tmp_path: Path, loopdev: str):
+    """A directory whose `tankbench-<target>.fiodata` is a symlink to a disk (left by someone, or planted in a
+    shared directory): the layout and fio would write through it. Refused before anything is written."""
+    sh("mkfs.ext4", "-q", loopdev)
+    before = first_bytes(loopdev)
+    d = tmp_path / "dir"
+    d.mkdir()
+    (d / "tankbench-scratch.fiodata").symlink_to(loopdev)
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=d))
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"path = '{d}': tankbench-scratch.fiodata there is a symlink or not a regular file" in res.stderr
+    assert "Hint: tankbench would write through it" in res.stderr
+    assert first_bytes(loopdev) == before and 'TYPE="ext4"' in sh("blkid", loopdev)
+    assert not (tmp_path / "j.sqlite").exists()

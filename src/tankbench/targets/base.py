@@ -304,6 +304,12 @@ def check_directory(where: str, probe: Mapping[str, Any], path: str, host: str) 
         )
     if not info["writable"]:
         raise UserError(f"{where}: not writable on {host}", "pick a directory you can write to")
+    odd = info.get("not_regular") or []
+    if odd:
+        raise UserError(
+            f"{where}: {', '.join(odd)} there is a symlink or not a regular file on {host}",
+            "tankbench would write through it; remove it (tankbench makes its test files itself)",
+        )
 
 
 def rw_and_bs(params: Mapping[str, Any]) -> tuple[str, str]:
