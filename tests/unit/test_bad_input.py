@@ -119,3 +119,13 @@ def test_bad_host_file(path: Path, tmp_path: Path):
     if "campaign" not in message:  # errors of the preset after the overrides name the preset's file instead
         assert str(path) in res.stderr or "tuning-matrix.toml" in res.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_a_journals_old_report_keys_are_still_read():
+    """Unknown [report]/[[goal]] keys are refused in a campaign file, not in the copy an older journal keeps."""
+    from tankbench.spec.report import parse_settings
+
+    s = parse_settings(
+        '[report]\nbaseline = "hdd"\nretired_key = 1\n[[goal]]\ncase = "x"\nmetric = "IOPS"\nvalue = 1\nold = 2\n'
+    )
+    assert s.baseline == "hdd" and len(s.goals) == 1

@@ -128,7 +128,9 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     tunables = parse_tunables_table(ctx, ctx.table(doc, "tunables"))
     check_new_axes(ctx, matrix, fio, pool, targets, settings["mode"])
     check_fill(ctx.err, matrix, excludes, includes, pool, targets, settings["fill_room"])
-    report = settings_from_doc(doc, path)  # the report reads these again from the journal's copy of the text
+    report = settings_from_doc(
+        doc, path, strict=True
+    )  # the report reads these again from the journal's copy of the text
     extras: dict[str, Any] = {"resolved_sizes": tuple(r.line() for r in resolved)} if resolved else {}
     return Spec(
         path=path,
