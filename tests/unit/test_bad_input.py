@@ -129,3 +129,23 @@ def test_a_journals_old_report_keys_are_still_read():
         '[report]\nbaseline = "hdd"\nretired_key = 1\n[[goal]]\ncase = "x"\nmetric = "IOPS"\nvalue = 1\nold = 2\n'
     )
     assert s.baseline == "hdd" and len(s.goals) == 1
+
+
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        ("-", "Error: --export -: the export is a directory of scripts, not one stream"),
+        ("afile", "Error: --export afile: exists and is not a directory"),
+        ("taken", "Error: cannot write the export to taken/0001-job.fio: Is a directory"),
+    ],
+)
+def test_plan_export_to_what_is_not_a_directory(tmp_path: Path, target: str, message: str):
+    campaign = tmp_path / "c.toml"
+    text = (FIXTURES / "bad" / "runtime-zero.toml").read_text().replace('runtime = "0s"', 'runtime = "1s"')
+    campaign.write_text(text.replace("@TMP@", str(tmp_path)))
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "taken" / "0001-job.fio").mkdir(parents=True)
+    res = tankbench("plan", str(campaign), "--export", target, cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(message) and "Hint: " in res.stderr, res.stderr
+    assert not (tmp_path / "-").exists()
