@@ -149,3 +149,20 @@ def test_plan_export_to_what_is_not_a_directory(tmp_path: Path, target: str, mes
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.startswith(message) and "Hint: " in res.stderr, res.stderr
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("command", ["plan", "run", "report", "show"])
+def test_a_journal_given_as_the_campaign_says_so(tmp_path: Path, command: str):
+    journal = FIXTURES / "journal-local-file.sqlite"
+    res = tankbench(command, str(journal), cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"Error: {journal}: a journal (an SQLite database), not a campaign file")
+    assert f"Hint: a journal goes with --journal, e.g. tankbench report --journal {journal}" in res.stderr
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("weight", ["nan", "inf"])
+def test_mix_weight_that_is_not_a_number(tmp_path: Path, weight: str):
+    journal = FIXTURES / "journal-local-file.sqlite"
+    res = tankbench("advise", "--journal", str(journal), "--mix", f"read random 4k={weight}", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith(f"Error: bad --mix item 'read random 4k={weight}'")

@@ -57,6 +57,11 @@ def load_spec(path: str, scale: str = "", overrides: Overrides | None = None) ->
             f"{path}: larger than {MAX_CAMPAIGN_BYTES >> 20} MiB, not a campaign file",
             "pass the campaign's .toml file (a few KiB), not a device or a data file",
         )
+    if raw.startswith(b"SQLite format 3\x00"):
+        raise UserError(
+            f"{path}: a journal (an SQLite database), not a campaign file",
+            f"a journal goes with --journal, e.g. tankbench report --journal {path}",
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

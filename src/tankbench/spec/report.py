@@ -94,7 +94,7 @@ def parse_mix_text(text: str) -> tuple[tuple[str, float], ...]:
             w = float(weight.strip().rstrip("%"))
         except ValueError:
             w = -1.0
-        if not sep or not name.strip() or w <= 0:
+        if not sep or not name.strip() or not math.isfinite(w) or w <= 0:
             raise UserError(
                 f"bad --mix item {part.strip()!r}",
                 'write test cases with positive weights: --mix "read random 4k=70,write random 4k=30"',
