@@ -142,3 +142,38 @@ def test_file_target_never_writes_through_a_symlinked_test_file(tmp_path: Path, 
     assert "Hint: tankbench would write through it" in res.stderr
     assert first_bytes(loopdev) == before and 'TYPE="ext4"' in sh("blkid", loopdev)
     assert not (tmp_path / "j.sqlite").exists()
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 16 MiB tmpfs (unmounted afterwards): a filesystem a test file can fill."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    sh("mount", "-t", "tmpfs", "-o", "size=16m", "tankbench-test", str(mnt))
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_file_target_larger_than_its_filesystem_is_refused_before_writing(tmp_path: Path, small_fs: Path):
+    """size = "1P" (or any size beyond the free space) used to lay out until the filesystem was full."""
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=small_fs).replace('size = "8M"', 'size = "32M"'))
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"path = '{small_fs}': size 32M does not fit: " in res.stderr and "free there on local" in res.stderr
+    assert "Hint: lower the target's size" in res.stderr
+    assert os.listdir(small_fs) == [] and not (tmp_path / "j.sqlite").exists()
+
+
+def test_agent_never_fills_a_filesystem(small_fs: Path):
+    """The agent's own guard (a filesystem that filled up after the probe): no byte written, a clear error."""
+    from tankbench import agent
+
+    path = small_fs / "tankbench-scratch.fiodata"
+    with pytest.raises(ValueError, match="bytes to lay out, but only .* are free there"):
+        agent.op_prepare_file({"op": "prepare_file", "paths": [str(path)], "size": 32 << 20, "layout": "random"})
+    assert not path.exists()
+    agent.op_prepare_file({"op": "prepare_file", "paths": [str(path)], "size": 4 << 20, "layout": "random"})
+    assert path.stat().st_size == 4 << 20
