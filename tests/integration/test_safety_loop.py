@@ -106,3 +106,74 @@ def test_partition_table_refused(tmp_path: Path, loopdev: str):
 def test_regular_file_under_dev_is_not_a_block_device(tmp_path: Path):
     res = run_on(tmp_path, "/dev/null", "/dev/null")
     assert res.returncode == 2 and "not a block device" in res.stderr
+
+
+FILE_CAMPAIGN = """
+[campaign]
+name = "safety-file"
+runtime = "1s"
+host = "local"
+
+[[target]]
+name = "scratch"
+kind = "file"
+path = "{path}"
+size = "8M"
+
+[matrix]
+rw = ["write"]
+bs = ["4k"]
+"""
+
+
+def test_file_target_never_writes_through_a_symlinked_test_file(tmp_path: Path, loopdev: str):
+    """A directory whose `tankbench-<target>.fiodata` is a symlink to a disk (left by someone, or planted in a
+    shared directory): the layout and fio would write through it. Refused before anything is written."""
+    sh("mkfs.ext4", "-q", loopdev)
+    before = first_bytes(loopdev)
+    d = tmp_path / "dir"
+    d.mkdir()
+    (d / "tankbench-scratch.fiodata").symlink_to(loopdev)
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=d))
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"path = '{d}': tankbench-scratch.fiodata there is a symlink or not a regular file" in res.stderr
+    assert "Hint: tankbench would write through it" in res.stderr
+    assert first_bytes(loopdev) == before and 'TYPE="ext4"' in sh("blkid", loopdev)
+    assert not (tmp_path / "j.sqlite").exists()
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 16 MiB tmpfs (unmounted afterwards): a filesystem a test file can fill."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    sh("mount", "-t", "tmpfs", "-o", "size=16m", "tankbench-test", str(mnt))
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_file_target_larger_than_its_filesystem_is_refused_before_writing(tmp_path: Path, small_fs: Path):
+    """size = "1P" (or any size beyond the free space) used to lay out until the filesystem was full."""
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=small_fs).replace('size = "8M"', 'size = "32M"'))
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"path = '{small_fs}': size 32M does not fit: " in res.stderr and "free there on local" in res.stderr
+    assert "Hint: lower the target's size" in res.stderr
+    assert os.listdir(small_fs) == [] and not (tmp_path / "j.sqlite").exists()
+
+
+def test_agent_never_fills_a_filesystem(small_fs: Path):
+    """The agent's own guard (a filesystem that filled up after the probe): no byte written, a clear error."""
+    from tankbench import agent
+
+    path = small_fs / "tankbench-scratch.fiodata"
+    with pytest.raises(ValueError, match="bytes to lay out, but only .* are free there"):
+        agent.op_prepare_file({"op": "prepare_file", "paths": [str(path)], "size": 32 << 20, "layout": "random"})
+    assert not path.exists()
+    agent.op_prepare_file({"op": "prepare_file", "paths": [str(path)], "size": 4 << 20, "layout": "random"})
+    assert path.stat().st_size == 4 << 20
