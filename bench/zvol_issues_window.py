@@ -1,18 +1,21 @@
 """bench/zvol-issues-window: where zvol-issues' time goes, measured per class of test (issue 19 item 4)
 
 `run OUTDIR` runs bench/zvol-issues-window.toml (the preset's modelled machine, rw/io/sync axes and properties on
-three configurations, its window scaled 7.5x down) twice on one lab: with the preset's window (long) and with a
+three configurations, its window scaled 7.5x down) three times on one lab: with the preset's window (long), with a
 shorter one (short: `--set campaign.runtime=4s --set campaign.ss_dur=3s`, a 30 s / 20 s window scaled alike;
-`--short-set` chooses another);
-then prints the report below. `report LONG.sqlite [SHORT.sqlite]` prints it from journals already made:
+`--short-set` chooses another), and with the long one again (the noise floor: how much the same window's
+leaderboards differ between two runs); then prints the report below. `report LONG.sqlite [SHORT.sqlite]
+[--again AGAIN.sqlite]` prints it from journals already made:
 
 - per class (reads, direct writes, buffered writes, sync writes): how many runs attained steady state, and where
   fio ended each run in the window between ramp + ss_dur (0) and ramp + runtime (1) — the fraction the estimate
   prices a run at (schedule/estimate.py, `Priors.ss_fraction`);
 - per class: what a run costs beyond fio's wall time (ended - started - wall_s: agent, samplers, drain, layout
   check), the time between two runs without the cooldown (harness.gap_s - cooldown), and the cooldown itself;
-- the two windows' leaderboards: per test case Kendall's tau (all pairs, and over the pairs more than 5 % apart
-  with the long window), whether the winners agree, and which pairs swapped.
+- the two windows' leaderboards, and the long window's against itself: per test case Kendall's tau (all pairs,
+  and over the pairs more than 5 % apart in the first), whether the winners agree, and which pairs swapped;
+- `--repeats J.sqlite`: a journal of a `repeats.settle` campaign, its leaderboards from all runs against those from
+  each test's first two (what `repeats.max = 2` would have measured).
 
 The lab's disks are modelled (hdd data disk, ssd log) but its CPU is emulated (TCG): its runs are noisier than a
 real host's, so a fraction measured here is a late (conservative) estimate of where a real host's runs settle.
@@ -27,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,10 +195,12 @@ def compare(
     return lines
 
 
-def run_both(out: Path, short: list[str]) -> tuple[Path, Path]:
-    """Both windows on one lab (the campaign's [host] names it), the lab shut down after."""
+def run_all(out: Path, short: list[str]) -> tuple[Path, Path, Path]:
+    """The long window, the short one and the long one again (the noise floor) on one lab (the campaign's
+    [host] names it), shut down after."""
     journals = []
-    for label, extra in (("long", ["--keep-lab"]), ("short", [a for kv in short for a in ("--set", kv)])):
+    runs = (("long", ["--keep-lab"]), ("short", [a for kv in short for a in ("--set", kv)]), ("again", []))
+    for label, extra in runs:
         journal = out / label / "journal.sqlite"
         t0 = time.monotonic()
         res = subprocess.run(
@@ -205,7 +211,9 @@ def run_both(out: Path, short: list[str]) -> tuple[Path, Path]:
         if res.returncode not in (0, 1):
             sys.exit(f"Error: tankbench run ({label}) exited {res.returncode}")
         journals.append(journal)
-    return journals[0], journals[1]
+    lab = tomllib.loads(CAMPAIGN.read_text())["host"]["name"]
+    subprocess.run([str(ROOT / ".venv/bin/tankbench"), "lab", "down", "--name", lab], cwd=ROOT, check=False)
+    return journals[0], journals[1], journals[2]
 
 
 def main() -> int:
@@ -217,19 +225,26 @@ def main() -> int:
     rep = sub.add_parser("report", help="report from journals already made")
     rep.add_argument("long", type=Path)
     rep.add_argument("short", type=Path, nargs="?")
+    rep.add_argument("--again", type=Path, help="the long window run again: the noise floor")
     rep.add_argument("--repeats", type=Path, help="a journal of repeats.settle runs: all runs vs the first 2")
     args = p.parse_args()
     args.repeats = getattr(args, "repeats", None)
     if args.cmd == "run":
-        long_j, short_j = run_both(args.out, args.short_set or SHORT)
+        long_j, short_j, again_j = run_all(args.out, args.short_set or SHORT)
     else:
-        long_j, short_j = args.long, args.short
+        long_j, short_j, again_j = args.long, args.short, args.again
     long = load(long_j)
     lines = classes_table(f"long window ({long_j})", long)
     if short_j is not None:
         short = load(short_j)
         lines += classes_table(f"short window ({short_j})", short)
         lines += compare(boards(long), boards(short), ("long window", "short window"))
+    if again_j is not None:
+        again = load(again_j)
+        lines += classes_table(f"long window again ({again_j})", again)
+        lines += compare(boards(long), boards(again), ("long window", "long window again"))
+        if short_j is not None:
+            lines += compare(boards(again), boards(load(short_j)), ("long window again", "short window"))
     if args.repeats:
         runs = load(args.repeats)
         counts: dict[str, int] = {}
