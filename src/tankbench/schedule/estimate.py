@@ -31,11 +31,11 @@ RUN_CLASSES = ("read", "direct write", "buffered write", "sync write")
 #: where steady state (`ss`) ends a run in the window between ramp + ss_ramp + ss_dur (0) and ramp + runtime (1),
 #: per class: measured in the lab on zvol-issues' own machine (hdd-modelled data disk, ssd-modelled log, its
 #: properties and rw/io/sync axes on a dataset rs 4k/default and a 4k zvol, the window scaled 7.5x down to
-#: ramp 1 s, iops:5 % over 4 s, runtime 12 s; bench/zvol-issues-window, 2026-11-25, load1 1.5-14): reads attained
-#: steady state in 5 of 6 runs, mean 0.52 (0-1) -- the old "halfway" guess holds for them; writes almost never do
-#: (ZFS writes in txg bursts and its write throttle stalls them, so per-second IOPS are never within 5 %): direct
-#: writes 0 of 6 (mean 0.99), buffered writes 0 of 6 (1.00; 4 "attained" over a stall of 0 IOPS), sync writes 2 of
-#: 12 (0.91). The lab's CPU is emulated (TCG) and noisier than a real host, so these are late estimates; a real
+#: ramp 1 s, iops:5 % over 4 s, runtime 12 s; bench/zvol-issues-window, 2026-11-25, run twice): reads attained
+#: steady state in 5 and 4 of 6 runs, mean 0.52 and 0.48 (0-1) -- the old "halfway" guess holds for them; writes
+#: almost never do (ZFS writes in txg bursts and its write throttle stalls them, so per-second IOPS are rarely all
+#: within 5 %): direct writes 0 of 12 (mean 0.99, 0.98), buffered writes 0 of 12 (1.00; 8 "attained" over a stall
+#: of 0 IOPS), sync writes 6 of 24 (0.91, 0.84). The lab's CPU is emulated (TCG) and noisier than a real host, so these are late estimates; a real
 #: host's journal replaces them per target kind as soon as its runs come in.
 SS_FRACTION: Mapping[str, float] = MappingProxyType(
     {"read": 0.5, "direct write": 1.0, "buffered write": 1.0, "sync write": 0.9}
