@@ -233,3 +233,19 @@ def test_which_lever_buys_what_on_zvol_issues_as_the_docs_table_says() -> None:
     preset, window, both = likely_h(), likely_h(*short), likely_h(*short, max2)
     assert preset > likely_h(max2) > likely_h(short[0]) > window > both
     assert preset > 48 >= both, (preset, window, both)
+
+
+def test_the_lab_measurement_campaign_is_zvol_issues_machine_and_axes_scaled() -> None:
+    """bench/zvol-issues-window.toml, which the SS_FRACTION priors were measured with: the preset's modelled disks,
+    properties and pool shape, every class of run on three configurations, the window 7.5x shorter."""
+    bench = load_spec(str(Path(__file__).parents[2] / "bench" / "zvol-issues-window.toml"))
+    preset = load_spec(resolve_campaign("zvol-issues"))
+    tests = expand(bench)
+    assert len(tests) == 30 and {run_class(t) for t in tests} == set(RUN_CLASSES)
+    assert Counter(run_class(t) for t in tests) == {"read": 6, "direct write": 6, "buffered write": 6, "sync write": 12}
+    b, p = bench.host.lab_machine, preset.host.lab_machine
+    assert (b.disk_model, b.slog_model) == (p.disk_model, p.slog_model) == ("hdd", "ssd")
+    fs = next(t for t in tests if t.target.kind == "dataset")
+    assert dict(fs.target.props) == {"compression": "lz4", "encryption": "aes-256-gcm"}
+    assert bench.schedule.ss == preset.schedule.ss == "iops:5%"
+    assert preset.runtime / bench.runtime == 7.5 and preset.schedule.ss_dur_s / bench.schedule.ss_dur_s == 7.5
