@@ -1539,7 +1539,9 @@ def cooldown_wait(
     if fixed_s > 0:
         sleep(fixed_s)
     first = clock()
+    looks = 0
     while True:
+        looks += 1
         now = clock()
         ok = _quiet_conditions(state, root, dirty_max, load1_max, pool)
         if prev is not None:
@@ -1560,7 +1562,8 @@ def cooldown_wait(
                 met_at[name] = now
         if all(ok.values()):
             last = max(met_at, key=lambda k: met_at[k]) if met_at else ""
-            ended_by = last if last and met_at[last] > first else ("fixed" if fixed_s > 0 else "quiet")
+            # all met at the first look (after the fixed wait): nothing was waited for but that
+            ended_by = last if last and looks > 1 and met_at[last] > first else ("fixed" if fixed_s > 0 else "quiet")
             break
         if now - t0 >= max_s + fixed_s:
             ended_by = "max"

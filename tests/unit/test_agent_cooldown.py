@@ -179,3 +179,20 @@ def test_disks_that_move_during_the_wait_restart_the_window(tmp_path: Path) -> N
     h = _booted(FakeHost(tmp_path, scenario))
     res = h.wait(idle_from={"vda": [_mark(h, h.now - 1.0, 0, "run-end")]})
     assert res["ended_by"] == "disks" and res["waited_s"] >= 6.0 and res["dev_iops"] <= 5
+
+
+def test_a_runs_counters_become_the_next_cooldowns_marks() -> None:
+    from tankbench.schedule.cooldown import cooldown_checks, cooldown_request, idle_marks
+    from tankbench.spec.schema import Cooldown
+
+    result = {
+        "counters_exit": {"t": 10.0, "boot_id": "b", "disk": {"vda": [1, 2, 3, 4]}, "vm": {}},
+        "counters": {"t": 10.5, "boot_id": "b", "disk": {"vda": [1, 2, 9, 40]}, "vm": {}},
+    }
+    marks = idle_marks(result)
+    assert [m["from"] for m in marks["vda"]] == ["fio-exit", "run-end"] and marks["vda"][1]["disk"] == [1, 2, 9, 40]
+    req = cooldown_request(Cooldown(auto=True, max_s=5), ["vda", "vdb"], "tank", 0.5, marks)
+    assert req["idle_from"] == {"vda": marks["vda"]}, "only the disks the wait watches, only those with marks"
+    assert "idle_from" not in cooldown_request(Cooldown(fixed_s=1), ["vda"], "", 0.5, marks), "fixed: no disks"
+    checks = cooldown_checks({"waited_s": 0.0, "ended_by": "quiet", "idle_from": "fio-exit", "idle_before_s": 0.2})
+    assert checks["cooldown.idle_from"] == "fio-exit" and checks["cooldown.idle_before_s"] == 0.2

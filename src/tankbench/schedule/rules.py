@@ -229,11 +229,13 @@ def places(
     values: Mapping[str, Sequence[float]], candidates: Iterable[str], margin: float, cv: tuple[float, int] | None
 ) -> list[Place]:
     """For each candidate of one test case (higher is better): settled when, against each neighbour in the
-    ranking, its interval (mean ± t x cv x |mean| / sqrt(n), cv pooled over the campaign, PRIOR_CV before it
-    is known; a test noisier than OUTLIER_CV x that: its own) either overlaps the neighbour's by no more than
+    ranking, the 95 % interval of their difference (means' difference ± t x the two half widths combined, a
+    half width being t x cv x |mean| / sqrt(n), cv pooled over the campaign, PRIOR_CV before it is known; a
+    test noisier than OUTLIER_CV x that: its own) reaches past zero, into the other order, by no more than
     `margin` x the larger mean (for the two leaders: not at all, the winner is separated), or the two are a
-    tie: the interval of their difference lies within ± `margin` x the larger mean, so more runs could not
-    order them by more than the margin (`tied_with` names such neighbours)."""
+    tie: that interval lies within ± `margin` x the larger mean, so more runs could not order them by more
+    than the margin (`tied_with` names such neighbours). `worst_overlap`: the farthest reach into the other
+    order, as a fraction of the larger mean."""
     noise, df = cv if cv is not None else (PRIOR_CV, 0)
     z = t_quantile(0.975, df) if df else 1.96
     stats = {}
@@ -259,13 +261,13 @@ def places(
                 continue
             m2, lo2, hi2, _, _ = stats[ranked[j]]
             scale = max(abs(mean), abs(m2), 1e-300)
-            overlap = min(high, hi2) - max(low, lo2)
+            diff, half = abs(mean - m2), math.hypot(high - mean, hi2 - m2)
+            reach = half - diff  # how far the difference's interval reaches into the other order
             allowed = 0.0 if max(i, j) <= 1 else margin * scale
-            worst = max(worst, overlap / scale)
-            if overlap <= allowed:
+            worst = max(worst, reach / scale)
+            if reach <= allowed:
                 continue
-            # a tie: |difference| + the half width of the difference's interval within the margin
-            if abs(mean - m2) + math.hypot(high - mean, hi2 - m2) <= margin * scale:
+            if diff + half <= margin * scale:  # a tie: the whole interval of the difference inside the margin
                 tied.append(ranked[j])
                 continue
             settled = False
