@@ -5,25 +5,10 @@ from __future__ import annotations
 
 import os
 
+from tankbench.analysis.clients import MIB, bw_bytes, direction, iops, run_total
 from tankbench.journal.clientruns import ClientRun, client_runs
 from tankbench.journal.db import Journal
 from tankbench.reports.common import fmt
-
-MIB = 1048576.0
-
-
-def _direction(r: ClientRun) -> str:
-    """read, write or read+write: the directions this run moved data in."""
-    dirs = [d for d in ("read", "write") if any(p.get(f"{d}_bw_bytes", 0) for p in [r.total, *r.per_client.values()])]
-    return "+".join(dirs) or "read"
-
-
-def _bw(figures: dict[str, float], direction: str) -> float:
-    return sum(float(figures.get(f"{d}_bw_bytes", 0.0)) for d in direction.split("+"))
-
-
-def _iops(figures: dict[str, float], direction: str) -> float:
-    return sum(float(figures.get(f"{d}_iops", 0.0)) for d in direction.split("+"))
 
 
 def clients_markdown(runs: list[ClientRun]) -> str:
@@ -41,8 +26,8 @@ def clients_markdown(runs: list[ClientRun]) -> str:
         by_test.setdefault((r.test_number, r.test_name), []).append(r)
     for (number, name), test_runs in by_test.items():
         names = sorted({c for r in test_runs for c in r.per_client})
-        direction = _direction(test_runs[0])
-        lines += [f"## #{number} {name} ({direction})", ""]
+        d = direction(test_runs[0])
+        lines += [f"## #{number} {name} ({d})", ""]
         lines += [
             "| run | host | " + " | ".join(names) + " | all clients | even |",
             "|---|---|" + "---|" * (len(names) + 2),
@@ -55,14 +40,11 @@ def clients_markdown(runs: list[ClientRun]) -> str:
                 if f is None:
                     cells.append("—")
                     continue
-                bws.append(_bw(f, direction))
-                cells.append(f"{fmt(_bw(f, direction) / MIB)} MiB/s ({fmt(_iops(f, direction))} IOPS)")
-            total = r.total or {
-                k: sum(float(f.get(k, 0.0)) for f in r.per_client.values())
-                for k in ("read_bw_bytes", "write_bw_bytes", "read_iops", "write_iops")
-            }
+                bws.append(bw_bytes(f, d))
+                cells.append(f"{fmt(bw_bytes(f, d) / MIB)} MiB/s ({fmt(iops(f, d))} IOPS)")
+            total = run_total(r)
             even = f"{min(bws) / max(bws):.2f}" if bws and max(bws) > 0 else "—"
-            cells.append(f"{fmt(_bw(total, direction) / MIB)} MiB/s ({fmt(_iops(total, direction))} IOPS)")
+            cells.append(f"{fmt(bw_bytes(total, d) / MIB)} MiB/s ({fmt(iops(total, d))} IOPS)")
             lines.append(f"| {r.run_no} | {r.host} | " + " | ".join(cells) + f" | {even} |")
         lines.append("")
         lines += _network(test_runs)

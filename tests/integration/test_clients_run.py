@@ -121,6 +121,18 @@ def test_two_clients_run_a_campaign_with_per_client_and_total_results(clients, t
     for name in names:
         assert name in md
     assert "all clients" in md
+    # the main report summarises them too: each client's mean beside all clients' (summary.md, index.html, JSON)
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "## Load from client hosts" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| #") and " | 1 | " in line)
+    assert all(name in row for name in names), row
+    assert '<h2 id="clients">Load from client hosts</h2>' in (tmp_path / "report" / "index.html").read_text()
+    rows = json.loads((tmp_path / "report" / "results.json").read_text())["clients"]
+    assert len(rows) == 2 and all(sorted(r["clients_mibs"]) == names for r in rows)
+    for r in rows:  # rate = 1m on each client: the means and the sum agree with the journal's figures
+        assert all(0.5 < m < 1.5 for m in r["clients_mibs"].values()), r
+        assert r["all_clients_mibs"] == pytest.approx(sum(r["clients_mibs"].values()), rel=0.02)
+        assert 0.5 < r["even"] <= 1.0
     # plan --export's script does the same with plain fio and ssh, and leaves nothing behind either
     exported = tankbench("plan", str(c), "--export", str(tmp_path / "x"), cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr

@@ -201,3 +201,23 @@ def test_targets_sharing_a_client_share_the_whole_set_or_use_another_port():
     overlap = text.replace("[matrix]", second + 'clients = ["10.0.0.3"]\n\n[matrix]')
     with pytest.raises(SpecError, match=r"target\[1\].clients = \['ssh:root@10.0.0.3'\]: shares client"):
         parse_spec(overlap, "c.toml")
+
+
+def test_the_main_report_summarises_client_runs_per_test():
+    from tankbench.analysis.clients import client_rows
+
+    a = {"read_bw_bytes": 3 * 1048576.0, "read_iops": 48.0}
+    b = {"read_bw_bytes": 1 * 1048576.0, "read_iops": 16.0}
+    net = {"net.limit": "disks", "net.why": "eth0 moved 4 MiB/s: 3 % of 1000 Mb/s"}
+    runs = [
+        ClientRun(2, "share-read", 1, "h", {"a": a, "b": b}, {}, net),
+        ClientRun(2, "share-read", 2, "h", {"a": b, "b": b}, {"read_bw_bytes": 2 * 1048576.0}, {}),
+        ClientRun(5, "load-write", 1, "h", {"x": {"write_bw_bytes": 1048576.0}}, {}),
+    ]
+    first, second = client_rows(runs)
+    assert (first.test_number, first.direction, first.runs) == (2, "read", 2)
+    assert first.clients == (("a", 2.0), ("b", 1.0))  # means over the runs: (3 + 1) / 2 and (1 + 1) / 2
+    assert first.total_mibs == 3.0  # run 1: the clients' sum (4), run 2: fio's aggregate (2)
+    assert first.even == 0.5 and first.limit == "disks" and "3 % of 1000" in first.why
+    assert (second.direction, second.clients, second.even, second.limit) == ("write", (("x", 1.0),), 1.0, "")
+    assert first.as_dict()["clients_mibs"] == {"a": 2.0, "b": 1.0}

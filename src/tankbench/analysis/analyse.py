@@ -9,6 +9,7 @@ from typing import Any
 from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation, evaluate_goal, mix_advice, recommendations
 from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
 from tankbench.analysis.checks import Warning, emulation_layers, validity_warnings
+from tankbench.analysis.clients import ClientRow
 from tankbench.analysis.crashes import CrashRow, crash_advice, crash_rows
 from tankbench.analysis.figures import Figure, figures
 from tankbench.analysis.fill import FillRow, fill_rows
@@ -45,6 +46,8 @@ class Analysis:
     percentiles: Mapping[str, Mapping[str, list[float]]] = field(default_factory=dict)
     #: tests whose runs crashed the host (analysis/crashes.py)
     crashes: tuple[CrashRow, ...] = ()
+    #: tests whose load came from client hosts, summarised (analysis/clients.py; with_run_detail reads them)
+    clients: tuple[ClientRow, ...] = ()
 
     @property
     def emulated(self) -> bool:

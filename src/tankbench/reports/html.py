@@ -260,6 +260,8 @@ def sections_html(a: Analysis) -> list[str]:
         out.append(fill_html(a))
     if a.crashes:
         out.append(crashes_html(a))
+    if a.clients:
+        out.append(clients_html(a))
     if a.goals:
         out.append(
             '<h2 id="goals">Goals</h2>'
@@ -326,6 +328,24 @@ def crashes_html(a: Analysis) -> str:
         "crash, a hang, a reboot): a finding about the configuration, not a measurement.</p><table><tr>"
         "<th>test</th><th>configuration</th><th>crashed runs</th><th>finished runs</th><th>noted</th></tr>"
         f"{rows}</table>"
+    )
+
+
+def clients_html(a: Analysis) -> str:
+    """Tests whose load came from client hosts (issue 20): each client's mean MiB/s, all clients', evenness."""
+    rows = "".join(
+        f"<tr><td>#{c.test_number} {e(c.test_name)} ({e(c.direction)})</td><td class='num'>{c.runs}</td>"
+        f"<td>{e(', '.join(f'{n} {fmt(m)}' for n, m in c.clients))}</td><td class='num'>{fmt(c.total_mibs)}</td>"
+        f"<td class='num'>{'—' if c.even is None else f'{c.even:.2f}'}</td>"
+        f"<td title='{e(c.why)}'>{e(c.limit or '—')}</td></tr>"
+        for c in a.clients
+    )
+    return (
+        '<h2 id="clients">Load from client hosts</h2><p>fio client/server: every client ran the test\'s job at '
+        "once. MiB/s are means over the test's measured runs (each run: clients.md); even = slowest client / "
+        "fastest (1.00: an even share); limit: what a network share's runs were bound by.</p><table><tr><th>test"
+        "</th><th>runs</th><th>each client (MiB/s)</th><th>all clients (MiB/s)</th><th>even</th><th>limit</th>"
+        f"</tr>{rows}</table>"
     )
 
 

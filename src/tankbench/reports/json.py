@@ -103,6 +103,7 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
         "tests": [test_dict(t) for t in ds.tests],
         "pool_full": [f.as_dict() for f in a.fill],
         "crashed_host": [c.as_dict() for c in a.crashes],
+        "clients": [c.as_dict() for c in a.clients],
         "figures": [
             {
                 "id": f.id,

@@ -126,6 +126,30 @@ def crashes_md(a: Analysis) -> list[str]:
     return [*out, ""]
 
 
+def clients_md(a: Analysis) -> list[str]:
+    """Tests whose load came from client hosts (issue 20): each client's mean beside all clients'; per run in
+    clients.md."""
+    if not a.clients:
+        return []
+    out = [
+        "## Load from client hosts",
+        "",
+        "fio client/server: every client ran the test's job at once. MiB/s are means over the test's measured runs "
+        "(per run: clients.md); even = slowest client / fastest (1.00: an even share); limit: what a network "
+        "share's runs were bound by (network, disks, cpu).",
+        "",
+        "| test | runs | each client (MiB/s) | all clients (MiB/s) | even | limit |",
+        "|---|---|---|---|---|---|",
+    ]
+    out += [
+        f"| #{c.test_number} {_cell(c.test_name)} ({c.direction}) | {c.runs} | "
+        f"{_cell(', '.join(f'{n} {fmt(m)}' for n, m in c.clients))} | {fmt(c.total_mibs)} | "
+        f"{'—' if c.even is None else f'{c.even:.2f}'} | {_cell(f'{c.limit}: {c.why}' if c.limit else '—')} |"
+        for c in a.clients
+    ]
+    return [*out, ""]
+
+
 def summary_markdown(a: Analysis) -> str:
     """The whole summary.md text."""
     ds = a.dataset
@@ -164,6 +188,7 @@ def summary_markdown(a: Analysis) -> str:
         out.append("")
     out += fill_md(a)
     out += crashes_md(a)
+    out += clients_md(a)
     out += ["## Warnings", ""] + [
         f"- **{w.severity}: {w.code}** — {w.message.rstrip('.')}. Fix: {w.fix}." for w in a.warnings
     ]
