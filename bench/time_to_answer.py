@@ -12,6 +12,8 @@ throughput is known in advance (min(iops limit, bandwidth limit / bs)). One camp
 
 It prints the wall-time ratio, Kendall's tau between the two leaderboards of each test case (and of each against
 the known truth), whether the winners agree, and where the adaptive schedule got an order wrong.
+The devices are laid out (random data) before either schedule runs, so both find their targets ready, and it
+prints where each schedule's time went (fio, preparation, cooldown) from the two journals.
 Needs root (loop devices, cgroups) and fio. Everything it creates (files, loop devices, a cgroup) is removed.
 """
 
