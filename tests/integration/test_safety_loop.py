@@ -177,3 +177,18 @@ def test_agent_never_fills_a_filesystem(small_fs: Path):
     assert not path.exists()
     agent.op_prepare_file({"op": "prepare_file", "paths": [str(path)], "size": 4 << 20, "layout": "random"})
     assert path.stat().st_size == 4 << 20
+
+
+@pytest.mark.parametrize("numjobs", [1, 2])
+def test_a_colon_in_the_directory_is_not_two_files_to_fio(tmp_path: Path, numjobs: int):
+    """fio splits filename= and directory= at ':'; unescaped, `…/co:lon` made fio open `…/co` (someone's file)."""
+    (tmp_path / "co").write_text("precious")
+    d = tmp_path / "co:lon"
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=d).replace('bs = ["4k"]', f'bs = ["4k"]\nnumjobs = [{numjobs}]'))
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "co").read_text() == "precious"
+    with sqlite3.connect(tmp_path / "j.sqlite") as db:
+        (status,) = db.execute("SELECT status FROM runs").fetchone()
+    assert status == "done" and sorted(p.name for p in d.iterdir())
