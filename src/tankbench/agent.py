@@ -278,6 +278,7 @@ def block_info(path: str) -> dict[str, Any]:
         if f and os.path.realpath(f[0]) in devnames:
             mounts.append("[swap]")
     info["mounts"] = mounts
+    info["zpool"] = imported_pool_of({real} | {"/dev/" + p for p in parts})
     sigs: list[str] = []
     for dev in [real] + ["/dev/" + p for p in parts]:
         try:
@@ -295,6 +296,27 @@ def block_info(path: str) -> dict[str, Any]:
     model = read_text(os.path.join(sysdir or "", "device", "model")).strip() if sysdir else ""
     info["model"] = model
     return info
+
+
+def imported_pool_of(devices: set[str]) -> str:
+    """The imported ZFS pool that uses one of these device nodes (or a partition of them), or "": a pool's vdevs
+    have no holders and no mounts, so only `zpool list -v -P` tells that a disk is in use. "" without ZFS."""
+    try:
+        names = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["zpool", "list", "-v", "-H", "-P"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    pools = set(names.stdout.split())
+    pool = ""
+    for line in out.stdout.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0] in pools:  # a pool's own line; its vdevs follow (in any indentation)
+            pool = words[0]
+        elif words[0].startswith("/") and os.path.realpath(words[0]) in devices:
+            return pool
+    return ""
 
 
 # ---------------------------------------------------------------- private directories
