@@ -117,6 +117,7 @@ SHAPES = [
     ("jobs/0/write", 0, "jobs[0].write = 0: must be an object of that direction's results"),
     ("jobs/0/read/clat_ns", [1, 2], "jobs[0].read.clat_ns = [1, 2]: must be a latency object"),
     ("jobs/0/read/clat_ns/percentile", "99=142336", "jobs[0].read.clat_ns.percentile"),
+    ("jobs/0/read/clat_ns/percentile/99.000000", None, "jobs[0].read.clat_ns.percentile.99.000000 = null"),
     ("global options", "direct=1", 'global options = "direct=1": must be an object'),
 ]
 
