@@ -278,6 +278,7 @@ def block_info(path: str) -> dict[str, Any]:
         if f and os.path.realpath(f[0]) in devnames:
             mounts.append("[swap]")
     info["mounts"] = mounts
+    info["zpool"] = imported_pool_of({real} | {"/dev/" + p for p in parts})
     sigs: list[str] = []
     for dev in [real] + ["/dev/" + p for p in parts]:
         try:
@@ -295,6 +296,27 @@ def block_info(path: str) -> dict[str, Any]:
     model = read_text(os.path.join(sysdir or "", "device", "model")).strip() if sysdir else ""
     info["model"] = model
     return info
+
+
+def imported_pool_of(devices: set[str]) -> str:
+    """The imported ZFS pool that uses one of these device nodes (or a partition of them), or "": a pool's vdevs
+    have no holders and no mounts, so only `zpool list -v -P` tells that a disk is in use. "" without ZFS."""
+    try:
+        names = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["zpool", "list", "-v", "-H", "-P"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    pools = set(names.stdout.split())
+    pool = ""
+    for line in out.stdout.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0] in pools:  # a pool's own line; its vdevs follow (in any indentation)
+            pool = words[0]
+        elif words[0].startswith("/") and os.path.realpath(words[0]) in devices:
+            return pool
+    return ""
 
 
 # ---------------------------------------------------------------- private directories
@@ -402,6 +424,59 @@ def op_key(req: dict[str, Any]) -> None:
     emit("result", path=path, created=True)
 
 
+def not_regular_test_files(directory: str) -> list[str]:
+    """tankbench's test file names in a directory that are not plain files (a symlink to a disk or to someone's
+    file, a device node): laying one out would write through it."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [n for n in names if n.startswith("tankbench-") and n.endswith(".fiodata")
+            and not stat.S_ISREG(os.lstat(os.path.join(directory, n)).st_mode)]  # fmt: skip
+
+
+def free_bytes(path: str) -> int:
+    """Bytes an unprivileged write may still take on the filesystem of `path` (-1 if unknown)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1
+    return st.f_bavail * st.f_frsize
+
+
+def allocated_bytes(path: str) -> int:
+    """Bytes a plain file holds on disk (what rewriting it frees first); 0 for anything else."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return st.st_blocks * 512 if stat.S_ISREG(st.st_mode) else 0
+
+
+def test_file_bytes(directory: str) -> int:
+    """Bytes tankbench's test files in a directory hold (laying them out again reuses that room)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    return sum(allocated_bytes(os.path.join(directory, n)) for n in names
+               if n.startswith("tankbench-") and n.endswith(".fiodata"))  # fmt: skip
+
+
+def refuse_no_room(path: str, size: int) -> None:
+    """Raise unless a file of `size` bytes fits where `path` is: never fill someone's filesystem or pool."""
+    free = free_bytes(os.path.dirname(path) or ".")
+    if free >= 0 and size > free + allocated_bytes(path):
+        raise ValueError("%s: %d bytes to lay out, but only %d are free there: tankbench never fills a filesystem"
+                         % (path, size, free + allocated_bytes(path)))  # fmt: skip
+
+
+def refuse_not_regular(path: str) -> None:
+    """Raise unless `path` is absent or a plain file: never write through a symlink or into a device."""
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise ValueError("%s is a symlink or not a regular file: tankbench writes only its own test files" % path)
+
+
 # ---------------------------------------------------------------- ops
 def op_probe(req: dict[str, Any]) -> None:
     """Fingerprint facts, plus what the runner needs to know about each path it will use."""
@@ -433,6 +508,9 @@ def op_probe(req: dict[str, Any]) -> None:
         entry["parent_is_dir"] = os.path.isdir(parent)
         entry["writable"] = os.access(p if entry["exists"] else parent, os.W_OK)
         entry["devices"] = physical_devices(p if entry["exists"] else parent)
+        entry["not_regular"] = not_regular_test_files(p) if entry["is_dir"] else []
+        entry["free_bytes"] = free_bytes(p if entry["exists"] else parent)
+        entry["test_file_bytes"] = test_file_bytes(p) if entry["is_dir"] else 0
         paths[p] = entry
     blocks = {p: block_info(p) for p in req.get("block_devices", [])}
     models: dict[str, str] = {}
@@ -733,8 +811,12 @@ def op_prepare_file(req: dict[str, Any]) -> None:
     _flush(sync_cmd)
     measured: list[Measure | None] = []
     for path in paths:
+        refuse_not_regular(path)
         m = _measure_file(path) if os.path.exists(path) and not req.get("force") else None
         if m is None or not _file_ok(m, size, layout, zero_holes)[0]:
+            # an unwritten file is all holes, zero or compressible data on a compressing dataset takes less
+            if layout != "unwritten" and (layout == "random" or not zero_holes):
+                refuse_no_room(path, size)
             _write_file(path, size, layout)
             laid_out, m = True, None
         measured.append(m)

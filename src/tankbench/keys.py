@@ -13,6 +13,9 @@ from typing import Any
 from tankbench.errors import SpecError
 from tankbench.units import parse_duration, parse_size
 
+#: the longest duration any campaign key takes: beyond it a value is a typo (and would overflow fio's microseconds)
+MAX_DURATION_S = 366 * 86400.0
+
 
 class Keys:
     """Checks the keys and values of a TOML file's tables; carries the file name so every error names the
@@ -53,6 +56,10 @@ class Keys:
             ) from None
         if positive and seconds <= 0:
             raise self.err(key, value, "must be longer than zero", 'e.g. "60s"')
+        if 0 < seconds < 0.001:  # fio takes whole milliseconds: this would be written as 0, fio's "no limit"
+            raise self.err(key, value, "is shorter than a millisecond", 'e.g. "500ms" or "1s"')
+        if seconds > MAX_DURATION_S:
+            raise self.err(key, value, "is longer than a year", 'e.g. "30s", "2m", "1h30m" or "7d"')
         return seconds
 
     def size(self, key: str, value: object, positive: bool = True) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -118,8 +119,9 @@ class Test:
             "ramp": self.ramp,
         }
 
-    @property
+    @functools.cached_property
     def id(self) -> str:
+        # computed once: a plan of 100,000 tests asked for each id ~13 times (13 s of its 15 s)
         return short_hash(self.canonical())
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
@@ -33,6 +34,8 @@ def parse_duration(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise ValueError("not a duration")
     if isinstance(text, (int, float)):
+        if not math.isfinite(text):  # TOML has nan and inf: neither is a time fio or a sleep can take
+            raise ValueError("not a finite duration")
         if text < 0:
             raise ValueError("negative duration")
         return float(text)

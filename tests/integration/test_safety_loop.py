@@ -106,3 +106,115 @@ def test_partition_table_refused(tmp_path: Path, loopdev: str):
 def test_regular_file_under_dev_is_not_a_block_device(tmp_path: Path):
     res = run_on(tmp_path, "/dev/null", "/dev/null")
     assert res.returncode == 2 and "not a block device" in res.stderr
+
+
+FILE_CAMPAIGN = """
+[campaign]
+name = "safety-file"
+runtime = "1s"
+host = "local"
+
+[[target]]
+name = "scratch"
+kind = "file"
+path = "{path}"
+size = "8M"
+
+[matrix]
+rw = ["write"]
+bs = ["4k"]
+"""
+
+
+def test_file_target_never_writes_through_a_symlinked_test_file(tmp_path: Path, loopdev: str):
+    """A directory whose `tankbench-<target>.fiodata` is a symlink to a disk (left by someone, or planted in a
+    shared directory): the layout and fio would write through it. Refused before anything is written."""
+    sh("mkfs.ext4", "-q", loopdev)
+    before = first_bytes(loopdev)
+    d = tmp_path / "dir"
+    d.mkdir()
+    (d / "tankbench-scratch.fiodata").symlink_to(loopdev)
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=d))
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"path = '{d}': tankbench-scratch.fiodata there is a symlink or not a regular file" in res.stderr
+    assert "Hint: tankbench would write through it" in res.stderr
+    assert first_bytes(loopdev) == before and 'TYPE="ext4"' in sh("blkid", loopdev)
+    assert not (tmp_path / "j.sqlite").exists()
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 16 MiB tmpfs (unmounted afterwards): a filesystem a test file can fill."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    sh("mount", "-t", "tmpfs", "-o", "size=16m", "tankbench-test", str(mnt))
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_file_target_larger_than_its_filesystem_is_refused_before_writing(tmp_path: Path, small_fs: Path):
+    """size = "1P" (or any size beyond the free space) used to lay out until the filesystem was full."""
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=small_fs).replace('size = "8M"', 'size = "32M"'))
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"path = '{small_fs}': size 32M does not fit: " in res.stderr and "free there on local" in res.stderr
+    assert "Hint: lower the target's size" in res.stderr
+    assert os.listdir(small_fs) == [] and not (tmp_path / "j.sqlite").exists()
+
+
+def test_agent_never_fills_a_filesystem(small_fs: Path):
+    """The agent's own guard (a filesystem that filled up after the probe): no byte written, a clear error."""
+    from tankbench import agent
+
+    path = small_fs / "tankbench-scratch.fiodata"
+    with pytest.raises(ValueError, match="bytes to lay out, but only .* are free there"):
+        agent.op_prepare_file({"op": "prepare_file", "paths": [str(path)], "size": 32 << 20, "layout": "random"})
+    assert not path.exists()
+    agent.op_prepare_file({"op": "prepare_file", "paths": [str(path)], "size": 4 << 20, "layout": "random"})
+    assert path.stat().st_size == 4 << 20
+
+
+@pytest.mark.parametrize("numjobs", [1, 2])
+def test_a_colon_in_the_directory_is_not_two_files_to_fio(tmp_path: Path, numjobs: int):
+    """fio splits filename= and directory= at ':'; unescaped, `…/co:lon` made fio open `…/co` (someone's file)."""
+    (tmp_path / "co").write_text("precious")
+    d = tmp_path / "co:lon"
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=d).replace('bs = ["4k"]', f'bs = ["4k"]\nnumjobs = [{numjobs}]'))
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "co").read_text() == "precious"
+    with sqlite3.connect(tmp_path / "j.sqlite") as db:
+        (status,) = db.execute("SELECT status FROM runs").fetchone()
+    assert status == "done" and sorted(p.name for p in d.iterdir())
+
+
+def test_disk_of_an_imported_pool_is_refused_even_when_confirmed(tmp_path: Path, loopdev: str, by_id: str):
+    """An imported pool's disk has a zfs_member signature, but no mount and no holder: confirming the id used to be
+    enough to write over a live pool. This host has no ZFS module, so `zpool` is a fake (FakeZpool, a shell script
+    first on PATH) printing `zpool list -v -H -P` for a pool on this loop device; the device itself is real."""
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    script = fake / "zpool"
+    script.write_text(
+        "#!/bin/sh\n# FakeZpool: zpool list -v -H -P of one imported pool whose mirror holds the test's loop device\n"
+        'if [ "$3" = "-o" ]; then echo tank; exit 0; fi\n'
+        f"printf 'tank\\t60M\\t1M\\t59M\\t-\\t-\\t0%%\\t1%%\\t1.00x\\tONLINE\\t-\\n'\n"
+        f"printf '\\tmirror-0\\t60M\\t1M\\t59M\\t-\\t-\\t0%%\\t1%%\\t-\\tONLINE\\n'\n"
+        f"printf '\\t{by_id}\\t-\\t-\\t-\\t-\\t-\\t-\\t-\\t-\\tONLINE\\n'\n"
+    )
+    script.chmod(0o755)
+    sh("mkfs.ext4", "-q", loopdev)  # any signature: the confirmation below would accept it without the pool check
+    before = first_bytes(loopdev)
+    c = tmp_path / "c.toml"
+    c.write_text(CAMPAIGN.format(path=by_id, confirm=f'confirm = "{by_id}"'))
+    env = {"PATH": f"{fake}:{os.environ['PATH']}"}
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180, env=env)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "the device is in use by the imported ZFS pool 'tank'" in res.stderr
+    assert first_bytes(loopdev) == before and not (tmp_path / "j.sqlite").exists()

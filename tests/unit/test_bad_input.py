@@ -74,6 +74,31 @@ def test_unreadable_campaign(tmp_path: Path):
     assert "Hint: check the file's permissions" in res.stderr
 
 
+def test_campaign_saved_with_a_bom_is_read(tmp_path: Path):
+    """Notepad and other Windows editors start UTF-8 files with a byte order mark: TOML without it."""
+    good = (FIXTURES / "bad" / "runtime-zero.toml").read_text().replace('runtime = "0s"', 'runtime = "1s"')
+    f = tmp_path / "bom.toml"
+    f.write_bytes(b"\xef\xbb\xbf" + good.replace("@TMP@", str(tmp_path)).encode())
+    res = tankbench("plan", str(f), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "1 tests on 1 configurations" in res.stdout
+
+
+def test_a_device_named_as_the_campaign_is_refused_without_reading_it_all(tmp_path: Path):
+    res = tankbench("plan", "/dev/zero", cwd=tmp_path, timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith("Error: /dev/zero: larger than 16 MiB, not a campaign file"), res.stderr
+    assert "Hint: pass the campaign's .toml file" in res.stderr and os.listdir(tmp_path) == []
+
+
+def test_a_path_that_cannot_be_followed_gets_a_path_hint(tmp_path: Path):
+    loop = tmp_path / "loop.toml"
+    loop.symlink_to(loop)
+    res = tankbench("plan", str(loop), cwd=tmp_path)
+    assert res.returncode == 2 and "Too many levels of symbolic links" in res.stderr, res.stderr
+    assert "Hint: check the path" in res.stderr and "permissions" not in res.stderr
+
+
 def test_unknown_scale_names_the_scales_there_are(tmp_path: Path):
     res = tankbench("plan", "zvol-issues", "--scale", "huge", cwd=tmp_path)
     assert res.returncode == 2 and "no [scale.huge] in this campaign (scales: ci, quick)" in res.stderr
@@ -94,3 +119,60 @@ def test_bad_host_file(path: Path, tmp_path: Path):
     if "campaign" not in message:  # errors of the preset after the overrides name the preset's file instead
         assert str(path) in res.stderr or "tuning-matrix.toml" in res.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_a_journals_old_report_keys_are_still_read():
+    """Unknown [report]/[[goal]] keys are refused in a campaign file, not in the copy an older journal keeps."""
+    from tankbench.spec.report import parse_settings
+
+    s = parse_settings(
+        '[report]\nbaseline = "hdd"\nretired_key = 1\n[[goal]]\ncase = "x"\nmetric = "IOPS"\nvalue = 1\nold = 2\n'
+    )
+    assert s.baseline == "hdd" and len(s.goals) == 1
+
+
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        ("-", "Error: --export -: the export is a directory of scripts, not one stream"),
+        ("afile", "Error: --export afile: exists and is not a directory"),
+        ("taken", "Error: cannot write the export to taken/0001-job.fio: Is a directory"),
+    ],
+)
+def test_plan_export_to_what_is_not_a_directory(tmp_path: Path, target: str, message: str):
+    campaign = tmp_path / "c.toml"
+    text = (FIXTURES / "bad" / "runtime-zero.toml").read_text().replace('runtime = "0s"', 'runtime = "1s"')
+    campaign.write_text(text.replace("@TMP@", str(tmp_path)))
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "taken" / "0001-job.fio").mkdir(parents=True)
+    res = tankbench("plan", str(campaign), "--export", target, cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(message) and "Hint: " in res.stderr, res.stderr
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("command", ["plan", "run", "report", "show"])
+def test_a_journal_given_as_the_campaign_says_so(tmp_path: Path, command: str):
+    journal = FIXTURES / "journal-local-file.sqlite"
+    res = tankbench(command, str(journal), cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"Error: {journal}: a journal (an SQLite database), not a campaign file")
+    assert f"Hint: a journal goes with --journal, e.g. tankbench report --journal {journal}" in res.stderr
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("weight", ["nan", "inf"])
+def test_mix_weight_that_is_not_a_number(tmp_path: Path, weight: str):
+    journal = FIXTURES / "journal-local-file.sqlite"
+    res = tankbench("advise", "--journal", str(journal), "--mix", f"read random 4k={weight}", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith(f"Error: bad --mix item 'read random 4k={weight}'")
+
+
+def test_host_file_with_a_bom_and_a_directory_as_host_file(tmp_path: Path):
+    host = tmp_path / "host.toml"
+    host.write_bytes(b'\xef\xbb\xbf[host]\nkind = "local"\n')
+    res = tankbench("plan", "tuning-matrix", "--scale", "quick", "--host", str(host), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (tmp_path / "d.toml").mkdir()
+    res = tankbench("plan", "tuning-matrix", "--host", str(tmp_path / "d.toml"), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith(f"Error: --host {tmp_path / 'd.toml'}: is a directory")

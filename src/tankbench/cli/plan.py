@@ -170,10 +170,19 @@ def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, lear
 
 def export(tests: list[Test], directory: str, campaign_id: str = "") -> None:
     """Write NNNN-job.fio and an executable NNNN-job.sh per test, and an index tests.tsv."""
+    if directory == "-":
+        raise UserError("--export -: the export is a directory of scripts, not one stream", "name a directory")
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise UserError(f"--export {directory}: exists and is not a directory", "name a directory (new or existing)")
     try:
         os.makedirs(directory, exist_ok=True)
+        _write_export(tests, directory, campaign_id)
     except OSError as e:
-        raise UserError(f"cannot create export directory {directory}: {e.strerror}", "pick a writable directory") from e
+        where = e.filename or directory
+        raise UserError(f"cannot write the export to {where}: {e.strerror}", "pick a writable directory") from e
+
+
+def _write_export(tests: list[Test], directory: str, campaign_id: str) -> None:
     index = ["number\tid\tname\ttest_case\tscript"]
     for t in tests:
         base = f"{t.number:04d}-job"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import os
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,19 +155,142 @@ def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+def _check_shape(doc: Mapping[str, Any], path: str, hint: str) -> None:
+    """Refuse, naming the key, a JSON document whose parts have the wrong type for fio's output (a hand-edited or
+    foreign file): the rest of the importer can then read it without guarding every access."""
+
+    def bad(key: str, value: object, want: str) -> UserError:
+        shown = json.dumps(value, default=str)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return UserError(f"{path}: {key} = {shown}: {want} in fio's JSON", hint)
+
+    ts = doc.get("timestamp", 0)
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= ts < 1e11:
+        raise bad("timestamp", ts, "must be seconds since 1970")
+    for name in ("jobs", "client_stats"):
+        entries = doc.get(name, [])
+        if not isinstance(entries, list):
+            raise bad(name, entries, "must be a list of job objects")
+        for i, job in enumerate(entries):
+            if not isinstance(job, dict):
+                raise bad(f"{name}[{i}]", job, "must be a job object")
+            opts = job.get("job options", {})
+            if not isinstance(opts, dict):
+                raise bad(f"{name}[{i}].job options", opts, "must be an object of option names and values")
+            _check_directions(job, f"{name}[{i}]", bad)
+            err = job.get("error", 0)
+            if isinstance(err, bool) or not isinstance(err, int) or not 0 <= err < 1 << 31:
+                raise bad(f"{name}[{i}].error", err, "must be an errno (a whole number)")
+    glob = doc.get("global options", {})
+    if not (isinstance(glob, dict) or (isinstance(glob, list) and all(isinstance(g, dict) for g in glob))):
+        raise bad("global options", glob, "must be an object (or, from fio --client, a list of them)")
+
+
+#: a job's per-direction blocks and, in each, the latency blocks with their tables (fio 2.x µs and 3.x ns names)
+_DIRECTION_KEYS = ("read", "write", "trim", "sync", "mixed")
+_LATENCY_KEYS = ("lat", "clat", "slat", "lat_ns", "clat_ns", "slat_ns")
+
+
+def _check_directions(job: Mapping[str, Any], where: str, bad: Callable[[str, object, str], UserError]) -> None:
+    for d in _DIRECTION_KEYS:
+        block = job.get(d)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise bad(f"{where}.{d}", block, "must be an object of that direction's results")
+        for name in _LATENCY_KEYS:
+            lat = block.get(name)
+            if lat is not None and not isinstance(lat, dict):
+                raise bad(f"{where}.{d}.{name}", lat, "must be a latency object")
+            for table in ("percentile", "bins"):
+                value = (lat or {}).get(table)
+                if value is not None and not isinstance(value, dict):
+                    raise bad(f"{where}.{d}.{name}.{table}", value, "must be an object")
+                for k, v in (value or {}).items():  # the report reads these tables again from the stored JSON
+                    if isinstance(v, bool) or not isinstance(v, int | float) or not _is_number(k):
+                        raise bad(f"{where}.{d}.{name}.{table}.{k}", v, "must be a number keyed by a number")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _finite(value: Any) -> Any:
+    """The JSON value with NaN and infinities (which Python's json reads, and SQLite's JSON refuses) as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def fio_documents(text: str) -> list[dict[str, Any]]:
+    """Every fio JSON document in one file, in order: fio run several times with `>>` into one file appends one
+    document per run (with fio's messages or --output-format=json,normal text between them)."""
+    docs = [load_fio_json(text)]  # the first: FioOutputError when there is none, or it is cut short
+    pos = json.JSONDecoder().raw_decode(text, text.find("{"))[1]
+    while (start := text.find("{", pos)) >= 0:
+        try:
+            doc, pos = json.JSONDecoder().raw_decode(text, start)
+        except json.JSONDecodeError as e:
+            raise FioOutputError(f"fio JSON document {len(docs) + 1} is not valid JSON: {e}") from e
+        if not isinstance(doc, dict) or not (doc.get("jobs") or doc.get("client_stats")):
+            raise FioOutputError(f"fio JSON document {len(docs) + 1} (line {_line(text, start)}) has no jobs")
+        docs.append(doc)
+    return docs
+
+
+def _line(text: str, pos: int) -> int:
+    """The 1-based line of a character offset (for messages about a file's later documents)."""
+    return text.count("\n", 0, pos) + 1
+
+
+_TERSE_RE = re.compile(r"^[2-5];fio-[^;]*;", re.MULTILINE)
+
+
+def _text_format(text: str) -> str:
+    """Which of fio's text formats a file without JSON is in ("terse", "normal"), or "" if it is neither."""
+    if _TERSE_RE.search(text):
+        return "terse"
+    if "Run status group" in text or re.search(r"^\S+: \(g=\d+\): rw=", text, re.MULTILINE):
+        return "normal"
+    return ""
+
+
 def read_fio_file(path: str) -> list[ImportedJob]:
-    """Parse one fio JSON file (local `jobs` or `--client` `client_stats`) into runs, one per distinct job:
-    parallel entries of a job (numjobs without group_reporting, several clients) aggregate into one run.
-    UserError when the file is not fio JSON."""
+    """Parse one fio JSON file (local `jobs` or `--client` `client_stats`, one or more documents) into runs, one
+    per distinct job of each document: parallel entries of a job (numjobs without group_reporting, several
+    clients) aggregate into one run. UserError when the file is not fio JSON."""
     hint = "pass fio JSON files written by --output-format=json"
     try:
         with open(path, "rb") as f:
             text = decode_fio_bytes(f.read(), path)
-        doc = load_fio_json(text)
+        docs = fio_documents(text)
     except OSError as e:
         raise UserError(f"cannot read {path}: {e.strerror}", hint) from e
     except FioOutputError as e:
+        if other := _text_format(text):
+            raise UserError(
+                f"{path}: fio's {other} output, not JSON",
+                "run fio again with --output-format=json (or json+): the text formats lack the options and units",
+            ) from e
         raise UserError(f"{path}: {e}", hint) from e
+    out: list[ImportedJob] = []
+    for i, doc in enumerate(docs):
+        where = f"{path} (document {i + 1} of {len(docs)})" if len(docs) > 1 else path
+        out += _read_document(doc, where, os.path.basename(path), hint)
+    return out
+
+
+def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> list[ImportedJob]:
+    """The runs of one fio JSON document (one fio invocation)."""
+    _check_shape(doc, path, hint)
     groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for job in job_entries(doc):
         opts = {**_global_options(doc, job), **(job.get("job options") or {})}
@@ -179,18 +304,18 @@ def read_fio_file(path: str) -> list[ImportedJob]:
         try:
             metrics = dict(metrics_from_jobs(jobs))
             test = job_to_test(opts, str(jobs[0].get("jobname", "")))
-        except (TypeError, ValueError, KeyError) as e:
+            for host in hosts if len(hosts) > 1 else ():  # each client's own share, beside the run's sum
+                mine = metrics_from_jobs([j for j in jobs if _host_of(j) == host])
+                metrics.update({f"client[{host}].{k}": mine[k] for k in ("total.iops", "total.bw_bytes")})
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:
             raise UserError(f"{path}: job {jobs[0].get('jobname', '')!r}: unexpected fio JSON ({e})", hint) from e
-        for host in hosts if len(hosts) > 1 else ():  # each client's own share, beside the run's sum
-            mine = metrics_from_jobs([j for j in jobs if _host_of(j) == host])
-            metrics.update({f"client[{host}].{k}": mine[k] for k in ("total.iops", "total.bw_bytes")})
         out.append(
             ImportedJob(
                 test,
-                metrics,
+                {k: v for k, v in metrics.items() if math.isfinite(v)},  # fio's "nan": not measured, not a number
                 max(int(j.get("error", 0)) for j in jobs),
-                json.dumps(one),
-                os.path.basename(path),
+                json.dumps(_finite(one)),
+                source,
                 float(doc.get("timestamp", 0) or 0),
                 fio_version(doc),
                 hosts,

@@ -120,7 +120,7 @@ def parse_host_keys(table: Mapping[str, Any], err: Callable[[str, object, str, s
 
     def model(key: str) -> str:
         value = table.get(key, "none")
-        if value not in MODELS:
+        if not isinstance(value, str) or value not in MODELS:
             raise err(f"host.{key}", value, f"is not a disk model ({', '.join(names)})", f'e.g. {key} = "hdd"')
         return str(value)
 

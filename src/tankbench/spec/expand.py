@@ -125,6 +125,8 @@ def expand(spec: Spec) -> list[Test]:
     tests = _numbered(spec, _matrix_points(spec, axes) + _include_points(spec), _varying(spec, axes))
     if len(tests) > spec.max_tests:
         raise _too_many(spec, len(tests))
+    if not tests:  # nothing to run is a mistake in the file, not a campaign that is done
+        raise _none_left(spec, total)
     return tests
 
 
@@ -198,6 +200,18 @@ def _test(spec: Spec, number: int, name: str, target: Target, params: dict[str, 
         fio_options=spec.fio,
         runtime=spec.runtime,
         ramp=spec.ramp,
+    )
+
+
+def _none_left(spec: Spec, total: int) -> UserError:
+    if spec.excludes:
+        return UserError(
+            f"{spec.path}: [[exclude]]: the rules drop all {total} tests of the matrix, none is left to run",
+            "narrow or remove an [[exclude]] rule (a rule drops every test that matches all of its keys)",
+        )
+    return UserError(
+        f"{spec.path}: [matrix]: none of its {total} points is a test its targets can run",
+        "check the targets' kinds against the matrix (e.g. copy workloads need a file system, not a raw device)",
     )
 
 

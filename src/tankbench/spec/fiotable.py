@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -18,7 +19,11 @@ def parse_fio(ctx: Keys, table: dict[str, Any]) -> dict[str, Any]:
             raise ctx.err(f"fio.{key}", value, "is not an fio option name", "fio options are lower_case_words")
         if isinstance(value, bool):
             value = int(value)
-        if not isinstance(value, (str, int, float)) or (isinstance(value, str) and "\n" in value):
+        if (
+            not isinstance(value, (str, int, float))
+            or (isinstance(value, str) and ("\n" in value or "\r" in value))
+            or (isinstance(value, float) and not math.isfinite(value))
+        ):
             raise ctx.err(f"fio.{key}", value, "must be a string or number on one line", 'e.g. ioengine = "libaio"')
         out[key] = value
     return out

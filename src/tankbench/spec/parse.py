@@ -33,24 +33,40 @@ from tankbench.targets.clients import check_client_targets
 __all__ = ["AXES", "FIO_AXES", "Cooldown", "HostSpec", "PoolSpec", "Schedule", "Spec", "load_spec", "parse_spec"]
 
 
+#: a campaign file is a few KiB; reading stops beyond this (a device or /dev/zero named by mistake)
+MAX_CAMPAIGN_BYTES = 16 << 20
+
+
 def load_spec(path: str, scale: str = "", overrides: Overrides | None = None) -> Spec:
     """Read and validate a campaign file; raise UserError/SpecError naming the file, key and value."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = f.read(MAX_CAMPAIGN_BYTES + 1)
     except FileNotFoundError:
         raise UserError(
             f"campaign file not found: {path}", "check the path; `tankbench presets` lists the presets"
         ) from None
     except IsADirectoryError:
         raise UserError(f"{path}: is a directory, not a campaign file", "pass the .toml file itself") from None
-    except OSError as e:
+    except PermissionError as e:
         raise UserError(f"cannot read campaign file {path}: {e.strerror}", "check the file's permissions") from e
+    except OSError as e:
+        raise UserError(f"cannot read campaign file {path}: {e.strerror}", "check the path") from e
+    if len(raw) > MAX_CAMPAIGN_BYTES:
+        raise UserError(
+            f"{path}: larger than {MAX_CAMPAIGN_BYTES >> 20} MiB, not a campaign file",
+            "pass the campaign's .toml file (a few KiB), not a device or a data file",
+        )
+    if raw.startswith(b"SQLite format 3\x00"):
+        raise UserError(
+            f"{path}: a journal (an SQLite database), not a campaign file",
+            f"a journal goes with --journal, e.g. tankbench report --journal {path}",
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text", "save the campaign file as UTF-8") from None
-    return parse_spec(text, path, scale, overrides)
+    return parse_spec(text.removeprefix("\ufeff"), path, scale, overrides)  # editors on Windows write a BOM
 
 
 def apply_scale(ctx: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
@@ -117,7 +133,9 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     tunables = parse_tunables_table(ctx, ctx.table(doc, "tunables"))
     check_new_axes(ctx, matrix, fio, pool, targets, settings["mode"])
     check_fill(ctx.err, matrix, excludes, includes, pool, targets, settings["fill_room"])
-    report = settings_from_doc(doc, path)  # the report reads these again from the journal's copy of the text
+    report = settings_from_doc(
+        doc, path, strict=True
+    )  # the report reads these again from the journal's copy of the text
     extras: dict[str, Any] = {"resolved_sizes": tuple(r.line() for r in resolved)} if resolved else {}
     return Spec(
         path=path,

@@ -24,6 +24,8 @@ Schema (all optional)::
 
 from __future__ import annotations
 
+import difflib
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -92,7 +94,7 @@ def parse_mix_text(text: str) -> tuple[tuple[str, float], ...]:
             w = float(weight.strip().rstrip("%"))
         except ValueError:
             w = -1.0
-        if not sep or not name.strip() or w <= 0:
+        if not sep or not name.strip() or not math.isfinite(w) or w <= 0:
             raise UserError(
                 f"bad --mix item {part.strip()!r}",
                 'write test cases with positive weights: --mix "read random 4k=70,write random 4k=30"',
@@ -108,29 +110,48 @@ def _normalise(items: list[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
     return tuple((name, w / total) for name, w in items)
 
 
-def _parse_goal(path: str, i: int, g: Any) -> Goal:
+REPORT_KEYS = ("baseline", "test_case", "timing_threshold")
+GOAL_KEYS = ("name", "case", "metric", "op", "value")
+
+
+def _unknown(path: str, table: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
+    for k in table:
+        if k not in allowed:
+            close = difflib.get_close_matches(k, allowed, n=1)
+            hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(allowed)}"
+            raise SpecError(path, f"{prefix}{k}", None, "unknown key", hint)
+
+
+def _parse_goal(path: str, i: int, g: Any, strict: bool = False) -> Goal:
     key = f"goal[{i}]"
     if not isinstance(g, dict):
         raise SpecError(path, key, g, "must be a table", "write [[goal]] with case, metric, op, value")
+    if strict:
+        _unknown(path, g, GOAL_KEYS, f"{key}.")
     for k in ("case", "metric", "value"):
         if k not in g:
             raise SpecError(path, f"{key}.{k}", None, "missing", "a goal needs case, metric, op and value")
-    if g["metric"] not in GOAL_METRICS:
+    if strict and not isinstance(g["case"], str):
+        raise SpecError(
+            path, f"{key}.case", g["case"], "must be a string", 'a test case, e.g. case = "write random 4k"'
+        )
+    if not isinstance(g["metric"], str) or g["metric"] not in GOAL_METRICS:
         raise SpecError(path, f"{key}.metric", g["metric"], "unknown metric", f"use one of {', '.join(GOAL_METRICS)}")
     op = g.get("op", "<=" if g["metric"] == "p99_ms" else ">=")
     if op not in GOAL_OPS:
         raise SpecError(path, f"{key}.op", op, "unknown comparison", f"use one of {' '.join(GOAL_OPS)}")
-    if isinstance(g["value"], bool) or not isinstance(g["value"], int | float):
-        raise SpecError(path, f"{key}.value", g["value"], "not a number", "write a plain number, e.g. value = 117")
+    value = g["value"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpecError(path, f"{key}.value", value, "not a number", "write a plain number, e.g. value = 117")
     name = str(g.get("name") or f"{g['case']} {g['metric']} {op} {g['value']}")
-    return Goal(name, str(g["case"]), str(g["metric"]), op, float(g["value"]))
+    return Goal(name, str(g["case"]), str(g["metric"]), op, float(value))
 
 
 def _parse_mix(path: str, mix: Any) -> tuple[tuple[str, float], ...]:
     if not isinstance(mix, dict) or not mix:
         raise SpecError(path, "mix", mix, "must be a table of test case = weight", '"read random 4k" = 0.7')
     for name, w in mix.items():
-        if isinstance(w, bool) or not isinstance(w, int | float) or w <= 0:
+        if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
             raise SpecError(path, f"mix.{name}", w, "weight must be a positive number", "e.g. 0.3 or 30")
     return _normalise([(str(k), float(v)) for k, v in mix.items()])
 
@@ -144,11 +165,16 @@ def parse_settings(spec_text: str, path: str = "campaign") -> Settings:
     return settings_from_doc(doc, path)
 
 
-def settings_from_doc(doc: Mapping[str, Any], path: str) -> Settings:
-    """The report settings of a campaign's parsed TOML document (parse_spec passes its own)."""
+def settings_from_doc(doc: Mapping[str, Any], path: str, strict: bool = False) -> Settings:
+    """The report settings of a campaign's parsed TOML document (parse_spec passes its own, `strict`: unknown
+    keys and a non-string baseline or goal case are refused there, while a journal's old copy is still read)."""
     rep = doc.get("report", {})
     if not isinstance(rep, dict):
         raise SpecError(path, "report", rep, "must be a table", "write [report]")
+    if strict:
+        _unknown(path, rep, REPORT_KEYS, "report.")
+        if not isinstance(rep.get("baseline", ""), str):
+            raise SpecError(path, "report.baseline", rep["baseline"], "must be a string", 'e.g. baseline = "raw"')
     keys = rep.get("test_case", ["rw", "bs"])
     if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
         raise SpecError(path, "report.test_case", keys, "must be a list of parameter names", '["rw", "bs"]')
@@ -164,5 +190,5 @@ def settings_from_doc(doc: Mapping[str, Any], path: str) -> Settings:
         timing_seconds=secs,
         timing_explicit=explicit,
         mix=_parse_mix(path, doc["mix"]) if "mix" in doc else (),
-        goals=tuple(_parse_goal(path, i, g) for i, g in enumerate(goals)),
+        goals=tuple(_parse_goal(path, i, g, strict) for i, g in enumerate(goals)),
     )

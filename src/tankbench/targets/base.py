@@ -17,6 +17,7 @@ from tankbench.errors import UserError
 from tankbench.hosts.base import Host
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
+from tankbench.units import fmt_size
 
 if TYPE_CHECKING:
     from tankbench.targets.zfs import ZfsProvisioner
@@ -271,6 +272,13 @@ def parse_path_table(
             "must be an absolute path",
             'a directory for kind = "file", a /dev/disk/by-id/… path for kind = "raw"',
         )
+    if any(c == "$" or ord(c) < 32 or ord(c) == 127 for c in path_):  # fio reads ${VAR} and line ends in job files
+        raise keys.err(
+            prefix + "path",
+            path_,
+            "must not contain '$' or control characters (fio expands ${…} in a job file; a newline or tab breaks it)",
+            "rename the directory, or name it through a symlink whose path has neither",
+        )
     if kind.block_device and not path_.startswith("/dev/"):
         raise keys.err(
             prefix + "path",
@@ -304,6 +312,26 @@ def check_directory(where: str, probe: Mapping[str, Any], path: str, host: str) 
         )
     if not info["writable"]:
         raise UserError(f"{where}: not writable on {host}", "pick a directory you can write to")
+    odd = info.get("not_regular") or []
+    if odd:
+        raise UserError(
+            f"{where}: {', '.join(odd)} there is a symlink or not a regular file on {host}",
+            "tankbench would write through it; remove it (tankbench makes its test files itself)",
+        )
+
+
+def check_room(where: str, info: Mapping[str, Any], size: int, host: str) -> None:
+    """UserError when a test file of `size` bytes cannot fit in the directory's filesystem on `host` (the room
+    tankbench's own test files there hold counts: they are laid out again in place)."""
+    free = int(info.get("free_bytes", -1))
+    if free < 0:
+        return  # an older probe, or statvfs failed: the agent checks again before it writes
+    room = free + int(info.get("test_file_bytes", 0))
+    if size > room:
+        raise UserError(
+            f"{where}: size {fmt_size(size)} does not fit: {room / 2**30:.2f} GiB ({room} bytes) free there on {host}",
+            "lower the target's size, or free room there: tankbench lays out the whole test file before a run",
+        )
 
 
 def rw_and_bs(params: Mapping[str, Any]) -> tuple[str, str]:

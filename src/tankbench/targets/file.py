@@ -11,7 +11,15 @@ from typing import Any
 from tankbench.fio.layout import KindFacts, layout_request
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
-from tankbench.targets.base import Capture, TargetKind, Workspace, check_directory, parse_path_table, rw_and_bs
+from tankbench.targets.base import (
+    Capture,
+    TargetKind,
+    Workspace,
+    check_directory,
+    check_room,
+    parse_path_table,
+    rw_and_bs,
+)
 from tankbench.targets.clients import ClientLoad, parse_clients
 
 
@@ -82,9 +90,9 @@ class FileKind(TargetKind):
     def check(self, target: Target, probe: Mapping[str, Any]) -> None:
         if target.clients:
             return self.clients.check(target)
-        check_directory(
-            f"{self.ws.spec.path}: target {target.name!r} path = {target.path!r}", probe, target.path, self.host.name
-        )
+        where = f"{self.ws.spec.path}: target {target.name!r} path = {target.path!r}"
+        check_directory(where, probe, target.path, self.host.name)
+        check_room(where, probe["paths"][target.path], target.size, self.host.name)
 
     def provision(self, test: Test) -> None:
         if test.is_copy:  # the agent creates the directory when it lays out a file; a copy writes its own
