@@ -278,6 +278,7 @@ def block_info(path: str) -> dict[str, Any]:
         if f and os.path.realpath(f[0]) in devnames:
             mounts.append("[swap]")
     info["mounts"] = mounts
+    info["zpool"] = imported_pool_of({real} | {"/dev/" + p for p in parts})
     sigs: list[str] = []
     for dev in [real] + ["/dev/" + p for p in parts]:
         try:
@@ -295,6 +296,27 @@ def block_info(path: str) -> dict[str, Any]:
     model = read_text(os.path.join(sysdir or "", "device", "model")).strip() if sysdir else ""
     info["model"] = model
     return info
+
+
+def imported_pool_of(devices: set[str]) -> str:
+    """The imported ZFS pool that uses one of these device nodes (or a partition of them), or "": a pool's vdevs
+    have no holders and no mounts, so only `zpool list -v -P` tells that a disk is in use. "" without ZFS."""
+    try:
+        names = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["zpool", "list", "-v", "-H", "-P"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    pools = set(names.stdout.split())
+    pool = ""
+    for line in out.stdout.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0] in pools:  # a pool's own line; its vdevs follow (in any indentation)
+            pool = words[0]
+        elif words[0].startswith("/") and os.path.realpath(words[0]) in devices:
+            return pool
+    return ""
 
 
 # ---------------------------------------------------------------- private directories
@@ -1189,6 +1211,8 @@ def op_fio_run(req: dict[str, Any]) -> None:
             )
         t_end = time.monotonic()
         wall = t_end - t0
+        # where the run's own I/O ended: a later cooldown's idle window can start here (cooldown_wait)
+        at_exit = counters(req.get("devices", []))
         drain_s, dirty_start, dirty_end = drain(
             float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd
         )
@@ -1240,6 +1264,7 @@ def op_fio_run(req: dict[str, Any]) -> None:
             **harness,
         },
         counters=counters(req.get("devices", [])),
+        counters_exit=at_exit,
         noise=noise,
         pid=pid,
         files_before=files_before,
@@ -1587,12 +1612,18 @@ def cooldown_wait(
     idle_since = None
     prev = (clock(), diskstats(devices, root)) if devices else None
     state: dict[str, Any] = {}
+    if prev is not None:  # the idle window may have begun before this wait: when the disks last moved
+        idle_since, state["idle_from"], state["idle_before_s"] = idle_start(
+            req.get("idle_from"), prev[1], prev[0], idle_iops * idle_s, root
+        )
     if "counters_devices" in req and not root:  # where a noise window can start: this wait is quiet time too
         state["counters"] = counters(req["counters_devices"])
     if fixed_s > 0:
         sleep(fixed_s)
     first = clock()
+    looks = 0
     while True:
+        looks += 1
         now = clock()
         ok = _quiet_conditions(state, root, dirty_max, load1_max, pool)
         if prev is not None:
@@ -1613,16 +1644,56 @@ def cooldown_wait(
                 met_at[name] = now
         if all(ok.values()):
             last = max(met_at, key=lambda k: met_at[k]) if met_at else ""
-            ended_by = last if last and met_at[last] > first else ("fixed" if fixed_s > 0 else "quiet")
+            # all met at the first look (after the fixed wait): nothing was waited for but that
+            ended_by = last if last and looks > 1 and met_at[last] > first else ("fixed" if fixed_s > 0 else "quiet")
             break
         if now - t0 >= max_s + fixed_s:
             ended_by = "max"
             break
-        sleep(poll)
+        if [k for k, v in ok.items() if not v] == ["disks"] and idle_since is not None:
+            sleep(max(0.01, min(poll, idle_since + idle_s - now)))  # only the idle window's rest is left
+        else:
+            sleep(poll)
     state["unmet"] = sorted(k for k, v in ok.items() if not v)
     state["waited_s"] = clock() - t0
     state["ended_by"] = ended_by
     return state
+
+
+def idle_start(
+    marks: Any, disk_now: DiskStats, now: float, allowed_ops: float, root: str = ""
+) -> tuple[float | None, str, float]:
+    """Where the disks' idle window starts, from the counters earlier requests kept (`marks`: per device, a list
+    of {t, boot_id, disk: [reads, read_sectors, writes, write_sectors], from}, earliest first: fio's exit, the
+    run's end after its drain): per device the earliest mark since which it has done at most `allowed_ops`
+    (idle_iops x idle_s) operations. A device that has not moved since fio's exit ("fio-exit") has nothing of
+    its last run left to settle: it counts as idle already (-inf); after a write whose writeback moved it, the
+    window starts at the run's end. Returns (idle since: the device that moved last decides, which marks, the
+    seconds from the latest mark to now); (None, "wait", 0.0) when some device has no usable mark: the window
+    starts with this wait, as before.
+    Marks of another boot, from the future or older than an hour are not used."""
+    if not isinstance(marks, dict) or not disk_now:
+        return None, "wait", 0.0
+    boot = read_text(root + PROC + "/sys/kernel/random/boot_id", "").strip()
+    starts: list[tuple[float, str, float]] = []
+    for dev, now_c in disk_now.items():
+        found = None
+        for m in marks.get(dev) or []:
+            if not isinstance(m, dict) or m.get("boot_id") != boot or not isinstance(m.get("disk"), list):
+                continue
+            t = float(m.get("t", 0.0))
+            if not 0 <= now - t < 3600 or len(m["disk"]) != 4:
+                continue
+            ops = (now_c[0] - int(m["disk"][0])) + (now_c[2] - int(m["disk"][2]))
+            if 0 <= ops <= allowed_ops:
+                found = (float("-inf") if m.get("from") == "fio-exit" else t, str(m.get("from", "earlier")), t)
+                break
+        if found is None:
+            return None, "wait", 0.0
+        starts.append(found)
+    since = max(start for start, _, _ in starts)  # the device that moved last decides
+    labels = sorted({s for _, s, _ in starts})
+    return since, "+".join(labels), round(now - max(t for _, _, t in starts), 3)
 
 
 def op_cooldown(req: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ from tankbench.model import Fingerprint, Run, Test
 from tankbench.progress import Progress
 from tankbench.recovery import Back, HostWaiter, connection_lost, crashes_found
 from tankbench.schedule.configs import config_key
-from tankbench.schedule.cooldown import cooldown_checks, cooldown_request
+from tankbench.schedule.cooldown import cooldown_checks, cooldown_request, idle_marks
 from tankbench.schedule.estimate import Estimator, priors_for
 from tankbench.schedule.rules import FINISHED, Decision, observation
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
@@ -171,6 +171,8 @@ class CampaignRunner:
         self.outcome = Outcome()
         self._copy_source_ready = False
         self._devices: dict[str, list[str]] = {}  # target name -> physical devices sampled
+        #: per disk, where the next cooldown's idle window can start (schedule/cooldown.py idle_marks)
+        self._idle_marks: dict[str, list[dict[str, Any]]] = {}
         #: the agent's counters where the next noise window can start (the last run's end, a cooldown's start)
         self._since: dict[str, Any] | None = None
         #: a noise measurement the next run's own fio_run request makes (preflight.deferrable): (request, pool)
@@ -273,6 +275,7 @@ class CampaignRunner:
             res = self.kinds[test.target.kind].run_fio(test, request, on_event, deadline + spec.drain_max + 120)
             if isinstance(res.get("counters"), dict):
                 self._since = dict(res["counters"], **{"from": "previous run"})
+            self._idle_marks.update(idle_marks(res))
         except HostError as e:
             failed = unprocessed("crashed", f"the host failed during the run: {e}", checks={"crash.step": "run"})
             self.journal.finish_run(row, failed)
@@ -389,7 +392,7 @@ class CampaignRunner:
             return {}
         pool = self.spec.pool.pool_name if self.spec.pool is not None and kind_of(test.target).needs_pool else ""
         devices = self._devices.get(test.target.name) or self.devices(test)
-        req = dict(cooldown_request(c, devices, pool, self.pre.load1), counters_devices=devices)
+        req = dict(cooldown_request(c, devices, pool, self.pre.load1, self._idle_marks), counters_devices=devices)
         res = self.host.call_agent(req, timeout=c.fixed_s + c.max_s + 120)
         if isinstance(res.get("counters"), dict):
             self._since = dict(res["counters"], **{"from": "cooldown"})

@@ -33,6 +33,12 @@ def check_raw_target(target: Target, info: Mapping[str, Any], spec_path: str) ->
             f"{where}: the device is in use (mounted at {', '.join(info['mounts'])})",
             "tankbench never writes to a mounted device: unmount it (or pick another disk)",
         )
+    if info.get("zpool"):
+        raise UserError(
+            f"{where}: the device is in use by the imported ZFS pool {info['zpool']!r}",
+            "tankbench never writes to a disk of an imported pool, confirmed or not: export or destroy the pool "
+            "first (or pick another disk)",
+        )
     if info.get("holders"):
         raise UserError(
             f"{where}: the device is held by {', '.join(info['holders'])} (LVM, RAID or dm-crypt)",

@@ -177,3 +177,44 @@ def test_agent_never_fills_a_filesystem(small_fs: Path):
     assert not path.exists()
     agent.op_prepare_file({"op": "prepare_file", "paths": [str(path)], "size": 4 << 20, "layout": "random"})
     assert path.stat().st_size == 4 << 20
+
+
+@pytest.mark.parametrize("numjobs", [1, 2])
+def test_a_colon_in_the_directory_is_not_two_files_to_fio(tmp_path: Path, numjobs: int):
+    """fio splits filename= and directory= at ':'; unescaped, `…/co:lon` made fio open `…/co` (someone's file)."""
+    (tmp_path / "co").write_text("precious")
+    d = tmp_path / "co:lon"
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=d).replace('bs = ["4k"]', f'bs = ["4k"]\nnumjobs = [{numjobs}]'))
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "co").read_text() == "precious"
+    with sqlite3.connect(tmp_path / "j.sqlite") as db:
+        (status,) = db.execute("SELECT status FROM runs").fetchone()
+    assert status == "done" and sorted(p.name for p in d.iterdir())
+
+
+def test_disk_of_an_imported_pool_is_refused_even_when_confirmed(tmp_path: Path, loopdev: str, by_id: str):
+    """An imported pool's disk has a zfs_member signature, but no mount and no holder: confirming the id used to be
+    enough to write over a live pool. This host has no ZFS module, so `zpool` is a fake (FakeZpool, a shell script
+    first on PATH) printing `zpool list -v -H -P` for a pool on this loop device; the device itself is real."""
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    script = fake / "zpool"
+    script.write_text(
+        "#!/bin/sh\n# FakeZpool: zpool list -v -H -P of one imported pool whose mirror holds the test's loop device\n"
+        'if [ "$3" = "-o" ]; then echo tank; exit 0; fi\n'
+        f"printf 'tank\\t60M\\t1M\\t59M\\t-\\t-\\t0%%\\t1%%\\t1.00x\\tONLINE\\t-\\n'\n"
+        f"printf '\\tmirror-0\\t60M\\t1M\\t59M\\t-\\t-\\t0%%\\t1%%\\t-\\tONLINE\\n'\n"
+        f"printf '\\t{by_id}\\t-\\t-\\t-\\t-\\t-\\t-\\t-\\t-\\tONLINE\\n'\n"
+    )
+    script.chmod(0o755)
+    sh("mkfs.ext4", "-q", loopdev)  # any signature: the confirmation below would accept it without the pool check
+    before = first_bytes(loopdev)
+    c = tmp_path / "c.toml"
+    c.write_text(CAMPAIGN.format(path=by_id, confirm=f'confirm = "{by_id}"'))
+    env = {"PATH": f"{fake}:{os.environ['PATH']}"}
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180, env=env)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "the device is in use by the imported ZFS pool 'tank'" in res.stderr
+    assert first_bytes(loopdev) == before and not (tmp_path / "j.sqlite").exists()

@@ -92,6 +92,11 @@ def test_adaptive_schedule_journals_every_decision(tmp_path: Path) -> None:
     # the automatic cooldown before every run (after its layout and checks) says how long and why
     for ch in checks:
         assert ch["cooldown.ended_by"] in ("dirty", "disks", "quiet", "max") and ch["cooldown.waited_s"] <= 10
+        assert ch["cooldown.idle_from"] in ("fio-exit", "run-end", "fio-exit+run-end", "wait")
+    # the disks' idle window starts where the previous run's own I/O ended, not with the wait (counters the
+    # agent returned with that run): the very first run has no mark yet
+    assert checks[0]["cooldown.idle_from"] == "wait"
+    assert any(ch["cooldown.idle_from"] != "wait" for ch in checks[1:]), [ch["cooldown.idle_from"] for ch in checks]
     # fio's steady state: recorded per run, and a run that reached it ended before its 4 s runtime (fio's own
     # runtime: the process's wall time also counts fio's start-up, seconds on a loaded machine)
     for r, ch in zip(runs, checks):

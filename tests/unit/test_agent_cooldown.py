@@ -129,3 +129,70 @@ def test_txg_pending_reads_real_kstat(tmp_path: Path) -> None:
         "real lab kstat: only committed txgs and an empty open one"
     )
     assert agent.txg_pending("nosuchpool", str(tmp_path)) is None
+
+
+# -- the idle window starts where the disks last moved (marks kept from the run before) ---------------------------
+def _mark(h: FakeHost, t: float, ops: int, source: str, boot: str = "boot-1") -> dict:  # type: ignore[type-arg]
+    return {"t": t, "boot_id": boot, "disk": [ops, 0, ops, 0], "from": source}
+
+
+def _booted(h: FakeHost) -> FakeHost:
+    (h.root / "proc/sys/kernel/random").mkdir(parents=True, exist_ok=True)
+    (h.root / "proc/sys/kernel/random/boot_id").write_text("boot-1\n")
+    return h
+
+
+def test_disks_unmoved_since_fio_exited_end_the_wait_at_once(tmp_path: Path) -> None:
+    h = _booted(FakeHost(tmp_path, lambda h, t: h.write()))
+    h.disk_ops = 4000  # what the run itself did; nothing since fio exited 0.2 s ago
+    h.write()
+    marks = {"vda": [_mark(h, h.now - 0.2, 4000, "fio-exit"), _mark(h, h.now - 0.1, 4000, "run-end")]}
+    res = h.wait(idle_from=marks)
+    assert res["ended_by"] == "quiet" and res["waited_s"] == 0.0 and res["unmet"] == []
+    assert res["idle_from"] == "fio-exit" and res["idle_before_s"] == 0.2
+
+
+def test_after_writeback_the_window_starts_at_the_runs_end(tmp_path: Path) -> None:
+    h = _booted(FakeHost(tmp_path, lambda h, t: h.write()))
+    h.disk_ops = 4000 + 300  # the drain's writeback moved the disks after fio exited (300 ops > 5/s x 3 s)
+    h.write()
+    marks = {"vda": [_mark(h, h.now - 1.4, 4000, "fio-exit"), _mark(h, h.now - 1.0, 4300, "run-end")]}
+    res = h.wait(idle_from=marks)
+    # idle since the run's end 1.0 s ago: 2 s more of idle_for = 3 s, not 3 s from the wait's start
+    assert res["ended_by"] == "disks" and res["waited_s"] == 2.0 and res["idle_from"] == "run-end"
+
+
+def test_marks_of_another_boot_or_a_device_without_one_wait_a_full_window(tmp_path: Path) -> None:
+    h = _booted(FakeHost(tmp_path, lambda h, t: h.write()))
+    res = h.wait(idle_from={"vda": [_mark(h, h.now - 0.2, 0, "fio-exit", boot="boot-0")]})
+    assert res["ended_by"] == "disks" and res["waited_s"] == 3.0 and res["idle_from"] == "wait"
+    res = h.wait(idle_from={"vdb": [_mark(h, h.now - 0.2, 7, "fio-exit")]}, devices=["vda", "vdb"])
+    assert res["idle_from"] == "wait" and res["waited_s"] == 3.0
+
+
+def test_disks_that_move_during_the_wait_restart_the_window(tmp_path: Path) -> None:
+    def scenario(h: FakeHost, t: float) -> None:
+        if 0 < t <= 4:
+            h.disk_ops += 500  # someone else's I/O starts after the wait began
+        h.write()
+
+    h = _booted(FakeHost(tmp_path, scenario))
+    res = h.wait(idle_from={"vda": [_mark(h, h.now - 1.0, 0, "run-end")]})
+    assert res["ended_by"] == "disks" and res["waited_s"] >= 6.0 and res["dev_iops"] <= 5
+
+
+def test_a_runs_counters_become_the_next_cooldowns_marks() -> None:
+    from tankbench.schedule.cooldown import cooldown_checks, cooldown_request, idle_marks
+    from tankbench.spec.schema import Cooldown
+
+    result = {
+        "counters_exit": {"t": 10.0, "boot_id": "b", "disk": {"vda": [1, 2, 3, 4]}, "vm": {}},
+        "counters": {"t": 10.5, "boot_id": "b", "disk": {"vda": [1, 2, 9, 40]}, "vm": {}},
+    }
+    marks = idle_marks(result)
+    assert [m["from"] for m in marks["vda"]] == ["fio-exit", "run-end"] and marks["vda"][1]["disk"] == [1, 2, 9, 40]
+    req = cooldown_request(Cooldown(auto=True, max_s=5), ["vda", "vdb"], "tank", 0.5, marks)
+    assert req["idle_from"] == {"vda": marks["vda"]}, "only the disks the wait watches, only those with marks"
+    assert "idle_from" not in cooldown_request(Cooldown(fixed_s=1), ["vda"], "", 0.5, marks), "fixed: no disks"
+    checks = cooldown_checks({"waited_s": 0.0, "ended_by": "quiet", "idle_from": "fio-exit", "idle_before_s": 0.2})
+    assert checks["cooldown.idle_from"] == "fio-exit" and checks["cooldown.idle_before_s"] == 0.2

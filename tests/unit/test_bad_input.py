@@ -166,3 +166,13 @@ def test_mix_weight_that_is_not_a_number(tmp_path: Path, weight: str):
     journal = FIXTURES / "journal-local-file.sqlite"
     res = tankbench("advise", "--journal", str(journal), "--mix", f"read random 4k={weight}", cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith(f"Error: bad --mix item 'read random 4k={weight}'")
+
+
+def test_host_file_with_a_bom_and_a_directory_as_host_file(tmp_path: Path):
+    host = tmp_path / "host.toml"
+    host.write_bytes(b'\xef\xbb\xbf[host]\nkind = "local"\n')
+    res = tankbench("plan", "tuning-matrix", "--scale", "quick", "--host", str(host), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (tmp_path / "d.toml").mkdir()
+    res = tankbench("plan", "tuning-matrix", "--host", str(tmp_path / "d.toml"), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith(f"Error: --host {tmp_path / 'd.toml'}: is a directory")

@@ -117,6 +117,7 @@ SHAPES = [
     ("jobs/0/write", 0, "jobs[0].write = 0: must be an object of that direction's results"),
     ("jobs/0/read/clat_ns", [1, 2], "jobs[0].read.clat_ns = [1, 2]: must be a latency object"),
     ("jobs/0/read/clat_ns/percentile", "99=142336", "jobs[0].read.clat_ns.percentile"),
+    ("jobs/0/read/clat_ns/percentile/99.000000", None, "jobs[0].read.clat_ns.percentile.99.000000 = null"),
     ("global options", "direct=1", 'global options = "direct=1": must be an object'),
 ]
 
@@ -144,3 +145,19 @@ def test_nan_from_fio_is_not_a_number_in_the_journal(tmp_path: Path) -> None:
     assert "read.iops_stdev" not in json.loads(metrics) and "NaN" not in metrics
     rep = tankbench("report", "--journal", str(journal), "--out", str(tmp_path / "r"), timeout=120)
     assert rep.returncode == 0, rep.stderr
+
+
+def test_a_runner_up_that_moved_nothing_does_not_break_the_report(tmp_path: Path) -> None:
+    """fio 2.1 files group both write jobs into one test case ("write seq unknown"); when one of them nearly stalled
+    (4 KiB in its whole runtime: fio 2.x prints bw in whole KiB/s and iops rounded, both 0) the recommendation
+    asserted a ratio against a 0 MiB/s runner-up and report crashed."""
+    doc = json.loads((PUBLIC / "fio-2.1.4-pkb-five-jobs.json").read_text())
+    job = next(j for j in doc["jobs"] if j["jobname"] == "sequential_write")
+    job["write"].update(bw=0, iops=0, io_bytes=4)
+    stalled = tmp_path / "stalled.json"
+    stalled.write_text(json.dumps(doc))
+    res, journal = _import(tmp_path, stalled)
+    assert res.returncode == 0, res.stderr
+    rep = tankbench("report", "--journal", str(journal), "--out", str(tmp_path / "r"), timeout=120)
+    assert rep.returncode == 0 and "Traceback" not in rep.stderr, rep.stderr
+    assert "#1 sequential_write" in (tmp_path / "r" / "summary.md").read_text()

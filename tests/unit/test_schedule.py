@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable
 
 import pytest
 
 from tankbench.errors import SpecError
 from tankbench.schedule.configs import config_groups, warmup_tests
-from tankbench.schedule.rules import Observation, race, stop_rule
+from tankbench.schedule.rules import Observation, pooled_cv, race, stop_rule
 from tankbench.schedule.scheduler import Scheduler, Slot
 from tankbench.schedule.steady import steady_state_checks
 from tankbench.spec import expand, parse_spec
@@ -390,3 +392,52 @@ def test_a_settled_place_at_max_is_not_reopened() -> None:
     sched = Scheduler(expand(spec), spec.schedule, {})
     drive(sched, lambda s: 100.0)
     assert all(d.kind != "reopened" for d in sched.decisions)
+
+
+def _settle_values(reads: list[float], writes: list[float]) -> tuple[Scheduler, dict[str, float], list[str], list[str]]:
+    spec = spec_of('repeats = { max = 4, settle = "5%" }')
+    tests = expand(spec)
+    r = [t.id for t in tests if t.params["rw"] == "read"]
+    w = [t.id for t in tests if t.params["rw"] == "write"]
+    truth = dict(zip(r, reads)) | dict(zip(w, writes))
+    return Scheduler(tests, spec.schedule, {}), truth, r, w
+
+
+def test_a_true_tie_settles_as_tied_instead_of_running_to_max() -> None:
+    # two leaders with the same throughput: no number of runs separates them; their difference is known to be
+    # inside the margin after two runs each, so both places settle, each naming the other
+    sched, truth, r, _ = _settle_values([4000.0, 4000.0, 2000.0, 1000.0], [100.0, 200.0, 400.0, 800.0])
+    done = drive(sched, lambda s: truth[s.test.id] * (1.003 if s.run_no % 2 else 0.997))
+    runs = {tid: sum(1 for d in done if d[0] == tid and not d[2]) for tid in truth}
+    tied = [d for d in sched.decisions if d.evidence.get("tied_with")]
+    assert runs[r[0]] == runs[r[1]] == 2, runs
+    assert {d.test_id for d in tied} == {r[0], r[1]} and all(d.kind == "settled" for d in tied)
+    assert tied[0].evidence["tied_with"] == [r[1] if tied[0].test_id == r[0] else r[0]]
+    assert "tied within 5%" in tied[0].reason
+    assert max(runs.values()) == 2 and all(d.kind != "max" for d in sched.decisions)
+
+
+def test_one_wild_run_does_not_reopen_every_place() -> None:
+    # a close pair in each test case runs twice; one of those runs is disturbed (-40 %): the campaign's noise
+    # stays the quiet tests' (the wild one's share capped), so the far-apart places stay settled after one run
+    sched, truth, r, w = _settle_values([1000.0, 1020.0, 1600.0, 2600.0], [300.0, 306.0, 500.0, 800.0])
+
+    def value(s: Slot) -> float:
+        if (s.test.id, s.run_no) == (w[1], 2):
+            return truth[s.test.id] * 0.6
+        return truth[s.test.id] * (1.003 if s.run_no % 2 else 0.997)
+
+    done = drive(sched, value)
+    runs = {tid: sum(1 for d in done if d[0] == tid and not d[2]) for tid in truth}
+    assert not [d for d in sched.decisions if d.kind == "reopened"], [d.reason for d in sched.decisions]
+    assert runs[r[2]] == runs[r[3]] == runs[w[2]] == runs[w[3]] == 1, runs
+    assert runs[w[1]] == 4, "the disturbed test itself is judged by its own noise: in doubt until max"
+    cv = pooled_cv({tid: [truth[tid] * 1.003, truth[tid] * 0.997] for tid in r} | {w[1]: [306.0, 183.6]})
+    assert cv is not None and cv[0] < 0.02 and cv[1] == 5
+
+
+def test_an_uncapped_pool_when_no_test_stands_out() -> None:
+    values = {"a": [100.0, 102.0], "b": [200.0, 196.0], "c": [50.0, 50.5]}
+    cv, df = pooled_cv(values) or (0.0, 0)
+    by_hand = math.sqrt(sum((statistics.stdev(v) / statistics.mean(v)) ** 2 for v in values.values()) / 3)
+    assert df == 3 and cv == pytest.approx(by_hand)

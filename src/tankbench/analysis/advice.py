@@ -39,7 +39,12 @@ def case_recommendation(lb: Leaderboard) -> Recommendation | None:
         return Recommendation("case", f"{lb.case}: only {_who(win)} was measured; nothing to compare.", (win.id,))
     second = rows[1].test
     r = ratio(win, second, lb.metric, f"the runner-up #{second.number}")
-    assert r is not None
+    if r is None:  # one of them measured 0 (a run that moved no data): there is no ratio to state
+        return Recommendation(
+            "case",
+            f"{lb.case}: {_who(win)} leads by {label}; {_who(second)} measured 0, so no ratio is given.",
+            (win.id, second.id),
+        )
     base = rows[0].vs_baseline
     tail = f" Against the fastest baseline: {base.text}." if base else ""
     if r.test.significant():

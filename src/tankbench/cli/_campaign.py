@@ -101,6 +101,8 @@ def host_option(value: str | None) -> tuple[dict[str, Any] | None, str, dict[str
         return table, "command line", {}
     if os.path.isfile(value):
         return read_host_file(value)
+    if os.path.isdir(value):
+        raise UserError(f"--host {value}: is a directory, not a host file", "pass the host file (TOML) itself")
     raise UserError(
         f"--host {value}: no such host file, and not `local`, `lab[:NAME]` or `ssh://[user@]address[:port]`",
         "write a host file (see docs/real-host.md) or e.g. --host ssh://root@bench.example.org:22",
@@ -111,7 +113,7 @@ def read_host_file(path: str) -> tuple[dict[str, Any] | None, str, dict[str, Any
     """A small TOML file describing the user's host: [host], disks/log/cache/confirm lists, a [set] table."""
     try:
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
+            doc = tomllib.loads(f.read().decode("utf-8").removeprefix("\ufeff"))  # a BOM: Windows editors
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax") from None
     except (OSError, UnicodeDecodeError) as e:

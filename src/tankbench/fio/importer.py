@@ -206,6 +206,17 @@ def _check_directions(job: Mapping[str, Any], where: str, bad: Callable[[str, ob
                 value = (lat or {}).get(table)
                 if value is not None and not isinstance(value, dict):
                     raise bad(f"{where}.{d}.{name}.{table}", value, "must be an object")
+                for k, v in (value or {}).items():  # the report reads these tables again from the stored JSON
+                    if isinstance(v, bool) or not isinstance(v, int | float) or not _is_number(k):
+                        raise bad(f"{where}.{d}.{name}.{table}.{k}", v, "must be a number keyed by a number")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _finite(value: Any) -> Any:

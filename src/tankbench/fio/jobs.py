@@ -167,15 +167,24 @@ def run_job_text(test: Test) -> str:
     )
 
 
+def fio_path(path: str) -> str:
+    """A path as fio's filename/directory options take it: fio splits them at ':' (several files or directories),
+    so a colon in a name (/dev/disk/by-path/pci-0000:00:1f.2-ata-1, a USB disk's by-id `…-0:0`) is escaped."""
+    return path.replace(":", "\\:")
+
+
 def _file_options(test: Test, filename: str | None) -> dict[str, object]:
     """`filename`, or `directory` + `filename_format` when each job has its own file."""
     path = filename or test_file_path(test)
     if not per_job_files(test):
-        return {"filename": path}
+        return {"filename": fio_path(path)}
     stem = fio_layout.file_stem(test, kind_of(test.target))
     if filename:  # the caller named the first job's file: derive the others from it
         stem = filename[: -len(".0.fiodata")] if filename.endswith(".0.fiodata") else filename
-    return {"directory": os.path.dirname(stem), "filename_format": os.path.basename(stem) + ".$jobnum.fiodata"}
+    return {
+        "directory": fio_path(os.path.dirname(stem)),
+        "filename_format": fio_path(os.path.basename(stem)) + ".$jobnum.fiodata",
+    }
 
 
 def layout_script_lines(test: Test) -> list[str]:

@@ -189,22 +189,31 @@ def stop_decision(test_id: str, check: StopCheck, round_no: int, ci: float | Non
 # ------------------------------------------------------------------ repeat where the order is in doubt
 #: the run-to-run coefficient of variation assumed until two tests have two runs each (then it is learned)
 PRIOR_CV = 0.03
+#: a test whose own run-to-run noise is more than this many times the campaign's is an outlier: it is judged by
+#: its own noise, and its contribution to the campaign's pooled noise is capped there (one wild run must not
+#: widen every other test's interval and reopen places all over the campaign)
+OUTLIER_CV = 5.0
+
+
+def _cv(vs: Sequence[float]) -> float | None:
+    s = summarise(vs)
+    return s.sd / abs(s.mean) if s is not None and s.mean and len(vs) >= 2 else None
 
 
 def pooled_cv(values: Mapping[str, Sequence[float]]) -> tuple[float, int] | None:
     """Run-to-run coefficient of variation pooled over every test with 2+ values, and its degrees of freedom
-    (None before there are any): tests of one campaign share a host, so one noise level fits them all."""
-    num = 0.0
-    df = 0
-    for vs in values.values():
-        if len(vs) < 2:
-            continue
-        s = summarise(vs)
-        if s is None or not s.mean:
-            continue
-        num += (len(vs) - 1) * (s.sd / abs(s.mean)) ** 2
-        df += len(vs) - 1
-    return (math.sqrt(num / df), df) if df else None
+    (None before there are any): tests of one campaign share a host, so one noise level fits them all. Each
+    test's share is capped at OUTLIER_CV x the median test's cv, so one noisy test does not set the level for
+    all (it keeps its own, larger noise in `places`)."""
+    per = [(len(vs) - 1, cv) for vs in values.values() if (cv := _cv(vs)) is not None]
+    if not per:
+        return None
+    ranked = sorted(cv for _, cv in per)
+    mid = len(ranked) // 2
+    median = ranked[mid] if len(ranked) % 2 else (ranked[mid - 1] + ranked[mid]) / 2
+    cap = OUTLIER_CV * median
+    df = sum(d for d, _ in per)
+    return math.sqrt(math.fsum(d * min(cv, cap) ** 2 for d, cv in per) / df), df
 
 
 @dataclass(frozen=True)
@@ -219,35 +228,63 @@ class Place:
 def places(
     values: Mapping[str, Sequence[float]], candidates: Iterable[str], margin: float, cv: tuple[float, int] | None
 ) -> list[Place]:
-    """For each candidate of one test case (higher is better): settled when its interval (mean ± t x cv x |mean|
-    / sqrt(n), cv pooled over the campaign, PRIOR_CV before it is known) overlaps neither neighbour's in the
-    ranking by more than `margin` x the larger mean, and, for the two leaders, does not overlap at all (the
-    winner is separated). Overlap within the margin is a tie the ranking does not need to break."""
+    """For each candidate of one test case (higher is better): settled when, against each neighbour in the
+    ranking, the 95 % interval of their difference (means' difference ± t x the two half widths combined, a
+    half width being t x cv x |mean| / sqrt(n), cv pooled over the campaign, PRIOR_CV before it is known; a
+    test noisier than OUTLIER_CV x that: its own) reaches past zero, into the other order, by no more than
+    `margin` x the larger mean (for the two leaders: not at all, the winner is separated), or the two are a
+    tie: that interval lies within ± `margin` x the larger mean, so more runs could not order them by more
+    than the margin (`tied_with` names such neighbours). `worst_overlap`: the farthest reach into the other
+    order, as a fraction of the larger mean."""
     noise, df = cv if cv is not None else (PRIOR_CV, 0)
     z = t_quantile(0.975, df) if df else 1.96
     stats = {}
     for tid, vs in values.items():
         if vs:
             mean = math.fsum(vs) / len(vs)
-            half = z * noise * abs(mean) / math.sqrt(len(vs))
-            stats[tid] = (mean, mean - half, mean + half, len(vs))
+            own = _cv(vs)
+            test_cv = own if own is not None and own > OUTLIER_CV * noise else noise
+            half = z * test_cv * abs(mean) / math.sqrt(len(vs))
+            stats[tid] = (mean, mean - half, mean + half, len(vs), test_cv)
     ranked = sorted(stats, key=lambda t: (-stats[t][0], t))
     out = []
     for tid in candidates:
         if tid not in stats:
             continue
         i = ranked.index(tid)
-        mean, low, high, n = stats[tid]
+        mean, low, high, n, test_cv = stats[tid]
         worst = 0.0
         settled = True
+        tied: list[str] = []
         for j in (i - 1, i + 1):
             if not 0 <= j < len(ranked):
                 continue
-            m2, lo2, hi2, _ = stats[ranked[j]]
-            overlap = min(high, hi2) - max(low, lo2)
-            allowed = 0.0 if max(i, j) <= 1 else margin * max(abs(mean), abs(m2))
-            worst = max(worst, overlap / max(abs(mean), abs(m2), 1e-300))
-            settled = settled and overlap <= allowed
-        ev = {"n": n, "mean": mean, "ci_low": low, "ci_high": high, "rank": i + 1, "cv": noise, "cv_df": df}
-        out.append(Place(tid, settled, dict(ev, worst_overlap=worst, margin=margin)))
+            m2, lo2, hi2, _, _ = stats[ranked[j]]
+            scale = max(abs(mean), abs(m2), 1e-300)
+            diff, half = abs(mean - m2), math.hypot(high - mean, hi2 - m2)
+            reach = half - diff  # how far the difference's interval reaches into the other order
+            allowed = 0.0 if max(i, j) <= 1 else margin * scale
+            worst = max(worst, reach / scale)
+            if reach <= allowed:
+                continue
+            if diff + half <= margin * scale:  # a tie: the whole interval of the difference inside the margin
+                tied.append(ranked[j])
+                continue
+            settled = False
+        ev: dict[str, Any] = {
+            "n": n,
+            "mean": mean,
+            "ci_low": low,
+            "ci_high": high,
+            "rank": i + 1,
+            "cv": test_cv,
+            "cv_df": df,
+            "worst_overlap": worst,
+            "margin": margin,
+        }
+        if test_cv != noise:
+            ev["cv_campaign"] = noise  # an outlier: judged by its own noise
+        if tied:
+            ev["tied_with"] = tied
+        out.append(Place(tid, settled, ev))
     return out

@@ -253,11 +253,19 @@ class Scheduler:
                 st = self.states[place.test_id]
                 st.final = "settled"
                 ev = dict(place.evidence, test_case=case)
+                tied = [self.states[t].test.name for t in ev.get("tied_with", ())]
                 text = (
                     f"place {ev['rank']} in {case} settled after {st.measured} run(s): its interval "
                     f"{ev['ci_low']:.4g}–{ev['ci_high']:.4g} (run-to-run noise {ev['cv']:.1%}"
-                    f"{' assumed' if not ev['cv_df'] else ''}) overlaps no neighbour's by more than "
-                    f"{sched.settle:.0%}{' (the winner: not at all)' if ev['rank'] <= 2 else ''}"
+                    f"{' assumed' if not ev['cv_df'] else ''}{', its own' if 'cv_campaign' in ev else ''}): the "
+                    f"interval of its difference from each neighbour reaches no more than {sched.settle:.0%} into "
+                    f"the other order{' (the winner: not at all)' if ev['rank'] <= 2 else ''}"
+                    + (
+                        f", except {', '.join(tied)}: tied within {sched.settle:.0%} (the interval of the difference "
+                        "lies inside the margin; more runs would not order them)"
+                        if tied
+                        else ""
+                    )
                 )
                 out.append(Decision(st.test.id, "settled", st.measured, self.round_no, text, ev))
         self.decisions.extend(out)
@@ -269,9 +277,10 @@ class Scheduler:
         st.final = ""
         ev = dict(evidence, test_case=case)
         text = (
-            f"place {ev['rank']} in {case} in doubt again after {st.measured} run(s): a neighbour's interval now "
-            f"overlaps its {ev['ci_low']:.4g}–{ev['ci_high']:.4g} by {ev['worst_overlap']:.1%} of the larger mean "
-            f"(more than {self.schedule.settle:.0%}, or at all between the two leaders; noise {ev['cv']:.1%})"
+            f"place {ev['rank']} in {case} in doubt again after {st.measured} run(s): with a neighbour's new runs "
+            f"(its own interval {ev['ci_low']:.4g}–{ev['ci_high']:.4g}) the interval of their difference reaches "
+            f"{ev['worst_overlap']:.1%} of the larger mean into the other order (more than "
+            f"{self.schedule.settle:.0%}, or at all between the two leaders; noise {ev['cv']:.1%})"
         )
         return Decision(st.test.id, "reopened", st.measured, self.round_no, text, ev)
 

@@ -35,7 +35,7 @@ def parse_campaign(ctx: Keys, camp: Mapping[str, Any]) -> dict[str, Any]:
     schedule = _schedule(ctx, camp, runtime, name)
     return {
         "name": name,
-        "description": str(camp.get("description", "")),
+        "description": ctx.string("campaign.description", camp.get("description", "")),
         "runtime": runtime,
         "ramp": ramp,
         "warmup": schedule.warmup != "none",

@@ -53,6 +53,15 @@ def parse_pool(ctx: Keys, value: object, targets: tuple[Target, ...]) -> PoolSpe
             "tankbench never changes the layout of a pool it did not create",
         )
     _check_devices_once(ctx, lists)
+    pool_devices = {d for k in VDEV_CLASSES for d in lists[k]}
+    for i, t in enumerate(targets):
+        if traits_of(t.kind).block_device and t.path in pool_devices:  # a raw test would write under the pool
+            raise ctx.err(
+                f"target[{i}].path",
+                t.path,
+                "is also a device of [pool]",
+                "a raw target needs a disk of its own: tankbench's pool lives on the pool's devices",
+            )
     ashift = ctx.integer("pool.ashift", value.get("ashift", 12), 9, 16)
     props = value.get("properties", {})
     if not isinstance(props, dict):

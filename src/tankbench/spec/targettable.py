@@ -29,7 +29,17 @@ def parse_targets(ctx: Keys, value: object) -> tuple[Target, ...]:
             raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
         kind = ctx.choice(p + "kind", t.get("kind"), kind_names())
         cls = kinds()[kind]
-        out.append(cls.parse_table(ctx, t, p, name))
+        target = cls.parse_table(ctx, t, p, name)
+        if cls.block_device and target.path:
+            twin = next((o for o in out if kinds()[o.kind].block_device and o.path == target.path), None)
+            if twin is not None:  # two baselines on one disk: each run would overwrite the other's layout
+                raise ctx.err(
+                    p + "path",
+                    target.path,
+                    f"is the same device as target {twin.name!r}",
+                    "give each raw target its own disk",
+                )
+        out.append(target)
         for key in t:  # a key of another kind would be ignored silently (e.g. clients on a raw target)
             if key not in ("name", "kind", *cls.table_keys):
                 raise ctx.err(

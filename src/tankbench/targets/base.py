@@ -272,6 +272,13 @@ def parse_path_table(
             "must be an absolute path",
             'a directory for kind = "file", a /dev/disk/by-id/… path for kind = "raw"',
         )
+    if any(c == "$" or ord(c) < 32 or ord(c) == 127 for c in path_):  # fio reads ${VAR} and line ends in job files
+        raise keys.err(
+            prefix + "path",
+            path_,
+            "must not contain '$' or control characters (fio expands ${…} in a job file; a newline or tab breaks it)",
+            "rename the directory, or name it through a symlink whose path has neither",
+        )
     if kind.block_device and not path_.startswith("/dev/"):
         raise keys.err(
             prefix + "path",
