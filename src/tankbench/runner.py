@@ -513,30 +513,17 @@ class CampaignRunner:
         waiter = HostWaiter(self.host, self.spec.unattended.host_wait_s, self.progress.note)
         boot = waiter.boot_id(timeout=20)
         if boot is not None and boot == self.pre.boot_id and not connection_lost(str(e)):
-            # the host is up, same boot: a command failed (no host failure to wait out); the campaign stops
+            # the host is up, same boot: a test guest that crashed is booted again and the test retried;
+            # otherwise a command failed (no host failure to wait out) and the campaign stops
+            guest = self.crashed_guest()
+            if guest is not None:
+                return self.guest_failed(
+                    test, step, failed or self.crashed_row(test, run_no, warm, attempt, step, e), *guest
+                )
             if failed is not None:
                 self.hook("crash", f"the host failed during the run of {test.name}: {e}", test=test.name)
             raise e
-        if failed is None:  # outside fio: a row of its own says which step of which test the host failed in
-            row = self.journal.begin_run(
-                test.id, run_no, warm, attempt, test.expected_s, self.host.name, boot_id=self.pre.boot_id
-            )
-            run = Run(
-                test_id=test.id,
-                run_no=run_no,
-                warmup=warm,
-                attempt=attempt,
-                status="crashed",
-                started=time.time(),
-                ended=time.time(),
-                host=self.host.name,
-                fingerprint_id=self.fingerprint.id,
-                expected_s=test.expected_s,
-                note=f"the host failed during the {step} of this test: {e}",
-                checks={"crash.step": step},
-            )
-            self.journal.finish_run(row, run)
-            failed = (row, run, None)
+        failed = failed or self.crashed_row(test, run_no, warm, attempt, step, e)
         row, run, pid = failed
         run = replace(run, row_id=row)
         self.outcome.host_failures += 1
@@ -553,6 +540,58 @@ class CampaignRunner:
                     raise
                 self.progress.note(f"{self.host.name} failed again while it was brought back: {failed_again}")
         raise AssertionError("unreachable")
+
+    def crashed_row(
+        self, test: Test, run_no: int, warm: bool, attempt: int, step: str, e: HostError
+    ) -> tuple[int, Run, int | None]:
+        """A failure outside fio: a row of its own says which step of which test the host (or guest) failed in."""
+        row = self.journal.begin_run(
+            test.id, run_no, warm, attempt, test.expected_s, self.host.name, boot_id=self.pre.boot_id
+        )
+        run = Run(
+            test_id=test.id,
+            run_no=run_no,
+            warmup=warm,
+            attempt=attempt,
+            status="crashed",
+            started=time.time(),
+            ended=time.time(),
+            host=self.host.name,
+            fingerprint_id=self.fingerprint.id,
+            expected_s=test.expected_s,
+            note=f"the host failed during the {step} of this test: {e}",
+            checks={"crash.step": step},
+        )
+        self.journal.finish_run(row, run)
+        return row, run, None
+
+    def crashed_guest(self) -> tuple[TargetKind, str] | None:
+        """The kind whose test guest died while the host stayed up, and why (None when no guest did)."""
+        for kind in self.kinds.values():
+            try:
+                why = kind.crashed_guest()
+            except HostError:
+                continue
+            if why:
+                return kind, why
+        return None
+
+    def guest_failed(
+        self, test: Test, step: str, failed: tuple[int, Run, int | None], kind: TargetKind, why: str
+    ) -> Run:
+        """The test guest died during `step` of a test (the host did not): the row stays `crashed`, attributed to
+        the test and the guest, a new guest boots, and the scheduler retries the test (campaign.crash_retries
+        counts it like a host crash)."""
+        row, run, _ = failed
+        note = f"the test guest crashed during the {step} of this test: {why}"
+        run = replace(
+            run, row_id=row, note=note, checks=dict(run.checks, **{"crash.layer": "guest", "crash.guest": why})
+        )
+        self.journal.finish_run(row, run)
+        self.progress.note(f"{test.name}: {note}; booting a new guest")
+        self.hook("crash", f"the test guest crashed during the {step} of {test.name}: {why}", test=test.name)
+        kind.restart_guest()
+        return run
 
     def host_back(self, test: Test, step: str, row: int, run: Run, pid: int | None, back: Back, e: HostError) -> Run:
         """The host answers again: after a blip, end the run's fio if it still runs and journal it `interrupted`;

@@ -367,6 +367,20 @@ class TestGuest:
                     f"guest {self.name}: the guest kernel panicked under emulation ({why}); booting once more"
                 )
 
+    def crashed(self) -> str:
+        """Why this guest is gone while its host is not ("" while it runs): its kernel panicked or oopsed (a rare
+        fault of nested emulation, seen in CI during a fio run: an oops in the maple tree on munmap), or its qemu
+        or controller ended."""
+        console = self._console_tail()
+        if panicked(console):
+            return f"its kernel panicked ({panic_line(console)})"
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return "its controller ended"
+        if self.pid and self.host.run(["kill", "-0", str(self.pid)], timeout=60).returncode != 0:
+            return f"its qemu (pid {self.pid}) ended"
+        return ""
+
     def _console_tail(self) -> str:
         """The last 8 KiB of the guest's console ("" when it cannot be read)."""
         try:

@@ -238,6 +238,13 @@ class TargetKind(ABC):
             self.setup()
         return {}
 
+    def crashed_guest(self) -> str:
+        """Why this kind's test guest died while the host did not ("" without a guest, or while it runs)."""
+        return ""
+
+    def restart_guest(self) -> None:
+        """Boot this kind's test guest again after it crashed (crashed_guest); the host's state stays."""
+
     def device_paths(self, test: Test) -> list[str]:
         """Paths whose physical disks are sampled from /proc/diskstats during a run."""
         return [test.target.path]

@@ -284,6 +284,16 @@ class VmDiskKind(ZfsKind):
             self.setup()
         return checks
 
+    def crashed_guest(self) -> str:
+        return self.guest.crashed() if self.guest is not None else ""
+
+    def restart_guest(self) -> None:
+        """A new test guest after the old one crashed: the pool, its datasets and zvols stay; the next test's
+        disk is hot-plugged again (prepare)."""
+        self.attached = None  # its qemu is gone: nothing to unplug
+        self.finish()
+        self._start_guest()
+
     def finish(self) -> None:
         if self.fill is not None:
             try:
