@@ -14,7 +14,7 @@ from typing import Any
 
 from tankbench import __version__
 from tankbench.errors import UserError
-from tankbench.fio.parse import FioOutputError, fio_version, job_entries, load_fio_json, metrics_from_jobs
+from tankbench.fio.parse import FioOutputError, fio_version, is_number, job_entries, load_fio_json, metrics_from_jobs
 from tankbench.journal.db import Journal
 from tankbench.model import Fingerprint, Run, Target, Test, short_hash
 from tankbench.units import parse_duration, parse_size
@@ -207,16 +207,8 @@ def _check_directions(job: Mapping[str, Any], where: str, bad: Callable[[str, ob
                 if value is not None and not isinstance(value, dict):
                     raise bad(f"{where}.{d}.{name}.{table}", value, "must be an object")
                 for k, v in (value or {}).items():  # the report reads these tables again from the stored JSON
-                    if isinstance(v, bool) or not isinstance(v, int | float) or not _is_number(k):
+                    if isinstance(v, bool) or not isinstance(v, int | float) or not is_number(k):
                         raise bad(f"{where}.{d}.{name}.{table}.{k}", v, "must be a number keyed by a number")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _finite(value: Any) -> Any:

@@ -255,13 +255,14 @@ def end_fsync_seconds(
         io_ms = runtime_s * 1000.0 * jobs
     else:
         last = [line.split(",")[0].strip() for line in (io_log_last or {}).values()]
-        if len(last) != jobs or not all(_is_number(v) for v in last):
+        if len(last) != jobs or not all(is_number(v) for v in last):
             return None
         io_ms = sum(float(v) + IO_LOG_MSEC / 2 for v in last)
     return round(max(0.0, total_ms - io_ms) / jobs / 1000.0, 3)
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether float() reads the text (fio writes numbers as text in io logs and as keys of its tables)."""
     try:
         float(text)
     except ValueError:
