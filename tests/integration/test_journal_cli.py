@@ -181,3 +181,21 @@ def test_results_csv_to_an_unwritable_place(tmp_path: Path) -> None:
     blocker.write_text("x")
     r = tankbench("results", "--journal", local_journal(tmp_path), "--csv", str(blocker / "out.csv"))
     assert r.returncode == 2 and r.stderr.startswith(f"Error: --csv {blocker}/out.csv: cannot write"), r.stderr
+
+
+def test_results_shows_no_figures_for_a_run_that_measured_nothing(tmp_path: Path) -> None:
+    """A failed run has no IOPS: `results` shows '-', not '0 IOPS' beside runs that measured."""
+    j = tmp_path / "j.sqlite"
+    shutil.copy(LAB_ZFS_JOURNAL, j)
+    conn = sqlite3.connect(j)
+    failed_id = conn.execute("SELECT min(id) FROM runs WHERE warmup = 0").fetchone()[0]
+    conn.execute("UPDATE runs SET status = 'failed', metrics = '{}', exit_status = 1 WHERE id = ?", (failed_id,))
+    conn.commit()
+    conn.close()
+    r = tankbench("results", "--journal", str(j))
+    assert r.returncode == 0, r.stderr
+    rows = {int(line.split()[0]): line for line in r.stdout.splitlines()[1:] if line.strip()}
+    failed = rows[failed_id].split()
+    assert "failed" in failed and failed[-5:-2] == ["-", "-", "-"], rows[failed_id]
+    done = next(line for i, line in rows.items() if i != failed_id and " done " in line).split()
+    assert float(done[-5]) > 0 and "-" not in done[-5:-2]

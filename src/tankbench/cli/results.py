@@ -144,9 +144,12 @@ def cmd_results(args: argparse.Namespace) -> int:
     for r in rows:
         p99 = max(r.get("read.lat_p99_ns", 0) or 0, r.get("write.lat_p99_ns", 0) or 0) / 1e6
         run = "warm" if r["warmup"] else str(r["run_no"])
+        if r["status"] == "done":
+            figures = f"{r.get('total.iops', 0):9.0f} {r.get('total.bw_bytes', 0) / 1048576:8.1f} {p99:8.2f}"
+        else:  # a failed, crashed or timed-out run measured nothing: not "0 IOPS"
+            figures = f"{'-':>9} {'-':>8} {'-':>8}"
         sys.stdout.write(
             f"{r['run_id']:>5} {r['test_number'] or 0:04d} {r['test_name'][:40]:40} {run:>5} {r['status']:8} "
-            f"{r.get('total.iops', 0):9.0f} {r.get('total.bw_bytes', 0) / 1048576:8.1f} {p99:8.2f} "
-            f"{r['wall_s'] or 0:7.1f} {r['drain_s'] or 0:7.2f}\n"
+            f"{figures} {r['wall_s'] or 0:7.1f} {r['drain_s'] or 0:7.2f}\n"
         )
     return 0
