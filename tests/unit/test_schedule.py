@@ -285,6 +285,40 @@ def test_steady_state_checks_from_fio_json() -> None:
     assert steady_state_checks({"jobs": [{"read": {}}]}) == {}
 
 
+def test_steady_state_window_figures_whichever_rule_ended_the_run() -> None:
+    """Both of fio's measures of the last window are recorded from its samples (`data`): a slope rule that ended
+    a run still says how far the seconds spread, and a deviation rule how much the rate drifted."""
+    # a lab run's block (bench/zvol-issues-window): iops:5 % attained over 4 s, fio's own criterion 2.956167 %
+    block = {
+        "ss": "iops:5.000000%",
+        "duration": 4,
+        "attained": 1,
+        "criterion": "2.956167%",
+        "max_deviation": 7.25,
+        "slope": 0.0,
+        "data": {
+            "bw_mean": 1005668,
+            "iops_mean": 245,
+            "iops": [248, 252, 243, 238],
+            "bw": [1016824, 1032192, 995328, 978331],
+        },
+    }
+    c = steady_state_checks({"jobs": [{"steadystate": block}]})
+    mean = (248 + 252 + 243 + 238) / 4
+    assert c["steadystate.window_spread_pct"] == pytest.approx(100 * 7.25 / mean, abs=1e-3)  # fio's max_deviation
+    assert c["steadystate.window_slope_pct"] == pytest.approx(100 * -3.9 / mean, abs=1e-3)  # -19.5 / 5 IOPS per second
+    # a rising window under a slope rule: what the slope moved the rate by, and the seconds' spread
+    ramp = {"ss": "iops_slope:0.300000%", "duration": 5, "attained": 0, "data": {"iops": [100, 110, 120, 130, 140]}}
+    c = steady_state_checks({"jobs": [{"steadystate": ramp}]})
+    assert c["steadystate.window_slope_pct"] == pytest.approx(100 * 10 / 120, abs=1e-3)
+    assert c["steadystate.window_spread_pct"] == pytest.approx(100 * 20 / 120, abs=1e-3)
+    bw = {"ss": "bw:5%", "duration": 2, "attained": 1, "data": {"iops": [1, 1], "bw": [100, 300]}}
+    assert steady_state_checks({"jobs": [{"steadystate": bw}]})["steadystate.window_spread_pct"] == 50.0
+    for data in ({"iops": [0, 0, 0]}, {"iops": [5]}, {"iops": [1, "x"]}, {}, {"iops": "nan"}):
+        stalled = {"ss": "iops:5%", "duration": 3, "attained": 1, "data": data}
+        assert not any("window" in k for k in steady_state_checks({"jobs": [{"steadystate": stalled}]}))
+
+
 def test_kendall_tau() -> None:
     from tankbench.analysis.stats import kendall_tau
 
