@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 from tankbench.analysis.analyse import analyse_journal
+from tankbench.reports.html import crashes_html
 from tankbench.reports.json import analysis_dict
 from tankbench.reports.markdown import summary_markdown
 from tests.conftest import tankbench
@@ -51,3 +53,34 @@ def test_no_crash_no_section(tmp_path: Path) -> None:
     a = analyse_journal(local_journal(tmp_path), "auto")
     assert a.crashes == () and "crashed the host" not in summary_markdown(a)
     assert json.loads(json.dumps(analysis_dict(a)))["crashed_host"] == []
+
+
+def test_a_test_guest_that_died_is_named_as_such_not_as_the_host(tmp_path: Path) -> None:
+    """A crashed row the runner attributed to the test guest (crash.layer = guest, the host stayed up) is counted
+    and worded as the guest's, in the report and in advise; the host's crashes keep their wording."""
+    path, test_id = crashed_journal(tmp_path)
+    con = sqlite3.connect(path)
+    guest_note = "the test guest crashed during the run of this test: its console shows a kernel panic"
+    first = con.execute("SELECT min(id) FROM runs WHERE status = 'crashed'").fetchone()[0]
+    con.execute(
+        "UPDATE runs SET note = ?, checks = ? WHERE id = ?",
+        (guest_note, json.dumps({"crash.layer": "guest", "crash.guest": "kernel panic"}), first),
+    )
+    con.commit()
+    con.close()
+    a = analyse_journal(path, "auto")
+    c = a.crashes[0]
+    assert (c.crashes, c.guest_crashes) == (2, 1) and c.notes == (guest_note, NOTE)
+    assert c.what == "the host 1 time(s) and the test guest 1 time(s)"
+    assert a.recommendations[0].text.startswith(
+        f"Avoid {c.config}: its runs crashed the host 1 time(s) and the test guest"
+    )
+    md = summary_markdown(a)
+    assert (
+        "## Tests that crashed the host or its test guest" in md and f"| 2 of {c.attempts} (1 the test guest) |" in md
+    )
+    assert analysis_dict(a)["crashed_host"][0]["guest_crashes"] == 1
+    html = crashes_html(a)
+    assert "crashed the host or its test guest</h2>" in html and "2 of" in html and "(1 the test guest)" in html
+    only_guest = replace(c, guest_crashes=2)
+    assert only_guest.what == "the test guest 2 time(s)" and replace(c, guest_crashes=0).what == "the host 2 time(s)"

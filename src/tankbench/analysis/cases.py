@@ -40,6 +40,7 @@ CHECK_KEYS = (
     "sync.early_ack_note",
     "guest.settings_match",
     "guest.settings_mismatch",
+    "crash.layer",
     *FILL_CHECK_KEYS,
 )
 WORKLOAD = (*FIO_JOB_AXES, "runtime", "workload", "copy_size")

@@ -22,6 +22,17 @@ class CrashRow:
     finished: int  # runs that ended by themselves (done, failed, timeout)
     skipped: bool
     notes: tuple[str, ...]  # what the crashed rows say (the host's error; a kernel log when one was kept)
+    guest_crashes: int = 0  # of `crashes`, those where the test guest died and its host stayed up (crash.layer)
+
+    @property
+    def what(self) -> str:
+        """What the crashes took down: 'the host', 'the test guest' or both, with counts when both."""
+        host = self.crashes - self.guest_crashes
+        if not self.guest_crashes:
+            return f"the host {self.crashes} time(s)"
+        if not host:
+            return f"the test guest {self.crashes} time(s)"
+        return f"the host {host} time(s) and the test guest {self.guest_crashes} time(s)"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -34,6 +45,7 @@ class CrashRow:
             "finished": self.finished,
             "skipped": self.skipped,
             "notes": list(self.notes),
+            "guest_crashes": self.guest_crashes,
         }
 
 
@@ -55,6 +67,7 @@ def crash_rows(ds: Dataset) -> tuple[CrashRow, ...]:
                 sum(1 for r in t.runs if r.status in ("done", "failed", "timeout")),
                 bool(t.skip_note),
                 tuple(dict.fromkeys(r.note for r in crashed if r.note)),
+                sum(1 for r in crashed if r.extra.get("crash.layer") == "guest"),
             )
         )
     return tuple(sorted(out, key=lambda c: (-c.crashes, c.test_number)))
@@ -67,12 +80,13 @@ def crash_advice(rows: tuple[CrashRow, ...]) -> list[tuple[str, tuple[str, ...]]
         by_config.setdefault(c.config, []).append(c)
     out = []
     for config, cs in by_config.items():
-        n = sum(c.crashes for c in cs)
+        guest = sum(c.guest_crashes for c in cs)
+        what = CrashRow("", 0, "", config, sum(c.crashes for c in cs), 0, 0, False, (), guest).what
         out.append(
             (
-                f"Avoid {config}: its runs crashed the host {n} time(s) "
+                f"Avoid {config}: its runs crashed {what} "
                 f"({', '.join(f'{c.test_number:04d} {c.test_name}' for c in cs)}); see the report's "
-                "section of tests that crashed the host.",
+                "section of tests that crashed the host or its test guest.",
                 tuple(c.test_id for c in cs),
             )
         )

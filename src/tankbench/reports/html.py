@@ -316,16 +316,22 @@ def fill_html(a: Analysis) -> str:
 
 
 def crashes_html(a: Analysis) -> str:
-    """Tests that crashed the host (issue 18): configuration, crashes out of attempts, what the journal noted."""
+    """Tests that crashed the host or its test guest (issue 18): configuration, crashes out of attempts, what the
+    journal noted."""
     rows = "".join(
         f"<tr><td>#{c.test_number} {e(c.test_name)}</td><td>{e(c.config)}</td>"
-        f"<td class='num'>{c.crashes} of {c.attempts}</td><td>{'skipped' if c.skipped else c.finished}</td>"
+        f"<td class='num'>{c.crashes} of {c.attempts}"
+        f"{f' ({c.guest_crashes} the test guest)' if c.guest_crashes else ''}</td>"
+        f"<td>{'skipped' if c.skipped else c.finished}</td>"
         f"<td>{e('; '.join(c.notes) or '—')}</td></tr>"
         for c in a.crashes
     )
+    guest = any(c.guest_crashes for c in a.crashes)
     return (
-        '<h2 id="crashes">Tests that crashed the host</h2><p>Runs during which the host went down (a kernel '
-        "crash, a hang, a reboot): a finding about the configuration, not a measurement.</p><table><tr>"
+        f'<h2 id="crashes">Tests that crashed the host{" or its test guest" if guest else ""}</h2><p>Runs during '
+        "which the host went down (a kernel crash, a hang, a reboot)"
+        + (", or the test guest died while its host stayed up" if guest else "")
+        + ": a finding about the configuration, not a measurement.</p><table><tr>"
         "<th>test</th><th>configuration</th><th>crashed runs</th><th>finished runs</th><th>noted</th></tr>"
         f"{rows}</table>"
     )

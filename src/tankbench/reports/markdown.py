@@ -109,17 +109,19 @@ def fill_md(a: Analysis) -> list[str]:
 
 
 def crashes_md(a: Analysis) -> list[str]:
-    """Tests that crashed the host (issue 18), most crashes first; nothing when none did."""
+    """Tests that crashed the host or its test guest (issue 18), most crashes first; nothing when none did."""
     if not a.crashes:
         return []
+    guest = any(c.guest_crashes for c in a.crashes)
     out = [
-        "## Tests that crashed the host",
+        "## Tests that crashed the host" + (" or its test guest" if guest else ""),
         "",
         "| test | configuration | crashed runs | finished runs | noted |",
         "|---|---|---|---|---|",
     ]
     out += [
-        f"| #{c.test_number} {_cell(c.test_name)} | {_cell(c.config)} | {c.crashes} of {c.attempts} | "
+        f"| #{c.test_number} {_cell(c.test_name)} | {_cell(c.config)} | {c.crashes} of {c.attempts}"
+        f"{f' ({c.guest_crashes} the test guest)' if c.guest_crashes else ''} | "
         f"{'skipped' if c.skipped else c.finished} | {_cell('; '.join(c.notes) or '—')} |"
         for c in a.crashes
     ]
