@@ -168,6 +168,17 @@ def test_mix_weight_that_is_not_a_number(tmp_path: Path, weight: str):
     assert res.returncode == 2 and res.stderr.startswith(f"Error: bad --mix item 'read random 4k={weight}'")
 
 
+@pytest.mark.parametrize("command", ["report", "advise"])
+@pytest.mark.parametrize("value", ["", " , "])
+def test_an_empty_group_by_is_refused(tmp_path: Path, command: str, value: str):
+    """`--group-by ''` used to be taken as no grouping at all, silently."""
+    journal = FIXTURES / "journal-local-file.sqlite"
+    out = ["--out", str(tmp_path / "rep")] if command == "report" else []
+    res = tankbench(command, "--journal", str(journal), "--group-by", value, *out, cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith(f"Error: bad --group-by {value!r}"), res.stderr
+    assert "Hint: name axes separated by commas" in res.stderr and os.listdir(tmp_path) == []
+
+
 def test_host_file_with_a_bom_and_a_directory_as_host_file(tmp_path: Path):
     host = tmp_path / "host.toml"
     host.write_bytes(b'\xef\xbb\xbf[host]\nkind = "local"\n')

@@ -37,7 +37,7 @@ def add_selection_args(p: Any) -> None:
 
 def selection(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, list[Where], tuple[str, ...]]:
     """(group-by keys, where filters, their text for the outputs) from the parsed arguments."""
-    group_by = parse_group_by(args.group_by) if args.group_by else None
+    group_by = parse_group_by(args.group_by) if args.group_by is not None else None
     where = [parse_where(w) for w in args.where]
     text = ((f"--group-by {','.join(group_by)}",) if group_by else ()) + tuple(f"--where {w.text}" for w in where)
     return group_by, where, text
