@@ -218,3 +218,21 @@ def test_disk_of_an_imported_pool_is_refused_even_when_confirmed(tmp_path: Path,
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "the device is in use by the imported ZFS pool 'tank'" in res.stderr
     assert first_bytes(loopdev) == before and not (tmp_path / "j.sqlite").exists()
+
+
+def test_an_exported_script_lays_out_a_compressible_file_under_a_colon(tmp_path: Path):
+    """`plan --export`'s script for a compressible layout ran `fio --filename="$f"`: fio split `…/co:lon/…` at the
+    colon and wrote `…/co` (someone's file). Run with plain fio as a user would; the file lands where it belongs."""
+    (tmp_path / "co").write_text("precious")
+    d = tmp_path / "co:lon"
+    c = tmp_path / "c.toml"
+    c.write_text(FILE_CAMPAIGN.format(path=d).replace('bs = ["4k"]', 'bs = ["4k"]\nlayout = ["compressible:50%"]'))
+    res = tankbench("plan", str(c), "--export", str(tmp_path / "x"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    script = tmp_path / "x" / "0001-job.sh"
+    assert "--filename=" + "'" + str(d).replace(":", "\\:") in script.read_text()
+    run = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "co").read_text() == "precious"
+    data = d / "tankbench-scratch.fiodata"
+    assert data.stat().st_size == 8 << 20 and json.loads(run.stdout[run.stdout.index("{") :])["jobs"]

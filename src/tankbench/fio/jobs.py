@@ -204,7 +204,7 @@ def layout_script_lines(test: Test) -> list[str]:
                 f"dd if=/dev/zero of={dev} bs=1M count={size >> 20} oflag=direct conv=fsync status=none",
             ]
         if layout.startswith("compressible:"):
-            return [f"# layout {layout}", _fio_fill(dev, size, layout)]
+            return [f"# layout {layout}", _fio_fill(test_file_path(test), size, layout)]
         return [
             "# Fill the zvol with incompressible data first: a new zvol reads zeros without any I/O.",
             f"head -c {size} /dev/urandom | dd of={dev} bs=1M iflag=fullblock conv=fsync status=none",
@@ -223,7 +223,7 @@ def layout_script_lines(test: Test) -> list[str]:
                 f'head -c {size} /dev/zero > "$f" && sync "$f"',
             ]
         elif layout.startswith("compressible:"):
-            lines += [f"# layout {layout}", _fio_fill('"$f"', size, layout)]
+            lines += [f"# layout {layout}", _fio_fill(path, size, layout)]
         else:
             lines += [
                 "# Lay out the test file with incompressible data first, so reads hit real blocks (not a sparse file).",
@@ -235,9 +235,11 @@ def layout_script_lines(test: Test) -> list[str]:
 
 
 def _fio_fill(path: str, size: int, layout: str) -> str:
+    """The shell line that lays out `path` (as written, unquoted) compressible: fio's filename escaped (a colon is
+    fio's file separator), then quoted for the shell."""
     pct = layout.split(":")[1].rstrip("%")
     return (
-        f"fio --name=layout --filename={path} --rw=write --bs=1M --size={size} --refill_buffers=1 "
+        f"fio --name=layout --filename={shlex.quote(fio_path(path))} --rw=write --bs=1M --size={size} --refill_buffers=1 "
         f"--buffer_compress_percentage={pct} --buffer_compress_chunk=4k --end_fsync=1 >/dev/null"
     )
 
