@@ -284,3 +284,69 @@ def test_imported_journal_reports(tmp_path: Path) -> None:
         import_files(j, [str(FIO343), str(JSONPLUS)], {})
     r = tankbench("report", "--journal", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "rep"))
     assert r.returncode == 0, r.stderr
+
+
+def _counts(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as db:
+        return {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("campaigns", "tests", "runs")}
+
+
+KILL_MID_IMPORT = """
+import os, signal, sys
+from tankbench.fio.importer import import_files
+from tankbench.journal.db import Journal
+calls = 0
+real = Journal.finish_run
+def finish_then_die(self, row, run):
+    global calls
+    real(self, row, run)
+    calls += 1
+    if calls == 2:  # two runs written, more to come: the process dies as a kill -9 would end it
+        os.kill(os.getpid(), signal.SIGKILL)
+Journal.finish_run = finish_then_die
+with Journal(sys.argv[1]) as j:
+    import_files(j, sys.argv[2:], {})
+"""
+
+
+def test_an_import_killed_part_way_leaves_nothing_and_is_done_once_again(tmp_path: Path) -> None:
+    """kill -9 during `import` of several files: the journal is as before (one transaction), and importing the
+    same files again adds each run once (it used to keep the runs written before the kill, then add them twice)."""
+    import subprocess
+    import sys
+
+    journal = tmp_path / "j.sqlite"
+    with Journal(str(journal)) as j:
+        import_files(j, [str(FIO31)], {})
+    before = _counts(journal)
+    files = [str(FIO343), str(JSONPLUS)]
+    killed = subprocess.run([sys.executable, "-c", KILL_MID_IMPORT, str(journal), *files], capture_output=True)
+    assert killed.returncode == -9, killed.stderr
+    assert _counts(journal) == before
+    r = tankbench("import", "--journal", str(journal), *files)
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(journal) as db:
+        imported = db.execute("SELECT count(*) FROM runs WHERE note LIKE '%" + FIO343.name + "%'").fetchone()[0]
+    assert imported == len(read_fio_file(str(FIO343))) and _counts(journal)["runs"] > before["runs"] + 2
+
+
+def test_an_import_that_fails_part_way_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = tmp_path / "j.sqlite"
+    with Journal(str(journal)) as j:
+        import_files(j, [str(FIO31)], {})
+        before = _counts(journal)
+        real, calls = Journal.finish_run, []
+
+        def fail_third(self: Journal, row: int, run: Any) -> None:
+            calls.append(row)
+            if len(calls) == 3:
+                raise OSError("disk full")
+            real(self, row, run)
+
+        monkeypatch.setattr(Journal, "finish_run", fail_third)
+        with pytest.raises(OSError):
+            import_files(j, [str(FIO343), str(JSONPLUS)], {})
+        assert _counts(journal) == before and len(calls) == 3
+        monkeypatch.setattr(Journal, "finish_run", real)
+        import_files(j, [str(FIO343)], {})  # the journal is still usable afterwards
+    assert _counts(journal)["runs"] == before["runs"] + len(read_fio_file(str(FIO343)))

@@ -342,6 +342,13 @@ def import_files(journal: Journal, paths: Sequence[str], facts: Mapping[str, Any
     """Add tests and runs for every job of every file, each file with its own fingerprint; return
     (test, run row id) pairs."""
     per_file = [(p, read_fio_file(p)) for p in paths]
+    with journal.batch():  # all files or none: a kill -9 part-way must not leave half an import to add again
+        return _import(journal, per_file, paths, facts)
+
+
+def _import(
+    journal: Journal, per_file: list[tuple[str, list[ImportedJob]]], paths: Sequence[str], facts: Mapping[str, Any]
+) -> list[tuple[Test, int]]:
     jobs = [j for _, js in per_file for j in js]
     campaign = "import-" + short_hash([j.source for j in jobs] + [time.time()], 8)
     journal.add_campaign(campaign, "imported fio results", " ".join(paths), "")

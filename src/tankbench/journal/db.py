@@ -8,6 +8,7 @@ import sqlite3
 import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,7 +180,10 @@ class Journal:
     """One SQLite file. Every write is its own transaction, so a kill -9 loses at most the run in flight.
 
     `Journal(path)` opens for writing (creating a new file, migrating an older one); `Journal.open_readonly(path)`
-    opens an existing journal for reading without changing a byte of it."""
+    opens an existing journal for reading without changing a byte of it. `batch()` makes several writes one
+    transaction (an import)."""
+
+    _batch_depth = 0  # > 0 inside batch(): the writes join the batch's transaction
 
     def __init__(self, path: str, *, create: bool = True) -> None:
         self.path = path
@@ -220,15 +224,36 @@ class Journal:
         self.close()
 
     # -- writes -----------------------------------------------------------------------------
-    def _tx(self, sql: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        """One write transaction (BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception); inside `batch()` the
+        batch's transaction is the one."""
+        if self._batch_depth:
+            yield
+            return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            cur = self.conn.execute(sql, tuple(args))
+            yield
             self.conn.execute("COMMIT")
-            return cur
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Several writes as one transaction, all or none: a kill -9 or an error part-way leaves the journal as it
+        was (`tankbench import` of many files; importing again then adds nothing twice)."""
+        with self._write():
+            self._batch_depth += 1
+            try:
+                yield
+            finally:
+                self._batch_depth -= 1
+
+    def _tx(self, sql: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
+        with self._write():
+            cur = self.conn.execute(sql, tuple(args))
+            return cur
 
     def add_campaign(self, campaign_id: str, name: str, spec_path: str, spec_text: str) -> None:
         self._tx(
@@ -238,8 +263,7 @@ class Journal:
 
     def add_tests(self, campaign_id: str, tests: Iterable[Test], jobs: dict[str, str]) -> None:
         """Record the plan (idempotent: a test id is recorded once; its number follows the latest plan)."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write():
             for t in tests:
                 self.conn.execute(
                     "INSERT INTO tests(id, campaign_id, number, name, target, target_kind, test_case, canonical,"
@@ -257,43 +281,29 @@ class Journal:
                         jobs.get(t.id, ""),
                     ),
                 )
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
 
     def set_hosts(self, mode: str, hosts: Sequence[tuple[str, str, str]]) -> None:
         """Record a fleet campaign's hosts (name, kind, address) in its order, and its mode (schema 4)."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write():
             self.conn.execute("DELETE FROM hosts")
             for i, (name, kind, address) in enumerate(hosts):
                 self.conn.execute(
                     "INSERT INTO hosts(name, position, mode, kind, address, added) VALUES (?,?,?,?,?,?)",
                     (name, i, mode, kind, address, time.time()),
                 )
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
 
     def set_input_keys(self, metric_keys: Sequence[str], check_keys: Sequence[str]) -> None:
         """Declare which metric and check keys the compact per-run table `run_inputs` keeps (what `report`
         reads); when they differ from the stored ones, re-index every run once, in one transaction."""
         if self._input_keys() == (tuple(metric_keys), tuple(check_keys)):
             return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write():
             self.conn.execute(
                 "INSERT OR REPLACE INTO input_keys(id, metric_keys, check_keys) VALUES (1, ?, ?)",
                 (json.dumps(list(metric_keys)), json.dumps(list(check_keys))),
             )
             self.conn.execute("DELETE FROM run_inputs")
             self._index_runs("")
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
 
     def _input_keys(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         """The key lists of `run_inputs` (None: none declared, or a journal older than schema 3)."""
@@ -384,14 +394,9 @@ class Journal:
 
     def _tx_indexed(self, row_id: int, sql: str, args: Iterable[Any]) -> None:
         """One transaction: a change to a run's row, and its `run_inputs` row rewritten to match."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write():
             self.conn.execute(sql, tuple(args))
             self._index_runs("id=?", (row_id,))
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
 
     def mark_crashed(self, boot_ids: Mapping[str, str] | None = None) -> list[tuple[int, str, int | None, str]]:
         """Close the runs a dead process left `running`: `crashed` when their host rebooted since (or that is
