@@ -478,6 +478,27 @@ def refuse_not_regular(path: str) -> None:
 
 
 # ---------------------------------------------------------------- ops
+def fio_parse_only(chunks: list[str]) -> dict[str, Any]:
+    """`fio --parse-only` over the campaign's job files (each chunk: [global] + job sections, file options left
+    out): a typo in [fio] or a value fio does not take is refused before anything is written. {"ok": True} or the
+    first refusal's words."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tankbench-parse-") as d:
+        for i, text in enumerate(chunks):
+            path = os.path.join(d, f"jobs-{i}.fio")
+            with open(path, "w") as f:
+                f.write(text)
+            try:
+                r = subprocess.run(["fio", "--parse-only", path], capture_output=True, text=True, timeout=120)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                return {"ok": False, "error": f"fio --parse-only could not run: {e}"}
+            if r.returncode != 0:
+                said = [ln.strip() for ln in (r.stderr + r.stdout).splitlines() if ln.strip()]
+                return {"ok": False, "error": "; ".join(said[:6]) or f"exit status {r.returncode}"}
+    return {"ok": True}
+
+
 def op_probe(req: dict[str, Any]) -> None:
     """Fingerprint facts, plus what the runner needs to know about each path it will use."""
     uname = os.uname()
@@ -522,8 +543,10 @@ def op_probe(req: dict[str, Any]) -> None:
             models[b["name"]] = b.get("model", "")
     mem = meminfo()
     load = loadavg()
+    parsed = fio_parse_only(list(req["fio_parse"])) if fio and req.get("fio_parse") else None
     emit(
         "result",
+        fio_parse=parsed,
         fingerprint={
             "kernel": uname.release,
             "arch": uname.machine,

@@ -266,7 +266,7 @@ def run_fleet(
             members.append(Member(fh, _open(spec, i, fh, main.note)))
 
         def probe(m: Member) -> None:
-            m.pre = preflight(m.host, spec)
+            m.pre = preflight(m.host, spec, tests=tests)
             m.extra = dict(m.host.fingerprint_extra())
 
         _in_threads(members, probe)
