@@ -176,6 +176,8 @@ class Outcome:
     runs_crashed_found: int = 0
     #: times the host went down during this run of the campaign and was waited for (recovery.py)
     host_failures: int = 0
+    #: times a test guest died while its host stayed up, and was booted again (guest_failed)
+    guest_failures: int = 0
     runs_skipped_existing: int = 0
     tests_skipped: list[str] = field(default_factory=list)
     journal: str = ""
@@ -639,6 +641,7 @@ class CampaignRunner:
             run, row_id=row, note=note, checks=dict(run.checks, **{"crash.layer": "guest", "crash.guest": why})
         )
         self.journal.finish_run(row, run)
+        self.outcome.guest_failures += 1
         self.progress.note(f"{test.name}: {note}; booting a new guest")
         self.hook("crash", f"the test guest crashed during the {step} of {test.name}: {why}", test=test.name)
         kind.restart_guest()
@@ -962,4 +965,6 @@ def summary_line(o: Outcome) -> str:
         parts.append(f"{len(o.tests_skipped)} test(s) skipped after crashing the host (campaign.crash_retries)")
     if o.host_failures:
         parts.append(f"the host went down {o.host_failures} time(s) and was waited for")
+    if o.guest_failures:
+        parts.append(f"the test guest died {o.guest_failures} time(s) and was booted again")
     return f"{', '.join(parts)}; journal: {o.journal}"

@@ -208,6 +208,7 @@ def test_guest_layers_and_copies_in_one_guest(lab: LabHost, tmp_path: Path) -> N
             (r["name"], r["note"]) for r in crashed
         ]
         assert all(r["checks"]["crash.layer"] == "guest" and r["checks"]["crash.step"] == "run" for r in crashed)
+        assert f"the test guest died {len(crashed)} time(s) and was booted again; journal: " in out, out[-1000:]
         assert {r["name"] for r in rows if r["status"] == "done"} == {r["name"] for r in rows}  # each test done
         assert {r["name"] for r in rows} == {
             "zfs-vm-zvol-randwrite-4k-ext4",

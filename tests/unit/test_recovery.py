@@ -113,3 +113,15 @@ def test_a_run_found_running_after_a_reboot_is_a_crash_with_its_boot_ids_and_hoo
     assert crashed.checks["recovery.resumed_by"] == "tankbench-resume-x.service"
     assert "recovery.down_s" not in crashed.checks and "recovery.found_on_resume" in crashed.checks
     assert "crash.step" not in rows[killed].checks
+
+
+def test_the_last_line_counts_host_and_guest_failures_apart() -> None:
+    """run's last line says what went down and came back: the host (waited for) and the test guest (booted again)."""
+    from tankbench.runner import Outcome, summary_line
+
+    o = Outcome(runs_done=7, host_failures=1, guest_failures=2, journal="j.sqlite", seconds=61.0)
+    line = summary_line(o)
+    assert line.startswith("7 run(s) done in 1m01s") and line.endswith("; journal: j.sqlite"), line
+    assert "the host went down 1 time(s) and was waited for" in line
+    assert "the test guest died 2 time(s) and was booted again" in line
+    assert "guest" not in summary_line(Outcome(runs_done=1, journal="j"))
