@@ -236,3 +236,20 @@ def test_an_exported_script_lays_out_a_compressible_file_under_a_colon(tmp_path:
     assert (tmp_path / "co").read_text() == "precious"
     data = d / "tankbench-scratch.fiodata"
     assert data.stat().st_size == 8 << 20 and json.loads(run.stdout[run.stdout.index("{") :])["jobs"]
+
+
+def test_two_raw_targets_on_one_device_by_two_names_are_refused(tmp_path: Path, loopdev: str, by_id: str):
+    """plan compares paths as written: `/dev/loopN` and its by-id link pass it. The run's probe resolves both to
+    one kernel device and refuses before anything is written (each run would overwrite the other's layout). The
+    device is blank, so the names alone are confirmed (a device with data needs its by-id name)."""
+    before = first_bytes(loopdev)
+    second = f'[[target]]\nname = "twin"\nkind = "raw"\npath = "{by_id}"\nconfirm = "{by_id}"\nsize = "8M"\n\n[matrix]'
+    c = tmp_path / "c.toml"
+    c.write_text(CAMPAIGN.format(path=loopdev, confirm=f'confirm = "{loopdev}"').replace("[matrix]", second, 1))
+    assert tankbench("plan", str(c), cwd=tmp_path).returncode == 0  # paths as written differ
+    res = tankbench("run", str(c), "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    name = os.path.basename(os.path.realpath(loopdev))
+    assert f"is the same device as target 'twin' ({by_id}; both are {name} on local)" in res.stderr, res.stderr
+    assert "Hint: give each raw target its own disk" in res.stderr
+    assert first_bytes(loopdev) == before and not (tmp_path / "j.sqlite").exists()
