@@ -24,9 +24,12 @@ def fio_window(criterion: str) -> dict:
 
 @pytest.mark.parametrize("criterion,figure", [("iops_slope:0.0001%", "slope_pct"), ("iops:0.0001%", "spread_pct")])
 def test_window_figures_are_fios_own(criterion: str, figure: str) -> None:
-    doc = fio_window(criterion)
-    block = doc["jobs"][0]["steadystate"]
-    samples = block["data"]["iops"]
+    for _ in range(3):  # Poisson-paced seconds are alike in rare windows (~1 in 2,000): such a window proves little
+        doc = fio_window(criterion)
+        block = doc["jobs"][0]["steadystate"]
+        samples = block["data"]["iops"]
+        if len(set(samples)) > 1:
+            break
     assert len(samples) == 3 and len(set(samples)) > 1, samples  # a window whose seconds differ
     fio_says = float(block["criterion"].rstrip("%"))
     mine = window_figures(samples)[figure]
