@@ -85,13 +85,18 @@ def replay(iops: list[float], criterion: str, dur: int) -> int:
 
 
 def parse_log(text: str, ddir: int) -> list[float]:
-    """A fio iops log (`msec, value, ddir, bs, offset[, prio]`, one line per second with log_avg_msec=1000)."""
-    out = []
+    """A fio iops log (`msec, value, ddir, bs, offset[, prio]`, one line per second with log_avg_msec=1000) as one
+    value per second. fio writes no line for a second in which no I/O completed (a zvol's writes stall for 10 s
+    and more while ZFS's write throttle holds them): such seconds are 0 IOPS, as fio's own steady-state samples
+    count them."""
+    per_second: dict[int, float] = {}
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 3 and parts[2] == str(ddir):
-            out.append(float(parts[1]))
-    return out
+            per_second[max(1, round(float(parts[0]) / 1000.0))] = float(parts[1])
+    if not per_second:
+        return []
+    return [per_second.get(i, 0.0) for i in range(1, max(per_second) + 1)]
 
 
 def load(outdir: Path) -> list[Series]:

@@ -16,6 +16,7 @@ from tankbench.progress import fmt_estimate
 from tankbench.schedule.estimate import (
     RUN_CLASSES,
     SS_FRACTION,
+    SS_FRACTION_SLOPE,
     Estimate,
     Estimator,
     classify,
@@ -198,7 +199,7 @@ def test_runs_are_priced_by_class_reads_sync_direct_and_buffered_writes() -> Non
 
 def test_steady_state_ends_a_run_where_the_lab_measured_it_per_class() -> None:
     """Before the journal has a run of the kind, a timed run is priced at its class's fraction of the window
-    between ramp + ss_dur and ramp + runtime (bench/zvol-issues-window: reads settle, writes rarely do)."""
+    between ramp + ss_dur and ramp + runtime (bench/ss-replay at the real window: writes never settle)."""
     spec = load_spec(resolve_campaign("zvol-issues"))
     est = Estimator(spec, priors_for(False))
     by_class = {}
@@ -210,9 +211,37 @@ def test_steady_state_ends_a_run_where_the_lab_measured_it_per_class() -> None:
         low, likely, high = est.run_time(t)
         assert low == spec.ramp + s.ss_ramp_s + s.ss_dur_s and high == t.expected_s
         assert likely == pytest.approx(low + SS_FRACTION[cls] * (high - low)), cls
-    assert SS_FRACTION["read"] < SS_FRACTION["sync write"] < SS_FRACTION["direct write"] == 1.0  # writes rarely settle
+    # at the real window no write of any class settled (bench/ss-replay), and one read in four did
+    assert SS_FRACTION["read"] < SS_FRACTION["sync write"] == SS_FRACTION["direct write"] == 1.0
+    assert SS_FRACTION["buffered write"] == 1.0
     text = describe_priors(est.priors)
     assert all(f"({c}s)" in text for c in RUN_CLASSES) and "halfway" not in text
+
+
+def test_a_slope_rule_is_priced_by_where_slope_rules_ended_the_labs_full_runs() -> None:
+    """`ss = "iops_slope:…"` ends ZFS writes far earlier than a deviation rule (bench/ss-replay): priced by its own
+    table (SS_FRACTION_SLOPE), and plan's priors say which rule they are for."""
+    text = Path(resolve_campaign("zvol-issues")).read_text().replace('ss = "iops:5%"', 'ss = "iops_slope:0.1%"')
+    spec = parse_spec(text, "zvol-issues.toml")
+    est = Estimator(spec, priors_for(False))
+    s = spec.schedule
+    seen = set()
+    for t in expand(spec):
+        if t.is_copy or run_class(t) in seen:
+            continue
+        seen.add(run_class(t))
+        low, likely, high = est.run_time(t)
+        assert low == spec.ramp + s.ss_ramp_s + s.ss_dur_s and high == t.expected_s
+        assert likely == pytest.approx(low + SS_FRACTION_SLOPE[run_class(t)] * (high - low)), run_class(t)
+    assert seen == set(RUN_CLASSES)
+    assert all(SS_FRACTION_SLOPE[c] < SS_FRACTION[c] for c in RUN_CLASSES if c != "read")
+    assert "(a slope rule)" in describe_priors(est.priors, ss=s.ss) and "(a deviation rule)" in describe_priors(
+        est.priors
+    )
+    slope_h = estimate(spec, expand(spec), "/nonexistent/journal.sqlite", real_host=True)[0].likely / 3600
+    preset = load_spec(resolve_campaign("zvol-issues"))
+    preset_h = estimate(preset, expand(preset), "/nonexistent/journal.sqlite", real_host=True)[0].likely / 3600
+    assert slope_h < 0.8 * preset_h, (slope_h, preset_h)
 
 
 def test_which_lever_buys_what_on_zvol_issues_as_the_docs_table_says() -> None:
@@ -249,3 +278,19 @@ def test_the_lab_measurement_campaign_is_zvol_issues_machine_and_axes_scaled() -
     assert dict(fs.target.props) == {"compression": "lz4", "encryption": "aes-256-gcm"}
     assert bench.schedule.ss == preset.schedule.ss == "iops:5%"
     assert preset.runtime / bench.runtime == 7.5 and preset.schedule.ss_dur_s / bench.schedule.ss_dur_s == 7.5
+
+
+def test_the_real_window_campaign_is_zvol_issues_machine_at_its_own_window() -> None:
+    """bench/ss-window.toml, which SS_FRACTION and SS_FRACTION_SLOPE rest on: the preset's modelled disks, pool shape
+    and properties, its ramp and runtime unscaled, no steady-state rule (every run lasts the window), fio's IOPS
+    logged each second, every class of run."""
+    bench = load_spec(str(Path(__file__).parents[2] / "bench" / "ss-window.toml"))
+    preset = load_spec(resolve_campaign("zvol-issues"))
+    tests = expand(bench)
+    assert Counter(run_class(t) for t in tests) == {"read": 4, "direct write": 4, "buffered write": 4, "sync write": 8}
+    b, p = bench.host.lab_machine, preset.host.lab_machine
+    assert (b.disk_model, b.slog_model) == (p.disk_model, p.slog_model) == ("hdd", "ssd")
+    assert (bench.ramp, bench.runtime) == (preset.ramp, preset.runtime) == (10.0, 90.0)
+    assert bench.schedule.ss == "" and preset.schedule.ss == "iops:5%"
+    assert dict(bench.fio) == {"write_iops_log": "ivl", "write_bw_log": "ivl", "log_avg_msec": 1000}
+    assert all(dict(t.target.props) == {"compression": "lz4", "encryption": "aes-256-gcm"} for t in tests)

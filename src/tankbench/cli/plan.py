@@ -122,12 +122,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out.write("\n" + summary(spec, tests, est, sched, learned) + "\n")
     settle = spec.schedule.settle is not None
     if not learned:
-        out.write(f"Priors: {describe_priors(priors_for(real is not None), settle)}.\n")
+        out.write(f"Priors: {describe_priors(priors_for(real is not None), settle, spec.schedule.ss)}.\n")
     out.write(resolved_sizes(spec))
     if real is not None and not learned:
         out.write(
             f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(real)}.\n"
-            f"Real-host priors: {describe_priors(priors_for(False), settle)}.\n"
+            f"Real-host priors: {describe_priors(priors_for(False), settle, spec.schedule.ss)}.\n"
         )
     if args.export:
         out.write(f"Exported {len(tests)} job scripts to {args.export}/ (run any NNNN-job.sh with plain fio).\n")
