@@ -27,12 +27,7 @@ class CrashRow:
     @property
     def what(self) -> str:
         """What the crashes took down: 'the host', 'the test guest' or both, with counts when both."""
-        host = self.crashes - self.guest_crashes
-        if not self.guest_crashes:
-            return f"the host {self.crashes} time(s)"
-        if not host:
-            return f"the test guest {self.crashes} time(s)"
-        return f"the host {host} time(s) and the test guest {self.guest_crashes} time(s)"
+        return crashed_what(self.crashes, self.guest_crashes)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +42,17 @@ class CrashRow:
             "notes": list(self.notes),
             "guest_crashes": self.guest_crashes,
         }
+
+
+def crashed_what(crashes: int, guest_crashes: int) -> str:
+    """'the host N time(s)', 'the test guest N time(s)' or both, for `crashes` of which `guest_crashes` were the
+    test guest's (its host stayed up)."""
+    host = crashes - guest_crashes
+    if not guest_crashes:
+        return f"the host {crashes} time(s)"
+    if not host:
+        return f"the test guest {crashes} time(s)"
+    return f"the host {host} time(s) and the test guest {guest_crashes} time(s)"
 
 
 def crash_rows(ds: Dataset) -> tuple[CrashRow, ...]:
@@ -80,8 +86,7 @@ def crash_advice(rows: tuple[CrashRow, ...]) -> list[tuple[str, tuple[str, ...]]
         by_config.setdefault(c.config, []).append(c)
     out = []
     for config, cs in by_config.items():
-        guest = sum(c.guest_crashes for c in cs)
-        what = CrashRow("", 0, "", config, sum(c.crashes for c in cs), 0, 0, False, (), guest).what
+        what = crashed_what(sum(c.crashes for c in cs), sum(c.guest_crashes for c in cs))
         out.append(
             (
                 f"Avoid {config}: its runs crashed {what} "
