@@ -19,6 +19,8 @@ from typing import Any, TextIO
 
 from tankbench.analysis.cases import case_name
 from tankbench.analysis.settings import parse_settings
+from tankbench.campaign import Spec, expand
+from tankbench.campaign.hosts import FleetHost
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text
 from tankbench.hosts.base import Host
@@ -29,8 +31,6 @@ from tankbench.journal.lock import JournalLock
 from tankbench.model import Test
 from tankbench.progress import Progress
 from tankbench.runner import CampaignRunner, Outcome, Preflight, default_journal_path, end_stale, leave_lab, preflight
-from tankbench.spec import Spec, expand
-from tankbench.spec.hosts import FleetHost
 
 #: fingerprint keys that must agree for `split`, and why a difference is refused
 ALIKE: dict[str, str] = {

@@ -1,7 +1,7 @@
 """Checking a TOML file's keys and values: one `SpecError` naming the file, the key and the value, with a hint.
 
-Below every table parser (campaign sections in spec/, a target kind's own table in targets/), so a kind can
-parse its table without importing spec/.
+Below every table parser (campaign sections in campaign/, a target kind's own table in targets/), so a kind can
+parse its table without importing campaign/.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ FILL = "fill"
 IO_MODES = ("buffered", "direct")
 SYNC_MODES = ("async", "sync", "fsync", "fdatasync")
 #: the axes that make an fio job what it is (the same job on any target); the campaign's fio axes add the
-#: `workload` and the buffer options (spec/vocab.py), the analysis compares tests by them
+#: `workload` and the buffer options (campaign/vocab.py), the analysis compares tests by them
 FIO_JOB_AXES = ("rw", "bs", "iodepth", "numjobs", "size", "io", "sync_mode", "rwmixread", "ioengine")
 
 

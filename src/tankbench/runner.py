@@ -12,6 +12,8 @@ from typing import Any
 from tankbench import __version__, resumeboot
 from tankbench import preflight as preflight_mod
 from tankbench.analysis.cases import index_for_reports
+from tankbench.campaign import Spec, expand
+from tankbench.campaign.unattended import legacy_grace_note
 from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
 from tankbench.errors import HostError, UserError
@@ -30,8 +32,6 @@ from tankbench.schedule.estimate import Estimator, priors_for
 from tankbench.schedule.rules import FINISHED, Decision, observation
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.schedule.steady import steady_state_from_text
-from tankbench.spec import Spec, expand
-from tankbench.spec.unattended import legacy_grace_note
 from tankbench.targets import TargetKind, Workspace, kind_of
 from tankbench.tunables import Tunables
 from tankbench.units import fmt_duration

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from tankbench import secrets
+from tankbench.campaign import load_spec
 from tankbench.errors import HostError
 from tankbench.hosts.base import agent_argv, agent_digest, agent_source, work_root
 from tankbench.hosts.local import LocalHost
-from tankbench.spec import load_spec
 from tests.conftest import proc_cmdline, tankbench, wait_until
 from tests.integration.test_run_local import rows, write_campaign
 

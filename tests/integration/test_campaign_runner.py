@@ -12,12 +12,12 @@ import pytest
 
 import tankbench
 from tankbench import model
+from tankbench.campaign import expand, load_spec
 from tankbench.fio.jobs import job_text
 from tankbench.hosts.local import LocalHost
 from tankbench.journal import Journal
 from tankbench.progress import Progress
 from tankbench.runner import CampaignRunner, Outcome, preflight
-from tankbench.spec import expand, load_spec
 
 CAMPAIGN = """
 [campaign]

@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 
 from tankbench import agent
+from tankbench.campaign import expand, load_spec
 from tankbench.fio.jobs import job_text
 from tankbench.hosts.local import LocalHost
 from tankbench.journal import Journal
 from tankbench.progress import Progress
 from tankbench.runner import CampaignRunner, preflight
-from tankbench.spec import expand, load_spec
 from tankbench.targets.file import _layout_key
 
 CAMPAIGN = """

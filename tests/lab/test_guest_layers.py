@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tankbench.campaign import load_spec
 from tankbench.hosts.lab import LabHost
-from tankbench.spec import load_spec
 from tankbench.units import parse_size
 from tests.conftest import tankbench
 from tests.lab.conftest import LAB

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.campaign import expand, parse_spec
 from tankbench.cli.presets import preset_path
 from tankbench.coldcache import make_cold
 from tankbench.errors import UserError
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import vm
 from tankbench.lab.diskmodels import LabMachine
-from tankbench.spec import expand, parse_spec
 from tankbench.tunables import Tunables
 from tests.conftest import tankbench
 from tests.lab.conftest import LAB
@@ -206,7 +206,7 @@ tunables = [{{}}, {{ {name} = {wanted} }}]
     spec = parse_spec(text, str(campaign))
     # a campaign process that set the tunable, then dies by kill -9 before it could restore anything
     code = (
-        f"from tankbench.lab import vm\nfrom tankbench.spec import expand, load_spec\n"
+        f"from tankbench.lab import vm\nfrom tankbench.campaign import expand, load_spec\n"
         f"from tankbench.tunables import Tunables\n"
         f"from tankbench.lab.diskmodels import LabMachine\n"
         f"spec = load_spec({str(campaign)!r})\n"

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tankbench.campaign import load_spec
 from tankbench.hosts.lab import LabHost
-from tankbench.spec import load_spec
 from tests.conftest import ROOT, tankbench
 from tests.lab.conftest import LAB
 from tests.lab.fillcheck import MIB, assert_fill_runs

@@ -182,8 +182,8 @@ def test_disks_that_move_during_the_wait_restart_the_window(tmp_path: Path) -> N
 
 
 def test_a_runs_counters_become_the_next_cooldowns_marks() -> None:
+    from tankbench.campaign.schema import Cooldown
     from tankbench.schedule.cooldown import cooldown_checks, cooldown_request, idle_marks
-    from tankbench.spec.schema import Cooldown
 
     result = {
         "counters_exit": {"t": 10.0, "boot_id": "b", "disk": {"vda": [1, 2, 3, 4]}, "vm": {}},

@@ -123,7 +123,7 @@ def test_bad_host_file(path: Path, tmp_path: Path):
 
 def test_a_journals_old_report_keys_are_still_read():
     """Unknown [report]/[[goal]] keys are refused in a campaign file, not in the copy an older journal keeps."""
-    from tankbench.spec.report import parse_settings
+    from tankbench.campaign.report import parse_settings
 
     s = parse_settings(
         '[report]\nbaseline = "hdd"\nretired_key = 1\n[[goal]]\ncase = "x"\nmetric = "IOPS"\nvalue = 1\nold = 2\n'

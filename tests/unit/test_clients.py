@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.campaign import expand
+from tankbench.campaign.parse import parse_spec
 from tankbench.clientreport import clients_markdown, write_clients
 from tankbench.errors import SpecError, UserError
 from tankbench.fio.jobs import run_job_text
@@ -14,8 +16,6 @@ from tankbench.hosts.local import LocalHost
 from tankbench.journal.clientruns import ClientRun, client_runs
 from tankbench.journal.db import Journal
 from tankbench.model import ClientHost, Run
-from tankbench.spec import expand
-from tankbench.spec.parse import parse_spec
 from tankbench.targets.clients import refuse_server_as_client, without_logs
 
 CAMPAIGN = """

@@ -7,6 +7,8 @@ import shlex
 
 import pytest
 
+from tankbench.campaign import load_spec
+from tankbench.campaign.overrides import Overrides, toml_value
 from tankbench.cli.presets import resolve_campaign
 from tankbench.doctor.checks import diagnose, view
 from tankbench.doctor.collect import split_sections
@@ -19,8 +21,6 @@ from tankbench.doctor.parse import (
     parse_pve_storage,
     parse_swaps,
 )
-from tankbench.spec import load_spec
-from tankbench.spec.overrides import Overrides, toml_value
 from tests.conftest import FIXTURES, tankbench
 
 DOC = FIXTURES / "doctor"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.campaign import expand, load_spec, parse_spec
 from tankbench.cli.plan import estimate
 from tankbench.cli.presets import resolve_campaign
 from tankbench.journal import Journal
@@ -26,7 +27,6 @@ from tankbench.schedule.estimate import (
     run_class,
 )
 from tankbench.schedule.scheduler import Scheduler, history_from_runs
-from tankbench.spec import expand, load_spec, parse_spec
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 SEED_DAYS = 8.8

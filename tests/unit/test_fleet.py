@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from tankbench import model
+from tankbench.campaign.hosts import FleetHost, parse_fleet
 from tankbench.errors import SpecError, UserError
 from tankbench.fleet import CaseQueue, check_alike, differences
 from tankbench.hosts.hostkeys import ScannedKey, accept_command, classify, known_hosts_name
 from tankbench.journal.db import Journal
 from tankbench.journal.hostview import HostJournal, fleet_mode, journal_hosts
 from tankbench.journal.migrations import SCHEMA_VERSION
-from tankbench.spec.hosts import FleetHost, parse_fleet
 from tests.conftest import FIXTURES
 
 

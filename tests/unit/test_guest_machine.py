@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tankbench.campaign import expand, load_spec
 from tankbench.guest import machine, qemu
-from tankbench.spec import expand, load_spec
 from tankbench.targets.vmdisk import config_key, disk_id
 
 CAMPAIGN = """

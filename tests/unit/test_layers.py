@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runner", "recovery", "resumeboot", "doctor", "fleet", "fleetreport", "clientreport", "hooks"),
     ("reports",),
     ("analysis",),
-    ("spec", "schedule", "progress", "verdict", "fio.jobs"),
+    ("campaign", "schedule", "progress", "verdict", "fio.jobs"),
     ("targets",),
     ("guest", "lab", "preflight", "secrets", "tunables", "coldcache", "fio.clientserver"),
     ("hosts",),

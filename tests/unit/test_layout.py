@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tankbench import agent
+from tankbench.campaign import expand, parse_spec
 from tankbench.errors import HostError
 from tankbench.fio.jobs import layout_request
 from tankbench.hosts.local import LocalHost
-from tankbench.spec import expand, parse_spec
 
 SIZE = 8 << 20
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.campaign import expand
+from tankbench.campaign.parse import parse_spec
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import run_job_text
 from tankbench.hosts.lab import LabHost
 from tankbench.model import ClientHost
-from tankbench.spec import expand
-from tankbench.spec.parse import parse_spec
 from tankbench.targets import netcount, traits_of
 from tankbench.targets.clients import refuse_server_as_client
 from tankbench.targets.nfs import export_line, mount_argv

@@ -1,5 +1,5 @@
 """A preset on the user's disks and sizes without editing it: --set, --disks/--log/--cache/--confirm, --host,
-sizes relative to the host (spec/overrides.py and its command-line options)."""
+sizes relative to the host (campaign/overrides.py and its command-line options)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.campaign import expand, load_spec
+from tankbench.campaign.overrides import Overrides, relative_sizes, toml_value
 from tankbench.cli.presets import resolve_campaign
 from tankbench.doctor.facts import meminfo_total, pool_capacity
 from tankbench.errors import UserError
 from tankbench.model import Target
 from tankbench.safety import check_raw_target
-from tankbench.spec import expand, load_spec
-from tankbench.spec.overrides import Overrides, relative_sizes, toml_value
 from tests.conftest import tankbench
 
 ID = "/dev/disk/by-id/"

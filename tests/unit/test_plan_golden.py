@@ -1,7 +1,7 @@
 """Golden plans: the tests every preset (also at --scale quick), every tests/fixtures/*.toml and examples/
 campaign expands to, and the job files `plan --export` writes for them, against stored hashes.
 
-A refactor of spec/, targets/ or fio/jobs.py must leave them byte-identical. A change that means to alter a
+A refactor of campaign/, targets/ or fio/jobs.py must leave them byte-identical. A change that means to alter a
 plan (a new preset value, a new name part) regenerates the hashes with `python -m tests.unit.test_plan_golden`
 and says so in its commit; bench/plan_snapshot.py writes the full outputs for a `diff -r` when one differs.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.campaign import expand, parse_spec
 from tankbench.fio.jobs import job_script, job_text
-from tankbench.spec import expand, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "plan-golden.json"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tankbench.campaign import expand, load_spec
 from tankbench.cli.presets import resolve_campaign
-from tankbench.spec import expand, load_spec
 
 
 def test_recordsize_mix_has_the_seeds_queue_depths_and_its_uncompressed_dataset():

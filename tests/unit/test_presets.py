@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.campaign import expand, load_spec
 from tankbench.cli.presets import list_presets, preset_path, resolve_campaign
-from tankbench.spec import expand, load_spec
 from tests.conftest import tankbench
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
+from tankbench.campaign import expand, parse_spec
 from tankbench.errors import SpecError
 from tankbench.schedule.configs import config_groups, warmup_tests
 from tankbench.schedule.rules import Observation, pooled_cv, race, stop_rule
 from tankbench.schedule.scheduler import Scheduler, Slot
 from tankbench.schedule.steady import steady_state_checks
-from tankbench.spec import expand, parse_spec
 
 CAMPAIGN = """
 [campaign]

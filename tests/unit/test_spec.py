@@ -2,9 +2,9 @@
 
 import pytest
 
+from tankbench.campaign import expand, parse_spec
 from tankbench.errors import SpecError, UserError
 from tankbench.fio.jobs import job_text
-from tankbench.spec import expand, parse_spec
 
 DEMO = """
 [campaign]

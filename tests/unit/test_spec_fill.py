@@ -4,8 +4,8 @@ campaigns are accepted (the refusals are in the bad-input corpus, tests/fixtures
 from __future__ import annotations
 
 from tankbench import model
+from tankbench.campaign import expand, parse_spec
 from tankbench.fio.jobs import deadline_s, job_text, size_based
-from tankbench.spec import expand, parse_spec
 from tankbench.targets.vmdisk import VmDiskKind, config_key, disk_settings
 
 CAMPAIGN = """

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from tankbench.campaign import expand, parse_spec
 from tankbench.errors import SpecError
 from tankbench.fio import jobs
 from tankbench.fio.jobs import deadline_s, job_script, job_text, layout_request
-from tankbench.spec import expand, parse_spec
 from tankbench.targets.zfs import buffer_check, create_pool_argv
 from tankbench.tunables import canonical_tunables, parse_tunables
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tankbench import model, targets
-from tankbench.spec import expand, load_spec
+from tankbench.campaign import expand, load_spec
 from tankbench.targets.base import TargetKind
 from tests.conftest import FIXTURES, ROOT
 

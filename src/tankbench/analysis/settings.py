@@ -1,7 +1,7 @@
-"""The report settings the analysis reads: defined with the campaign's other tables in spec/report.py (one parser
+"""The report settings the analysis reads: defined with the campaign's other tables in campaign/report.py (one parser
 for plan time and report time); re-exported here for the analysis and the CLI."""
 
-from tankbench.spec.report import (
+from tankbench.campaign.report import (
     GOAL_METRICS,
     GOAL_OPS,
     Goal,

@@ -1,5 +1,5 @@
 """Options that put a campaign (a preset, usually) on the user's host and disks: --host, --disks, --log,
---cache, --confirm, --set. Shared by plan, run and clean; the work is done by spec/overrides.py."""
+--cache, --confirm, --set. Shared by plan, run and clean; the work is done by campaign/overrides.py."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import re
 import tomllib
 from typing import Any
 
+from tankbench.campaign import Spec, load_spec
+from tankbench.campaign.overrides import Overrides, toml_value
 from tankbench.cli.presets import resolve_campaign
 from tankbench.errors import UserError
-from tankbench.spec import Spec, load_spec
-from tankbench.spec.overrides import Overrides, toml_value
 
 HOST_FILE_KEYS = ("host", "disks", "log", "cache", "confirm", "set")
 SSH_RE = re.compile(r"^ssh://(?:([A-Za-z0-9._-]+)@)?([A-Za-z0-9._:-]+?|\[[0-9A-Fa-f:]+\])(?::([0-9]{1,5}))?$")

@@ -98,9 +98,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def open_doctor_host(option: str) -> Host:
     """The Host named by --host (never boots a lab: a lab must be up)."""
+    from tankbench.campaign.schema import HostSpec
     from tankbench.cli._campaign import host_option
     from tankbench.doctor.facts import open_host_no_boot
-    from tankbench.spec.schema import HostSpec
 
     table, _, _ = host_option(option)
     t = table or {"kind": "local"}

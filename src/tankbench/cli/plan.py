@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from tankbench.campaign import Spec, expand
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
@@ -16,7 +17,6 @@ from tankbench.progress import fmt_estimate
 from tankbench.runner import default_journal_path, local_has_zfs
 from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
-from tankbench.spec import Spec, expand
 from tankbench.units import fmt_duration
 
 

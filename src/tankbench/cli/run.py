@@ -6,10 +6,10 @@ import argparse
 import os
 import sys
 
+from tankbench.campaign import Spec
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli.plan import resolved_sizes
 from tankbench.runner import run_campaign, summary_line
-from tankbench.spec import Spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

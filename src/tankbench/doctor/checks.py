@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tankbench.campaign.overrides import human
 from tankbench.doctor.collect import split_sections
 from tankbench.doctor.parse import (
     BlockDev,
@@ -22,7 +23,6 @@ from tankbench.doctor.parse import (
     parse_pve_storage,
     parse_swaps,
 )
-from tankbench.spec.overrides import human
 from tankbench.units import fmt_size
 from tankbench.zfs.parse import parse_arcstats, parse_module_params, parse_zfs_get, parse_zpool_status, zfs_get_sources
 

@@ -12,7 +12,7 @@ from tankbench.targets import traits_of
 from tankbench.zfs.parse import parse_arcstats
 
 if TYPE_CHECKING:
-    from tankbench.spec.schema import HostSpec
+    from tankbench.campaign.schema import HostSpec
 
 GROUPS = {"mirror": 0, "raidz": 1, "raidz1": 1, "raidz2": 2, "raidz3": 3}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tankbench.campaign.parse import FIO_AXES
 from tankbench.model import Test, short_hash
-from tankbench.spec.parse import FIO_AXES
 
 
 def config_key(test: Test) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tankbench.spec.parse import Cooldown
+from tankbench.campaign.parse import Cooldown
 
 
 def cooldown_request(

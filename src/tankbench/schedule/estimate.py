@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tankbench.analysis.stats import t_quantile
+from tankbench.campaign.parse import Spec
 from tankbench.model import Run, Test
 from tankbench.schedule.configs import config_key
 from tankbench.schedule.scheduler import Scheduler
-from tankbench.spec.parse import Spec
 from tankbench.targets import kind_of
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tankbench.campaign.parse import Schedule
 from tankbench.model import Run, Test, short_hash
 from tankbench.schedule.configs import config_groups, warmup_tests
 from tankbench.schedule.rules import (
@@ -19,7 +20,6 @@ from tankbench.schedule.rules import (
     stop_decision,
     stop_rule,
 )
-from tankbench.spec.parse import Schedule
 
 
 @dataclass

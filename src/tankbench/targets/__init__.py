@@ -58,7 +58,7 @@ def kind_of(target: Target) -> type[TargetKind]:
 
 @cache
 def traits() -> dict[str, KindTraits]:
-    """Every kind's traits by name: what spec/, analysis/ and reports/ ask instead of comparing names."""
+    """Every kind's traits by name: what campaign/, analysis/ and reports/ ask instead of comparing names."""
     return {name: kinds()[name].traits() for name in kind_names()}
 
 

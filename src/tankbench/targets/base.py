@@ -78,7 +78,7 @@ class Workspace:
 
 @dataclass(frozen=True)
 class KindTraits:
-    """What the rest of tankbench may ask about a target kind instead of comparing its name (spec/, analysis/,
+    """What the rest of tankbench may ask about a target kind instead of comparing its name (campaign/, analysis/,
     reports/ read these; an unknown kind, e.g. from an old journal, has every trait off)."""
 
     name: str
@@ -136,7 +136,7 @@ class TargetKind(ABC):
 
     @classmethod
     def traits(cls) -> KindTraits:
-        """This kind's traits (what spec/, analysis/ and reports/ ask instead of its name)."""
+        """This kind's traits (what campaign/, analysis/ and reports/ ask instead of its name)."""
         return KindTraits(
             name=cls.kind,
             block_device=cls.block_device,

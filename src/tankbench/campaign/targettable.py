@@ -2,38 +2,38 @@
 
 from __future__ import annotations
 
+from tankbench.campaign.vocab import NAME_RE, TARGET_KEYS
 from tankbench.keys import Keys
 from tankbench.model import Target
-from tankbench.spec.vocab import NAME_RE, TARGET_KEYS
 from tankbench.targets import kind_names, kinds
 
 EXAMPLE = 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"'
 
 
-def parse_targets(ctx: Keys, value: object) -> tuple[Target, ...]:
+def parse_targets(keys: Keys, value: object) -> tuple[Target, ...]:
     """Every [[target]] in file order; names unique; the kind parses its own table."""
     if value is None:
-        raise ctx.err("[[target]]", None, "no target", EXAMPLE)
+        raise keys.err("[[target]]", None, "no target", EXAMPLE)
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise ctx.err("target", value, "must be an array of tables", "write each target as [[target]]")
+        raise keys.err("target", value, "must be an array of tables", "write each target as [[target]]")
     if not value:
-        raise ctx.err("target", value, "no target", EXAMPLE)
+        raise keys.err("target", value, "no target", EXAMPLE)
     out: list[Target] = []
     for i, t in enumerate(value):
         p = f"target[{i}]."
-        ctx.unknown_keys(t, TARGET_KEYS, p)
-        name = ctx.string(p + "name", t.get("name", ""))
+        keys.unknown_keys(t, TARGET_KEYS, p)
+        name = keys.string(p + "name", t.get("name", ""))
         if not NAME_RE.match(name):
-            raise ctx.err(p + "name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "scratch"')
+            raise keys.err(p + "name", name, "must be 1-64 letters, digits, '.', '_' or '-'", 'e.g. name = "scratch"')
         if any(o.name == name for o in out):
-            raise ctx.err(p + "name", name, "is used by two targets", "give each target its own name")
-        kind = ctx.choice(p + "kind", t.get("kind"), kind_names())
+            raise keys.err(p + "name", name, "is used by two targets", "give each target its own name")
+        kind = keys.choice(p + "kind", t.get("kind"), kind_names())
         cls = kinds()[kind]
-        target = cls.parse_table(ctx, t, p, name)
+        target = cls.parse_table(keys, t, p, name)
         if cls.block_device and target.path:
             twin = next((o for o in out if kinds()[o.kind].block_device and o.path == target.path), None)
             if twin is not None:  # two baselines on one disk: each run would overwrite the other's layout
-                raise ctx.err(
+                raise keys.err(
                     p + "path",
                     target.path,
                     f"is the same device as target {twin.name!r}",
@@ -42,7 +42,7 @@ def parse_targets(ctx: Keys, value: object) -> tuple[Target, ...]:
         out.append(target)
         for key in t:  # a key of another kind would be ignored silently (e.g. clients on a raw target)
             if key not in ("name", "kind", *cls.table_keys):
-                raise ctx.err(
+                raise keys.err(
                     p + key, t[key], f"a {kind} target does not take {key}", f"its keys: {', '.join(cls.table_keys)}"
                 )
     return tuple(out)

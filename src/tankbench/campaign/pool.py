@@ -6,19 +6,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from tankbench.campaign.schema import PoolSpec
+from tankbench.campaign.vocab import POOL_KEYS, VDEV_CLASSES, VDEV_GROUPS
 from tankbench.keys import Keys
 from tankbench.model import Target
 from tankbench.safety import BLANK_PREFIX
-from tankbench.spec.schema import PoolSpec
-from tankbench.spec.vocab import POOL_KEYS, VDEV_CLASSES, VDEV_GROUPS
 from tankbench.targets import traits_of
 
 
-def parse_pool(ctx: Keys, value: object, targets: tuple[Target, ...]) -> PoolSpec | None:
+def parse_pool(keys: Keys, value: object, targets: tuple[Target, ...]) -> PoolSpec | None:
     zfs = [t for t in targets if traits_of(t.kind).needs_pool]
     if value is None:
         if zfs:
-            raise ctx.err(
+            raise keys.err(
                 "[pool]",
                 None,
                 f"target {zfs[0].name!r} is a {zfs[0].kind} but there is no [pool]",
@@ -26,46 +26,46 @@ def parse_pool(ctx: Keys, value: object, targets: tuple[Target, ...]) -> PoolSpe
             )
         return None
     if not isinstance(value, dict):
-        raise ctx.err("pool", value, "must be a table", "write [pool]")
-    ctx.unknown_keys(value, POOL_KEYS, "pool.")
-    name = ctx.string("pool.name", value.get("name", ""))
-    parent = ctx.string("pool.parent", value.get("parent", ""))
+        raise keys.err("pool", value, "must be a table", "write [pool]")
+    keys.unknown_keys(value, POOL_KEYS, "pool.")
+    name = keys.string("pool.name", value.get("name", ""))
+    parent = keys.string("pool.parent", value.get("parent", ""))
     if bool(name) == bool(parent):
-        raise ctx.err(
+        raise keys.err(
             "pool",
             None,
             "needs either name (a pool tankbench creates) or parent (an existing dataset)",
             'e.g. name = "tbpool" with vdevs = ["/dev/disk/by-id/…"], or parent = "tank/bench"',
         )
     if name and not re.match(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", name):
-        raise ctx.err("pool.name", name, "not a valid pool name", 'e.g. "tbpool"')
+        raise keys.err("pool.name", name, "not a valid pool name", 'e.g. "tbpool"')
     if parent and not re.match(r"^[A-Za-z][A-Za-z0-9_.:/-]*[A-Za-z0-9_.:-]$", parent):
-        raise ctx.err("pool.parent", parent, "not a dataset name", 'e.g. "tank/bench"')
-    lists = {key: _vdev_list(ctx, key, value.get(key, [])) for key in VDEV_CLASSES + ("confirm",)}
+        raise keys.err("pool.parent", parent, "not a dataset name", 'e.g. "tank/bench"')
+    lists = {key: _vdev_list(keys, key, value.get(key, [])) for key in VDEV_CLASSES + ("confirm",)}
     if name and not lists["vdevs"]:
-        raise ctx.err("pool.vdevs", [], "a pool tankbench creates needs vdevs", '["/dev/disk/by-id/virtio-tbdata0"]')
+        raise keys.err("pool.vdevs", [], "a pool tankbench creates needs vdevs", '["/dev/disk/by-id/virtio-tbdata0"]')
     if parent and any(lists[k] for k in VDEV_CLASSES):
         given = [d for k in VDEV_CLASSES for d in lists[k]]
-        raise ctx.err(
+        raise keys.err(
             "pool.vdevs",
             given,
             "an existing parent takes no vdevs",
             "tankbench never changes the layout of a pool it did not create",
         )
-    _check_devices_once(ctx, lists)
+    _check_devices_once(keys, lists)
     pool_devices = {d for k in VDEV_CLASSES for d in lists[k]}
     for i, t in enumerate(targets):
         if traits_of(t.kind).block_device and t.path in pool_devices:  # a raw test would write under the pool
-            raise ctx.err(
+            raise keys.err(
                 f"target[{i}].path",
                 t.path,
                 "is also a device of [pool]",
                 "a raw target needs a disk of its own: tankbench's pool lives on the pool's devices",
             )
-    ashift = ctx.integer("pool.ashift", value.get("ashift", 12), 9, 16)
+    ashift = keys.integer("pool.ashift", value.get("ashift", 12), 9, 16)
     props = value.get("properties", {})
     if not isinstance(props, dict):
-        raise ctx.err("pool.properties", props, "must be a table", '{ compression = "off" }')
+        raise keys.err("pool.properties", props, "must be a table", '{ compression = "off" }')
     return PoolSpec(
         name=name,
         vdevs=lists["vdevs"],
@@ -79,10 +79,10 @@ def parse_pool(ctx: Keys, value: object, targets: tuple[Target, ...]) -> PoolSpe
     )
 
 
-def _vdev_list(ctx: Keys, key: str, items: object) -> tuple[str, ...]:
+def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
     """One vdev class in zpool create's grammar: devices by id, optionally grouped by mirror/raidzN keywords."""
     if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
-        raise ctx.err(f"pool.{key}", items, "must be a list of device paths", '["/dev/disk/by-id/…"]')
+        raise keys.err(f"pool.{key}", items, "must be a list of device paths", '["/dev/disk/by-id/…"]')
     if key == "confirm":
         return tuple(items)
     groups: list[tuple[str, int]] = []
@@ -90,14 +90,14 @@ def _vdev_list(ctx: Keys, key: str, items: object) -> tuple[str, ...]:
     for x in items:
         if x in VDEV_GROUPS:
             if key == "cache":
-                raise ctx.err(
+                raise keys.err(
                     "pool.cache",
                     x,
                     "cache devices cannot be grouped",
                     "list the L2ARC devices by id without mirror/raidz",
                 )
             if key in ("log", "special") and x != "mirror":
-                raise ctx.err(f"pool.{key}", x, f"a {key} vdev is a disk or a mirror", '["mirror", a, b] or [a]')
+                raise keys.err(f"pool.{key}", x, f"a {key} vdev is a disk or a mirror", '["mirror", a, b] or [a]')
             groups.append((x, 0))
         elif not x.startswith("/dev/disk/by-id/"):
             hint = (
@@ -105,13 +105,13 @@ def _vdev_list(ctx: Keys, key: str, items: object) -> tuple[str, ...]:
                 if x.startswith("/")
                 else f"group keywords are {', '.join(VDEV_GROUPS)}; devices are /dev/disk/by-id/… paths"
             )
-            raise ctx.err(f"pool.{key}", x, "vdevs are named by stable id", hint)
+            raise keys.err(f"pool.{key}", x, "vdevs are named by stable id", hint)
         elif groups:
             groups[-1] = (groups[-1][0], groups[-1][1] + 1)
         else:
             plain += 1
     if groups and plain:
-        raise ctx.err(
+        raise keys.err(
             f"pool.{key}",
             items,
             "mixes single disks with mirror/raidz groups",
@@ -119,7 +119,7 @@ def _vdev_list(ctx: Keys, key: str, items: object) -> tuple[str, ...]:
         )
     for word, n in groups:
         if n < VDEV_GROUPS[word]:
-            raise ctx.err(
+            raise keys.err(
                 f"pool.{key}",
                 items,
                 f"a {word} group needs at least {VDEV_GROUPS[word]} devices (has {n})",
@@ -128,7 +128,7 @@ def _vdev_list(ctx: Keys, key: str, items: object) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _check_devices_once(ctx: Keys, lists: Mapping[str, tuple[str, ...]]) -> None:
+def _check_devices_once(keys: Keys, lists: Mapping[str, tuple[str, ...]]) -> None:
     """Each device in one place only, and every one of them confirmed (creating the pool destroys them)."""
     seen: dict[str, str] = {}
     for key in VDEV_CLASSES:
@@ -136,11 +136,11 @@ def _check_devices_once(ctx: Keys, lists: Mapping[str, tuple[str, ...]]) -> None
             if d in VDEV_GROUPS:
                 continue
             if d in seen:
-                raise ctx.err(f"pool.{key}", d, f"is already listed in pool.{seen[d]}", "use each device once")
+                raise keys.err(f"pool.{key}", d, f"is already listed in pool.{seen[d]}", "use each device once")
             seen[d] = key
     missing = [d for d in seen if d not in lists["confirm"] and BLANK_PREFIX + d not in lists["confirm"]]
     if missing:
-        raise ctx.err(
+        raise keys.err(
             "pool.confirm",
             list(lists["confirm"]),
             f"does not confirm {missing[0]}",

@@ -34,22 +34,22 @@ class Unattended:
     legacy_grace: bool = False
 
 
-def parse_unattended(ctx: Keys, camp: Mapping[str, Any]) -> Unattended:
+def parse_unattended(keys: Keys, camp: Mapping[str, Any]) -> Unattended:
     """The unattended keys of [campaign], validated."""
     hook = camp.get("hook", [])
     if isinstance(hook, str):
         try:
             hook = shlex.split(hook)
         except ValueError as e:
-            raise ctx.err("campaign.hook", hook, f"not a command line ({e})", "check its quotes") from None
+            raise keys.err("campaign.hook", hook, f"not a command line ({e})", "check its quotes") from None
     if not isinstance(hook, list) or not all(isinstance(a, str) and a for a in hook):
-        raise ctx.err(
+        raise keys.err(
             "campaign.hook", hook, "must be a command", 'e.g. hook = "/usr/local/bin/notify" or ["notify", "--mail"]'
         )
-    hung = ctx.duration("campaign.hung_after", camp.get("hung_after", "5m"), positive=True)
-    late = ctx.duration("campaign.late_max", camp.get("late_max", "24h"), positive=True)
+    hung = keys.duration("campaign.hung_after", camp.get("hung_after", "5m"), positive=True)
+    late = keys.duration("campaign.late_max", camp.get("late_max", "24h"), positive=True)
     if late < hung:
-        raise ctx.err(
+        raise keys.err(
             "campaign.late_max",
             camp.get("late_max"),
             f"is shorter than hung_after ({hung:g} s)",
@@ -58,10 +58,10 @@ def parse_unattended(ctx: Keys, camp: Mapping[str, Any]) -> Unattended:
     return Unattended(
         hung_after_s=hung,
         late_max_s=late,
-        crash_retries=ctx.integer("campaign.crash_retries", camp.get("crash_retries", 1), 0, 1000),
-        host_wait_s=ctx.duration("campaign.host_wait", camp.get("host_wait", "30m")),
+        crash_retries=keys.integer("campaign.crash_retries", camp.get("crash_retries", 1), 0, 1000),
+        host_wait_s=keys.duration("campaign.host_wait", camp.get("host_wait", "30m")),
         hook=tuple(hook),
-        resume_at_boot=ctx.boolean("campaign.resume_at_boot", camp.get("resume_at_boot", False)),
+        resume_at_boot=keys.boolean("campaign.resume_at_boot", camp.get("resume_at_boot", False)),
         legacy_grace="deadline_grace" in camp,
     )
 

@@ -7,9 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tankbench.keys import Keys
-from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map
-from tankbench.spec.vocab import (
+from tankbench.campaign.vocab import (
     AXES,
     AXIS_OWNERS,
     CACHE_STATES,
@@ -23,46 +21,48 @@ from tankbench.spec.vocab import (
     WORKLOADS,
     axes_of,
 )
+from tankbench.keys import Keys
+from tankbench.model import IO_MODES, SYNC_MODES, Target, frozen_map
 from tankbench.targets import kind_names, kinds
 from tankbench.tunables import canonical_tunables
 from tankbench.units import fmt_size, parse_size
 
 
-def axis_value(ctx: Keys, key: str, axis: str, v: object) -> Any:
+def axis_value(keys: Keys, key: str, axis: str, v: object) -> Any:
     """Validate and normalise one value of a matrix axis."""
     if axis in AXIS_OWNERS:  # a target kind's own axis: the kind validates it
-        return AXIS_OWNERS[axis].axis_value(ctx, key, axis, v)
+        return AXIS_OWNERS[axis].axis_value(keys, key, axis, v)
     if axis == "rw":
-        return ctx.choice(key, v, RW_VALUES)
+        return keys.choice(key, v, RW_VALUES)
     if axis == "workload":
-        return ctx.choice(key, v, WORKLOADS)
+        return keys.choice(key, v, WORKLOADS)
     if axis in ("bs", "size"):
-        return fmt_size(ctx.size(key, v))
+        return fmt_size(keys.size(key, v))
     if axis == "iodepth":
-        return ctx.integer(key, v, 1, 65536)
+        return keys.integer(key, v, 1, 65536)
     if axis == "numjobs":
-        return ctx.integer(key, v, 1, 1024)
+        return keys.integer(key, v, 1, 1024)
     if axis == "rwmixread":
-        return ctx.integer(key, v, 0, 100)
+        return keys.integer(key, v, 0, 100)
     if axis == "io":
-        return ctx.choice(key, v, IO_MODES)
+        return keys.choice(key, v, IO_MODES)
     if axis == "sync_mode":
-        return ctx.choice(key, v, SYNC_MODES)
+        return keys.choice(key, v, SYNC_MODES)
     if axis == "ioengine":
-        s = ctx.string(key, v)
+        s = keys.string(key, v)
         if not re.match(r"^[a-z0-9_:]+$", s):
-            raise ctx.err(key, v, "not an fio ioengine name", 'e.g. "libaio", "psync", "io_uring", "null"')
+            raise keys.err(key, v, "not an fio ioengine name", 'e.g. "libaio", "psync", "io_uring", "null"')
         return s
     if axis in ("layout", "cache", "tunables", "buffer_compress_percentage", "refill_buffers"):
-        return _data_axis_value(ctx, key, axis, v)
-    raise ctx.err(key, v, "unknown axis", "")
+        return _data_axis_value(keys, key, axis, v)
+    raise keys.err(key, v, "unknown axis", "")
 
 
-def parse_matrix(ctx: Keys, table: dict[str, Any], targets: tuple[Target, ...]) -> dict[str, tuple[Any, ...]]:
-    ctx.unknown_keys(table, AXES, "matrix.")
+def parse_matrix(keys: Keys, table: dict[str, Any], targets: tuple[Target, ...]) -> dict[str, tuple[Any, ...]]:
+    keys.unknown_keys(table, AXES, "matrix.")
     for required in ("rw", "bs"):
         if required not in table:
-            raise ctx.err(
+            raise keys.err(
                 f"matrix.{required}",
                 None,
                 "is required",
@@ -76,16 +76,16 @@ def parse_matrix(ctx: Keys, table: dict[str, Any], targets: tuple[Target, ...]) 
         if not isinstance(values, list):
             values = [values]
         if not values:
-            raise ctx.err(f"matrix.{axis}", values, "is empty", "give at least one value or remove the key")
-        norm = tuple(axis_value(ctx, f"matrix.{axis}", axis, v) for v in values)
+            raise keys.err(f"matrix.{axis}", values, "is empty", "give at least one value or remove the key")
+        norm = tuple(axis_value(keys, f"matrix.{axis}", axis, v) for v in values)
         if len(set(norm)) != len(norm):
-            raise ctx.err(f"matrix.{axis}", values, "lists a value twice", "remove the duplicate")
+            raise keys.err(f"matrix.{axis}", values, "lists a value twice", "remove the duplicate")
         out[axis] = norm
     present = {t.kind for t in targets}
     for axis in KIND_AXES + INNER_AXES:
         if axis in out and not any(axis in axes_of(k) for k in present):
             owners = [k for k in kind_names() if axis in axes_of(k)]
-            raise ctx.err(
+            raise keys.err(
                 f"matrix.{axis}",
                 list(out[axis]),
                 f"applies only to {' and '.join(owners)} targets",
@@ -93,11 +93,11 @@ def parse_matrix(ctx: Keys, table: dict[str, Any], targets: tuple[Target, ...]) 
             )
     for k in kind_names():
         if k in present:
-            kinds()[k].check_matrix(ctx, out)
+            kinds()[k].check_matrix(keys, out)
     for size in out.get("size", ()):
         for t in targets:
             if t.size and parse_size(size) > t.size:
-                raise ctx.err(
+                raise keys.err(
                     "matrix.size",
                     size,
                     f"is larger than target {t.name!r} ({fmt_size(t.size)})",
@@ -106,55 +106,55 @@ def parse_matrix(ctx: Keys, table: dict[str, Any], targets: tuple[Target, ...]) 
     return out
 
 
-def _match_value(ctx: Keys, key: str, axis: str, v: object, targets: tuple[Target, ...]) -> Any:
+def _match_value(keys: Keys, key: str, axis: str, v: object, targets: tuple[Target, ...]) -> Any:
     if axis == "target":
         names = tuple(t.name for t in targets)
-        return ctx.choice(key, v, names)
+        return keys.choice(key, v, names)
     if axis == "kind":
-        return ctx.choice(key, v, kind_names())
-    return axis_value(ctx, key, axis, v)
+        return keys.choice(key, v, kind_names())
+    return axis_value(keys, key, axis, v)
 
 
 def parse_rule(
-    ctx: Keys, rule: dict[str, Any], i: int, section: str, targets: tuple[Target, ...]
+    keys: Keys, rule: dict[str, Any], i: int, section: str, targets: tuple[Target, ...]
 ) -> Mapping[str, tuple[Any, ...]]:
     """An exclude rule: axis -> accepted values; a test matching every key is dropped."""
     allowed = ("target", "kind") + AXES
-    ctx.unknown_keys(rule, allowed, f"{section}[{i}].")
+    keys.unknown_keys(rule, allowed, f"{section}[{i}].")
     if not rule:
-        raise ctx.err(f"{section}[{i}]", rule, "is empty (it would match every test)", "name at least one axis")
+        raise keys.err(f"{section}[{i}]", rule, "is empty (it would match every test)", "name at least one axis")
     out = {}
     for axis, values in rule.items():
         vals = values if isinstance(values, list) else [values]
-        out[axis] = tuple(_match_value(ctx, f"{section}[{i}].{axis}", axis, v, targets) for v in vals)
+        out[axis] = tuple(_match_value(keys, f"{section}[{i}].{axis}", axis, v, targets) for v in vals)
     return frozen_map(out)
 
 
-def parse_include(ctx: Keys, rule: dict[str, Any], i: int, targets: tuple[Target, ...]) -> Mapping[str, Any]:
+def parse_include(keys: Keys, rule: dict[str, Any], i: int, targets: tuple[Target, ...]) -> Mapping[str, Any]:
     """An extra test: one value per axis; axes not given take the matrix's first value."""
     allowed = ("target",) + AXES
-    ctx.unknown_keys(rule, allowed, f"include[{i}].")
+    keys.unknown_keys(rule, allowed, f"include[{i}].")
     out: dict[str, Any] = {}
     for axis, v in rule.items():
         if isinstance(v, list):
-            raise ctx.err(f"include[{i}].{axis}", v, "takes one value, not a list", "write one [[include]] per test")
-        out[axis] = _match_value(ctx, f"include[{i}].{axis}", axis, v, targets)
+            raise keys.err(f"include[{i}].{axis}", v, "takes one value, not a list", "write one [[include]] per test")
+        out[axis] = _match_value(keys, f"include[{i}].{axis}", axis, v, targets)
     return frozen_map(out)
 
 
-def table_list(ctx: Keys, doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+def table_list(keys: Keys, doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
     value = doc.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise ctx.err(key, value, "must be an array of tables", f"write each one as [[{key}]]")
+        raise keys.err(key, value, "must be an array of tables", f"write each one as [[{key}]]")
     return value
 
 
-def _layout_value(ctx: Keys, key: str, v: object) -> str:
+def _layout_value(keys: Keys, key: str, v: object) -> str:
     """random | zero | unwritten | compressible:<N>% (N from 1 to 99)."""
     if isinstance(v, str) and v.startswith("compressible:"):
         m = re.match(r"^compressible:([0-9]{1,2})%$", v)
         if not m or not 1 <= int(m.group(1)) <= 99:
-            raise ctx.err(
+            raise keys.err(
                 key,
                 v,
                 "needs a percentage from 1 to 99",
@@ -162,7 +162,7 @@ def _layout_value(ctx: Keys, key: str, v: object) -> str:
             )
         return f"compressible:{int(m.group(1))}%"
     if v not in LAYOUTS:
-        raise ctx.err(
+        raise keys.err(
             key,
             v,
             f"must be one of {', '.join(LAYOUTS)} or compressible:<N>%",
@@ -171,22 +171,22 @@ def _layout_value(ctx: Keys, key: str, v: object) -> str:
     return str(v)
 
 
-def _data_axis_value(ctx: Keys, key: str, axis: str, v: object) -> Any:
+def _data_axis_value(keys: Keys, key: str, axis: str, v: object) -> Any:
     if axis == "layout":
-        return _layout_value(ctx, key, v)
+        return _layout_value(keys, key, v)
     if axis == "cache":
-        return ctx.choice(key, v, CACHE_STATES)
+        return keys.choice(key, v, CACHE_STATES)
     if axis == "tunables":
-        return canonical_tunables(tunable_set(ctx, key, v))
+        return canonical_tunables(tunable_set(keys, key, v))
     if axis == "buffer_compress_percentage":
-        return ctx.integer(key, v, 0, 100)
-    return ctx.boolean(key, v)
+        return keys.integer(key, v, 0, 100)
+    return keys.boolean(key, v)
 
 
-def tunable_set(ctx: Keys, key: str, table: object) -> dict[str, str]:
+def tunable_set(keys: Keys, key: str, table: object) -> dict[str, str]:
     """A table of ZFS module parameters (names as in /sys/module/zfs/parameters) and their values."""
     if not isinstance(table, dict):
-        raise ctx.err(
+        raise keys.err(
             key,
             table,
             "must be a table of module parameters",
@@ -195,14 +195,14 @@ def tunable_set(ctx: Keys, key: str, table: object) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, value in table.items():
         if not TUNABLE_RE.match(name):
-            raise ctx.err(
+            raise keys.err(
                 f"{key}.{name}",
                 value,
                 "is not a module parameter name",
                 "names as in /sys/module/zfs/parameters, e.g. zfs_txg_timeout",
             )
         if isinstance(value, bool) or not isinstance(value, (int, str)) or not TUNABLE_VALUE_RE.match(str(value)):
-            raise ctx.err(
+            raise keys.err(
                 f"{key}.{name}",
                 value,
                 "must be a whole number or a short word",
@@ -212,6 +212,6 @@ def tunable_set(ctx: Keys, key: str, table: object) -> dict[str, str]:
     return out
 
 
-def parse_tunables_table(ctx: Keys, table: dict[str, Any]) -> dict[str, str]:
+def parse_tunables_table(keys: Keys, table: dict[str, Any]) -> dict[str, str]:
     """[tunables]: module parameters fixed for the whole campaign (merged under matrix.tunables)."""
-    return tunable_set(ctx, "tunables", table) if table else {}
+    return tunable_set(keys, "tunables", table) if table else {}

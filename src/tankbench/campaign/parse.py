@@ -10,24 +10,24 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+from tankbench.campaign.fill import check_fill
+from tankbench.campaign.fiotable import parse_fio
+from tankbench.campaign.host import parse_host
+from tankbench.campaign.hosts import parse_fleet
+from tankbench.campaign.matrix import parse_include, parse_matrix, parse_rule, parse_tunables_table, table_list
+from tankbench.campaign.overrides import Overrides, apply_overrides, resolve_sizes
+from tankbench.campaign.overrides import record as record_overrides
+from tankbench.campaign.pool import parse_pool
+from tankbench.campaign.report import settings_from_doc
+from tankbench.campaign.rules import check_guest_copies, check_new_axes
+from tankbench.campaign.schema import Cooldown, HostSpec, PoolSpec, Schedule, Spec
+from tankbench.campaign.settings import parse_campaign
+from tankbench.campaign.targettable import parse_targets
+from tankbench.campaign.vocab import AXES, CAMPAIGN_KEYS, FIO_AXES, TOP_KEYS
 from tankbench.errors import UserError
 from tankbench.keys import Keys
 from tankbench.model import frozen_map
 from tankbench.preflight import policy_from_table
-from tankbench.spec.campaign import parse_campaign
-from tankbench.spec.fill import check_fill
-from tankbench.spec.fiotable import parse_fio
-from tankbench.spec.host import parse_host
-from tankbench.spec.hosts import parse_fleet
-from tankbench.spec.matrix import parse_include, parse_matrix, parse_rule, parse_tunables_table, table_list
-from tankbench.spec.overrides import Overrides, apply_overrides, resolve_sizes
-from tankbench.spec.overrides import record as record_overrides
-from tankbench.spec.pool import parse_pool
-from tankbench.spec.report import settings_from_doc
-from tankbench.spec.rules import check_guest_copies, check_new_axes
-from tankbench.spec.schema import Cooldown, HostSpec, PoolSpec, Schedule, Spec
-from tankbench.spec.targettable import parse_targets
-from tankbench.spec.vocab import AXES, CAMPAIGN_KEYS, FIO_AXES, TOP_KEYS
 from tankbench.targets.clients import check_client_targets
 
 __all__ = ["AXES", "FIO_AXES", "Cooldown", "HostSpec", "PoolSpec", "Schedule", "Spec", "load_spec", "parse_spec"]
@@ -69,23 +69,23 @@ def load_spec(path: str, scale: str = "", overrides: Overrides | None = None) ->
     return parse_spec(text.removeprefix("\ufeff"), path, scale, overrides)  # editors on Windows write a BOM
 
 
-def apply_scale(ctx: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
+def apply_scale(keys: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
     """`[scale.NAME]` overrides: its tables are merged key by key into the file's, its arrays replace them."""
     scales = doc.get("scale", {})
     if not isinstance(scales, dict) or not all(isinstance(v, dict) for v in scales.values()):
-        raise ctx.err("scale", scales, "must hold tables like [scale.quick]", "write [scale.quick] then overrides")
+        raise keys.err("scale", scales, "must hold tables like [scale.quick]", "write [scale.quick] then overrides")
     if not scale:
         return doc
     if scale not in scales:
         known = ", ".join(sorted(scales)) or "none"
         raise UserError(
-            f"{ctx.path}: no [scale.{scale}] in this campaign (scales: {known})",
+            f"{keys.path}: no [scale.{scale}] in this campaign (scales: {known})",
             "pick one of its scales, or run it without --scale",
         )
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.items()}
     for key, value in scales[scale].items():
         if key not in TOP_KEYS or key == "scale":
-            raise ctx.err(f"scale.{scale}.{key}", None, "unknown key", f"known keys: {', '.join(TOP_KEYS)}")
+            raise keys.err(f"scale.{scale}.{key}", None, "unknown key", f"known keys: {', '.join(TOP_KEYS)}")
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key].update(value)
         else:
@@ -96,43 +96,43 @@ def apply_scale(ctx: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
 def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: Overrides | None = None) -> Spec:
     """Validate campaign TOML text (pure); `scale` applies that [scale.NAME] table's overrides, then `overrides`
     the command line's (--set, --disks, --host; relative sizes are resolved through its facts provider)."""
-    ctx = Keys(path)
+    keys = Keys(path)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserError(
             f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there"
         ) from None
-    ctx.unknown_keys(doc, TOP_KEYS, "")
-    doc = apply_scale(ctx, doc, scale)
+    keys.unknown_keys(doc, TOP_KEYS, "")
+    doc = apply_scale(keys, doc, scale)
     doc = apply_overrides(path, doc, overrides, TOP_KEYS)
-    camp = ctx.table(doc, "campaign", required=True)
-    ctx.unknown_keys(camp, CAMPAIGN_KEYS, "campaign.")
-    settings = parse_campaign(ctx, camp)
-    host = parse_host(ctx, camp.get("host"), doc.get("host"))
+    camp = keys.table(doc, "campaign", required=True)
+    keys.unknown_keys(camp, CAMPAIGN_KEYS, "campaign.")
+    settings = parse_campaign(keys, camp)
+    host = parse_host(keys, camp.get("host"), doc.get("host"))
     fleet = parse_fleet(path, camp, "host" in camp or "host" in doc)
     doc, resolved = resolve_sizes(path, doc, host, overrides)
-    targets = parse_targets(ctx, doc.get("target"))
-    pool = parse_pool(ctx, doc.get("pool"), targets)
-    matrix = parse_matrix(ctx, ctx.table(doc, "matrix", required=True), targets)
+    targets = parse_targets(keys, doc.get("target"))
+    pool = parse_pool(keys, doc.get("pool"), targets)
+    matrix = parse_matrix(keys, keys.table(doc, "matrix", required=True), targets)
     if True in matrix.get("slog", ()) and (pool is None or not pool.log):
-        raise ctx.err(
+        raise keys.err(
             "matrix.slog",
             list(matrix["slog"]),
             "needs log devices in [pool]",
             'add log = ["/dev/disk/by-id/…"] (and confirm it) to a pool tankbench creates',
         )
-    excludes = tuple(parse_rule(ctx, r, i, "exclude", targets) for i, r in enumerate(table_list(ctx, doc, "exclude")))
-    includes = tuple(parse_include(ctx, r, i, targets) for i, r in enumerate(table_list(ctx, doc, "include")))
-    check_guest_copies(ctx, matrix, includes, targets)
-    check_client_targets(ctx, targets, matrix, includes, fleet is not None)
-    fio = parse_fio(ctx, ctx.table(doc, "fio"))
+    excludes = tuple(parse_rule(keys, r, i, "exclude", targets) for i, r in enumerate(table_list(keys, doc, "exclude")))
+    includes = tuple(parse_include(keys, r, i, targets) for i, r in enumerate(table_list(keys, doc, "include")))
+    check_guest_copies(keys, matrix, includes, targets)
+    check_client_targets(keys, targets, matrix, includes, fleet is not None)
+    fio = parse_fio(keys, keys.table(doc, "fio"))
     schedule: Schedule = settings["schedule"]
     if schedule.ss:  # fio's own steady-state detection: part of the job, so part of each test's id
         fio.update({"ss": schedule.ss, "ss_dur": f"{schedule.ss_dur_s:g}s", "ss_ramp": f"{schedule.ss_ramp_s:g}s"})
-    tunables = parse_tunables_table(ctx, ctx.table(doc, "tunables"))
-    check_new_axes(ctx, matrix, fio, pool, targets, settings["mode"])
-    check_fill(ctx.err, matrix, excludes, includes, pool, targets, settings["fill_room"])
+    tunables = parse_tunables_table(keys, keys.table(doc, "tunables"))
+    check_new_axes(keys, matrix, fio, pool, targets, settings["mode"])
+    check_fill(keys.err, matrix, excludes, includes, pool, targets, settings["fill_room"])
     report = settings_from_doc(
         doc, path, strict=True
     )  # the report reads these again from the journal's copy of the text
@@ -150,7 +150,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
         extras=frozen_map(extras),
         pool=pool,
         scale=scale,
-        preflight=policy_from_table(ctx.table(doc, "preflight"), path),
+        preflight=policy_from_table(keys.table(doc, "preflight"), path),
         tunables=frozen_map(tunables),
         fleet=fleet,
         **settings,

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from tankbench.campaign.schema import Spec
+from tankbench.campaign.vocab import AXES, DATA_AXES, FIO_AXES, HOST_AXES, axes_of
 from tankbench.errors import UserError
 from tankbench.model import FILL, Target, Test
-from tankbench.spec.schema import Spec
-from tankbench.spec.vocab import AXES, DATA_AXES, FIO_AXES, HOST_AXES, axes_of
 from tankbench.targets import kind_of
 from tankbench.tunables import canonical_tunables, parse_tunables
 from tankbench.units import fmt_size

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tankbench.campaign.schema import PoolSpec
+from tankbench.campaign.vocab import VDEV_GROUPS
 from tankbench.guest import layers as guest_layers
 from tankbench.keys import Keys
 from tankbench.model import Target
-from tankbench.spec.schema import PoolSpec
-from tankbench.spec.vocab import VDEV_GROUPS
 from tankbench.targets import traits_of
 
 
 def check_new_axes(
-    ctx: Keys,
+    keys: Keys,
     matrix: Mapping[str, tuple[Any, ...]],
     fio: Mapping[str, Any],
     pool: PoolSpec | None,
@@ -25,9 +25,9 @@ def check_new_axes(
     tankbench may export the pool, size-based runs only with a size, slog only with single log disks."""
     for axis in ("buffer_compress_percentage", "refill_buffers"):
         if axis in matrix and axis in fio:
-            raise ctx.err(f"fio.{axis}", fio[axis], f"is also an axis (matrix.{axis})", "set it in one place")
+            raise keys.err(f"fio.{axis}", fio[axis], f"is also an axis (matrix.{axis})", "set it in one place")
     if "cold" in matrix.get("cache", ()) and pool is not None and not pool.creates:
-        raise ctx.err(
+        raise keys.err(
             "matrix.cache",
             list(matrix["cache"]),
             "cold needs a pool tankbench creates",
@@ -36,7 +36,7 @@ def check_new_axes(
         )
     guests = [i for i, t in enumerate(targets) if traits_of(t.kind).runs_in_guest]
     if "cold" in matrix.get("cache", ()) and guests:
-        raise ctx.err(
+        raise keys.err(
             "matrix.cache",
             list(matrix["cache"]),
             f"cold cannot be applied to a {targets[guests[0]].kind} target (target[{guests[0]}])",
@@ -44,7 +44,7 @@ def check_new_axes(
             f'drop "cold", or move the {targets[guests[0]].kind} target to a campaign of its own',
         )
     if True in matrix.get("slog", ()) and pool is not None and any(d in VDEV_GROUPS for d in pool.log):
-        raise ctx.err(
+        raise keys.err(
             "pool.log",
             list(pool.log),
             "the slog axis adds and removes single log disks",
@@ -53,7 +53,7 @@ def check_new_axes(
     if mode == "size":
         for i, t in enumerate(targets):
             if not t.size and "size" not in matrix:
-                raise ctx.err(
+                raise keys.err(
                     f"target[{i}].size",
                     None,
                     "size-based runs need a size",
@@ -62,7 +62,7 @@ def check_new_axes(
 
 
 def check_guest_copies(
-    ctx: Keys,
+    keys: Keys,
     matrix: Mapping[str, tuple[Any, ...]],
     includes: tuple[Mapping[str, Any], ...],
     targets: tuple[Target, ...],
@@ -73,7 +73,7 @@ def check_guest_copies(
     copies = [w for w in matrix.get("workload", ()) if w in guest_layers.FILE_COPIES]
     hint = 'add "ext4" or "xfs" to matrix.guest_fs, or use workload = "dd" (it can write the guest\'s disk itself)'
     if vm and copies and len(vm) == len(targets) and set(matrix.get("guest_fs", ("none",))) == {"none"}:
-        raise ctx.err(
+        raise keys.err(
             "matrix.workload",
             list(matrix["workload"]),
             f"{' and '.join(copies)} {'write' if len(copies) > 1 else 'writes'} a file in the test guest's "
@@ -87,7 +87,7 @@ def check_guest_copies(
             and fs == "none"
             and inc.get("target", vm[0] if vm else "") in vm
         ):
-            raise ctx.err(
+            raise keys.err(
                 f"include[{i}].workload",
                 inc["workload"],
                 "writes a file in the test guest, which has no filesystem",

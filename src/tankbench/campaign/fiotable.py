@@ -6,17 +6,17 @@ import math
 import re
 from typing import Any
 
+from tankbench.campaign.vocab import FIO_RESERVED
 from tankbench.keys import Keys
-from tankbench.spec.vocab import FIO_RESERVED
 
 
-def parse_fio(ctx: Keys, table: dict[str, Any]) -> dict[str, Any]:
+def parse_fio(keys: Keys, table: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in table.items():
         if key in FIO_RESERVED:
-            raise ctx.err(f"fio.{key}", value, "is set by tankbench", FIO_RESERVED[key])
+            raise keys.err(f"fio.{key}", value, "is set by tankbench", FIO_RESERVED[key])
         if not re.match(r"^[a-z0-9_]+$", key):
-            raise ctx.err(f"fio.{key}", value, "is not an fio option name", "fio options are lower_case_words")
+            raise keys.err(f"fio.{key}", value, "is not an fio option name", "fio options are lower_case_words")
         if isinstance(value, bool):
             value = int(value)
         if (
@@ -24,6 +24,6 @@ def parse_fio(ctx: Keys, table: dict[str, Any]) -> dict[str, Any]:
             or (isinstance(value, str) and ("\n" in value or "\r" in value))
             or (isinstance(value, float) and not math.isfinite(value))
         ):
-            raise ctx.err(f"fio.{key}", value, "must be a string or number on one line", 'e.g. ioengine = "libaio"')
+            raise keys.err(f"fio.{key}", value, "must be a string or number on one line", 'e.g. ioengine = "libaio"')
         out[key] = value
     return out

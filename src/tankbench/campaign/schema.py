@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tankbench.campaign.fill import DEFAULT_ROOM
+from tankbench.campaign.hosts import FleetSpec
+from tankbench.campaign.report import Settings
+from tankbench.campaign.unattended import Unattended
+from tankbench.campaign.vocab import VDEV_GROUPS
 from tankbench.lab.diskmodels import LabMachine
 from tankbench.model import Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy
-from tankbench.spec.fill import DEFAULT_ROOM
-from tankbench.spec.hosts import FleetSpec
-from tankbench.spec.report import Settings
-from tankbench.spec.unattended import Unattended
-from tankbench.spec.vocab import VDEV_GROUPS
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ class Spec:
     fill_room: int = DEFAULT_ROOM
     #: several hosts ([campaign] hosts, hosts_mode): None for a campaign on one host
     fleet: FleetSpec | None = None
-    #: the watchdog, crash retries, waiting for the host, the event hook (spec/unattended.py)
+    #: the watchdog, crash retries, waiting for the host, the event hook (campaign/unattended.py)
     unattended: Unattended = field(default_factory=Unattended)
 
     @property

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tankbench.campaign.unattended import UNATTENDED_KEYS
 from tankbench.lab import diskmodels
 from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES
-from tankbench.spec.unattended import UNATTENDED_KEYS
 from tankbench.targets import kind_axes, kind_names, kinds
 
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim")

@@ -17,7 +17,7 @@ from tankbench.targets import traits_of
 from tankbench.units import fmt_size
 
 if TYPE_CHECKING:
-    from tankbench.spec.schema import HostSpec
+    from tankbench.campaign.schema import HostSpec
 
 GROUP_WORDS = ("mirror", "raidz", "raidz1", "raidz2", "raidz3")
 #: what `--set pool.parent=DATASET` drops: the campaign then works under that dataset and creates no pool

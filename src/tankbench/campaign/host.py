@@ -1,0 +1,48 @@
+"""The [host] table (or the campaign.host shortcut): where the campaign runs."""
+
+from __future__ import annotations
+
+from tankbench.campaign.schema import HostSpec
+from tankbench.campaign.vocab import HOST_KEYS, HOST_KINDS, NAME_RE
+from tankbench.keys import Keys
+from tankbench.lab import diskmodels
+
+
+def parse_host(keys: Keys, shortcut: object, table: object) -> HostSpec:
+    if shortcut is not None and table is not None:
+        raise keys.err("campaign.host", shortcut, "given twice (also as a [host] table)", "keep one of them")
+    if table is None:
+        if shortcut is None:
+            return HostSpec()
+        kind = keys.choice("campaign.host", shortcut, HOST_KINDS)
+        if kind == "ssh":
+            raise keys.err(
+                "campaign.host",
+                shortcut,
+                "an ssh host needs an address",
+                'write a [host] table: kind = "ssh", address = "bench.example.org"',
+            )
+        return HostSpec(kind=kind)
+    if not isinstance(table, dict):
+        raise keys.err("host", table, "must be a table", 'write [host] with kind = "local" | "lab" | "ssh"')
+    keys.unknown_keys(table, HOST_KEYS, "host.")
+    kind = keys.choice("host.kind", table.get("kind", "auto"), HOST_KINDS)
+    spec = HostSpec(
+        kind=kind,
+        address=keys.string("host.address", table.get("address", "")),
+        user=keys.string("host.user", table.get("user", "")),
+        port=keys.integer("host.port", table.get("port", 22), 1, 65535),
+        identity=keys.string("host.identity", table.get("identity", "")),
+        known_hosts=keys.string("host.known_hosts", table.get("known_hosts", "")),
+        lab_name=keys.string("host.name", table.get("name", "default")),
+        lab_disks=keys.integer("host.disks", table.get("disks", 2), 1, 16),
+        lab_slog=keys.boolean("host.slog", table.get("slog", True)),
+        lab_machine=diskmodels.parse_host_keys(table, keys.err),
+    )
+    if kind in ("local", "ssh") and (given := [k for k in diskmodels.HOST_KEYS if k in table]):
+        raise keys.err(f"host.{given[0]}", table[given[0]], "only applies to the lab", 'use it with kind = "lab"')
+    if kind == "ssh" and not spec.address:
+        raise keys.err("host.address", "", "is required for an ssh host", 'e.g. address = "bench.example.org"')
+    if not NAME_RE.match(spec.lab_name):
+        raise keys.err("host.name", spec.lab_name, "must be letters, digits, '.', '_' or '-'", 'e.g. "default"')
+    return spec
