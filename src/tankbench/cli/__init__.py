@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from tankbench import version_line
 from tankbench.errors import HostError, UserError
+from tankbench.journal.faults import is_fault
 
 # The order subcommands are listed in --help; modules not named here are appended alphabetically.
 ORDER = [
@@ -82,3 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a full or read-only filesystem under an output: the cause, not a traceback
+        if not is_fault(e):
+            raise
+        where = f" {e.filename}" if e.filename else ""
+        print(f"Error: cannot write{where}: {e.strerror or e}", file=sys.stderr)
+        print(
+            "Hint: free space on that filesystem or make it writable (or write elsewhere: --out, --journal), then "
+            "run the same command again; a journal keeps every run that finished",
+            file=sys.stderr,
+        )
+        return 3

@@ -55,7 +55,7 @@ def estimate(
     path = journal_path or default_journal_path(spec)
     runs = []
     if os.path.exists(path):
-        with Journal(path, create=False) as journal:
+        with Journal.open_readonly(path) as journal:  # plan only reads it (never a file beside it)
             ids = {t.id for t in tests}
             runs = [r for r in journal.runs(with_samples=False) if r.test_id in ids]
     sched = Scheduler(

@@ -13,6 +13,7 @@ from tankbench.analysis.select import Where, parse_group_by, parse_where
 from tankbench.cli.show import add_journal_args, journal_path
 from tankbench.clientreport import write_clients
 from tankbench.journal.db import Journal
+from tankbench.journal.faults import writing
 from tankbench.journal.hostview import fleet_mode
 from tankbench.reports.write import write_all
 
@@ -72,8 +73,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     with Journal.open_readonly(path) as j:
         a = analyse_dataset(load(j, group_by=group_by, where=where), rank_by, selection=text)
         out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "report")
-        paths = write_all(with_run_detail(a, j), out)
-        paths += write_clients(j, out)  # per-client figures of client/server tests (clients.md)
+        with writing(out, "the report", "free space there or make it writable, or write it elsewhere (--out DIR)"):
+            paths = write_all(with_run_detail(a, j), out)
+            paths += write_clients(j, out)  # per-client figures of client/server tests (clients.md)
         each = fleet_mode(j) == "each"
     if each:  # hosts_mode = "each": the combined report pools hosts per test; these keep them apart
         from tankbench.fleetreport import write_host_reports
