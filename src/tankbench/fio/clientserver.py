@@ -121,7 +121,6 @@ def _own_connection(options: list[str]) -> list[str]:
     return out + ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
 
 
-
 class FioServers:
     """`with FioServers(clients, server=...) as s: s.run(job_text)`: a fio server per client on a Unix socket,
     reached only through ssh; everything ends with the `with`, or with tankbench (the watchdog)."""
