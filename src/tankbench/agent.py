@@ -75,13 +75,30 @@ def emit(event: str, **fields: Any) -> None:
 def _end_children() -> None:
     with _lock:
         pids = list(_children)
-    for pid in pids:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break
-            time.sleep(0.5)
+    end_trees(pids)
+
+
+def _live(pid: int) -> bool:
+    """Whether a process runs (a zombie has ended: it only waits for its parent to reap it)."""
+    text = read_text(PROC + "/%d/stat" % pid, None)
+    return text is not None and stat_fields(text)[1][:1] != ["Z"]
+
+
+def end_trees(tops: Iterable[int], grace_s: float = 2.0) -> list[int]:
+    """End each process in `tops` and everything under it (fio's job processes call setsid: neither a signal to
+    fio's process group nor fio's own end reaches them, and they went on writing until their runtime ended):
+    SIGTERM and SIGCONT to the whole tree, SIGKILL to what still runs after `grace_s`. Returns the pids signalled.
+    A process in D state (a hung device) ends only when its I/O returns: the caller sees it still there."""
+    tree: list[int] = []
+    for top in tops:
+        tree += [p for p in tree_pids(top) if p not in tree]
+    _signal_all(tree, signal.SIGTERM)
+    _signal_all(tree, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+    deadline = time.monotonic() + grace_s
+    while any(_live(p) for p in tree) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _signal_all([p for p in tree if _live(p)], signal.SIGKILL)
+    return tree
 
 
 _stop = threading.Event()  # set by a {"stop": true} line after the request (an observing fio_run ends)
@@ -1726,19 +1743,91 @@ def op_cooldown(req: dict[str, Any]) -> None:
 
 def op_end_pids(req: dict[str, Any]) -> None:
     """End processes a crashed campaign left behind: only the given pids, only if still fio with our job."""
-    ended = []
-    for pid, marker in req.get("pids", []):
-        cmd = read_text(PROC + "/%d/cmdline" % int(pid)).replace("\0", " ")
-        if cmd.startswith("fio ") and marker in cmd:
-            try:
-                os.killpg(int(pid), signal.SIGKILL)
-                ended.append(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
+    ended = [pid for pid, marker in req.get("pids", []) if _is_our_fio(int(pid), marker)]
+    end_trees([int(p) for p in ended])  # fio and its job processes (they are in sessions of their own)
     emit("result", ended=ended)
 
 
+def _is_our_fio(pid: int, marker: str) -> bool:
+    """Whether `pid` is fio (or one of its job processes) running a job of ours: its command line names `marker`."""
+    cmd = read_text(PROC + "/%d/cmdline" % pid).replace("\0", " ")
+    return cmd.startswith("fio ") and marker in cmd
+
+
+def _uses(pid: int, rdevs: set[int], dirs: list[str]) -> list[str]:
+    """How process `pid` uses the block devices `rdevs` or anything under `dirs`: open files, cwd, root, maps."""
+    base = PROC + "/%d" % pid
+    out: list[str] = []
+    links = [(f"fd {n}", base + "/fd/" + n) for n in _listdir(base + "/fd")] + [
+        ("cwd", base + "/cwd"),
+        ("root", base + "/root"),
+    ]
+    for what, link in links:
+        try:
+            target = os.readlink(link)
+            st = os.stat(link) if rdevs else None
+        except OSError:
+            continue
+        if st is not None and stat.S_ISBLK(st.st_mode) and st.st_rdev in rdevs:
+            out.append(f"{what}: {target}")
+        elif any(target == d or target.startswith(d.rstrip("/") + "/") for d in dirs):
+            out.append(f"{what}: {target}")
+    for line in (read_text(base + "/maps") if dirs else "").splitlines():
+        path = line.split(None, 5)[5] if len(line.split(None, 5)) == 6 else ""
+        if any(path.startswith(d.rstrip("/") + "/") for d in dirs):
+            out.append(f"mapped: {path}")
+            break
+    return out
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def op_holders(req: dict[str, Any]) -> None:
+    """Who holds a dataset or zvol (`tankbench clean`, issue 34 item 2): every process with a block device of
+    `devices` open or a file, cwd or mapping under one of `dirs`, and the kernel holders of the devices (a
+    device-mapper or md device, a partition in use). A fio process whose command line names `marker` (the
+    campaign's work directory) is `ours`: tankbench's own, left by an interrupted run."""
+    rdevs: dict[int, str] = {}
+    kernel: list[str] = []
+    for path in req.get("devices", []):
+        try:
+            rdevs[os.stat(path).st_rdev] = path
+        except OSError:
+            continue
+        name = os.path.basename(os.path.realpath(path))
+        kernel += [f"{path}: {h}" for h in _listdir(SYS + "/block/" + name + "/holders")]
+    dirs = [d for d in req.get("dirs", []) if d.startswith("/")]
+    marker = str(req.get("marker") or "\0")
+    held = []
+    for entry in _listdir(PROC):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        uses = _uses(int(entry), set(rdevs), dirs)
+        if not uses:
+            continue
+        stat_text = read_text(PROC + "/%s/stat" % entry, None) or "0 (?) ?"
+        comm, fields = stat_fields(stat_text)
+        cmd = read_text(PROC + "/%s/cmdline" % entry).replace("\0", " ").strip()
+        held.append(
+            {
+                "pid": int(entry),
+                "comm": comm,
+                "state": fields[0] if fields else "?",
+                "cmdline": cmd[:300],
+                "uses": uses[:4],
+                "ours": _is_our_fio(int(entry), marker),
+            }
+        )
+    emit("result", holders=held, kernel=kernel)
+
+
 OPS = {
+    "holders": op_holders,
     "probe": op_probe,
     "prepare_file": op_prepare_file,
     "prepare_raw": op_prepare_raw,

@@ -74,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HostError as e:
         print(f"Error: {e}", file=sys.stderr)
         print(
-            "Hint: the host could not run a command; check that it is reachable and has fio and python3.",
+            "Hint: a command on the host failed (its own words are above); if the host does not answer, check that "
+            "it is reachable and has fio and python3.",
             file=sys.stderr,
         )
         return 3

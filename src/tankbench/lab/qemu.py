@@ -45,8 +45,7 @@ def kernel_cmdline(pubkey_blob: str, init: str = "lab-init") -> str:
     """The guest kernel's command line: root by label, lab-init (or systemd) as PID 1, panics power the VM off."""
     return (
         f"console=ttyS0 root=LABEL={labbuild.ROOT_LABEL} rw init={INITS[init]} net.ifnames=0 "
-        f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob}"
-        + (f" {KERNEL_ARGS}" if KERNEL_ARGS else "")
+        f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob}" + (f" {KERNEL_ARGS}" if KERNEL_ARGS else "")
     )
 
 
