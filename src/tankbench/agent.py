@@ -1498,11 +1498,13 @@ def _run_job(
         tree = tree_pids(proc.pid)
         _signal_all(tree, signal.SIGTERM)
         _signal_all(tree, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+        unkillable = False
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             _signal_all(tree, signal.SIGKILL)
-            proc.wait()
+            # not proc.wait(): a process in D state on a device that completes nothing never ends (issue 34)
+            unkillable = not exited.wait(UNKILLABLE_S)
         _signal_all(tree[1:], signal.SIGKILL)  # job processes fio left behind (they are in sessions of their own)
     reader.join(timeout=10)
     with _lock:
@@ -1510,7 +1512,61 @@ def _run_job(
     checks = watch.report(ended_by) if hung_after_s else {}
     if ended_by == "hung":
         checks["watchdog.kernel_log"] = kernel_log_tail()
-    return proc.returncode, b"".join(errbuf), bool(ended_by), proc.pid, checks
+        checks.update(hang_checks(watch.stuck, checks["watchdog.kernel_log"], unkillable, list(devices)))
+    rc = proc.returncode if proc.returncode is not None else 128 + signal.SIGKILL
+    return rc, b"".join(errbuf), bool(ended_by), proc.pid, checks
+
+
+#: how long fio gets to end after SIGKILL before the run is reported with fio still there (a hung device)
+UNKILLABLE_S = 30.0
+#: the kernel's hung-task detector (kernel.hung_task_timeout_secs, 120 s by default): "task fio:123 blocked for…"
+HUNG_TASK = "blocked for more than"
+
+
+def in_flight(devices: Iterable[str], root: str = "") -> dict[str, int]:
+    """Requests each device has in flight now (/proc/diskstats, the field after the time spent writing)."""
+    wanted = set(devices)
+    out: dict[str, int] = {}
+    for line in read_text(root + PROC + "/diskstats").splitlines():
+        f = line.split()
+        if len(f) > 11 and f[2] in wanted:
+            out[f[2]] = int(f[11])
+    return out
+
+
+def hang_checks(
+    stuck: list[dict[str, Any]], kernel_log: list[str], unkillable: bool, devices: list[str]
+) -> dict[str, Any]:
+    """Slow or hung (issue 34 item 1): the watchdog saw nothing move for hung_after (no I/O completed on the run's
+    disks, no byte moved by fio, no dirty memory written back). With a process of the run in D state (waiting in the
+    kernel for I/O), the kernel's hung-task lines, or a fio that SIGKILL did not end, the host's I/O hangs: the run
+    is not the problem, the machine is (`hang.host`); the runner then treats it as a host failure. A run stopped
+    some other way (SIGSTOP: state T) is only a hung run, ended as before."""
+    d_state = [p for p in stuck if p.get("state") == "D"]
+    lines = [ln for ln in kernel_log if HUNG_TASK in ln]
+    flight = {d: n for d, n in in_flight(devices).items() if n}
+    out: dict[str, Any] = {"hang.host": bool(d_state or lines or unkillable)}
+    if not out["hang.host"]:
+        return out
+    said = [f"{p['comm']} (pid {p['pid']}) in D state, waiting in {p.get('wchan') or '?'}" for p in d_state[:4]]
+    said += [f"kernel: {ln.strip()[-160:]}" for ln in lines[-2:]]
+    if unkillable:
+        said.append(f"fio did not end {UNKILLABLE_S:.0f} s after SIGKILL")
+    said.append(
+        "requests in flight on " + ", ".join(f"{d} ({n})" for d, n in sorted(flight.items()))
+        if flight
+        else "no request in flight on the run's disks (held above them, e.g. in the pool's txg sync)"
+    )
+    out.update(
+        {
+            "hang.d_state": [{k: p.get(k) for k in ("pid", "comm", "wchan", "stack")} for p in d_state[:8]],
+            "hang.kernel_lines": lines[-10:],
+            "hang.unkillable": unkillable,
+            "hang.in_flight": flight,
+            "hang.evidence": "; ".join(said),
+        }
+    )
+    return out
 
 
 def op_noise(req: dict[str, Any]) -> None:
