@@ -84,7 +84,7 @@ def on_hang_note(u: Unattended, host_kind: str) -> str:
             "reboots it over ssh (sysrq), waits for it and goes on"
         )
     return (
-        "if the host's I/O hangs, tankbench reports it, calls the hooks and stops (campaign.on_hang = \"reboot\" "
+        'if the host\'s I/O hangs, tankbench reports it, calls the hooks and stops (campaign.on_hang = "reboot" '
         "would reboot it over ssh and go on)"
     )
 
