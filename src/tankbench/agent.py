@@ -75,13 +75,30 @@ def emit(event: str, **fields: Any) -> None:
 def _end_children() -> None:
     with _lock:
         pids = list(_children)
-    for pid in pids:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break
-            time.sleep(0.5)
+    end_trees(pids)
+
+
+def _live(pid: int) -> bool:
+    """Whether a process runs (a zombie has ended: it only waits for its parent to reap it)."""
+    text = read_text(PROC + "/%d/stat" % pid, None)
+    return text is not None and stat_fields(text)[1][:1] != ["Z"]
+
+
+def end_trees(tops: Iterable[int], grace_s: float = 2.0) -> list[int]:
+    """End each process in `tops` and everything under it (fio's job processes call setsid: neither a signal to
+    fio's process group nor fio's own end reaches them, and they went on writing until their runtime ended):
+    SIGTERM and SIGCONT to the whole tree, SIGKILL to what still runs after `grace_s`. Returns the pids signalled.
+    A process in D state (a hung device) ends only when its I/O returns: the caller sees it still there."""
+    tree: list[int] = []
+    for top in tops:
+        tree += [p for p in tree_pids(top) if p not in tree]
+    _signal_all(tree, signal.SIGTERM)
+    _signal_all(tree, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+    deadline = time.monotonic() + grace_s
+    while any(_live(p) for p in tree) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _signal_all([p for p in tree if _live(p)], signal.SIGKILL)
+    return tree
 
 
 _stop = threading.Event()  # set by a {"stop": true} line after the request (an observing fio_run ends)
@@ -1481,11 +1498,13 @@ def _run_job(
         tree = tree_pids(proc.pid)
         _signal_all(tree, signal.SIGTERM)
         _signal_all(tree, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+        unkillable = False
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             _signal_all(tree, signal.SIGKILL)
-            proc.wait()
+            # not proc.wait(): a process in D state on a device that completes nothing never ends (issue 34)
+            unkillable = not exited.wait(UNKILLABLE_S)
         _signal_all(tree[1:], signal.SIGKILL)  # job processes fio left behind (they are in sessions of their own)
     reader.join(timeout=10)
     with _lock:
@@ -1493,7 +1512,61 @@ def _run_job(
     checks = watch.report(ended_by) if hung_after_s else {}
     if ended_by == "hung":
         checks["watchdog.kernel_log"] = kernel_log_tail()
-    return proc.returncode, b"".join(errbuf), bool(ended_by), proc.pid, checks
+        checks.update(hang_checks(watch.stuck, checks["watchdog.kernel_log"], unkillable, list(devices)))
+    rc = proc.returncode if proc.returncode is not None else 128 + signal.SIGKILL
+    return rc, b"".join(errbuf), bool(ended_by), proc.pid, checks
+
+
+#: how long fio gets to end after SIGKILL before the run is reported with fio still there (a hung device)
+UNKILLABLE_S = 30.0
+#: the kernel's hung-task detector (kernel.hung_task_timeout_secs, 120 s by default): "task fio:123 blocked for…"
+HUNG_TASK = "blocked for more than"
+
+
+def in_flight(devices: Iterable[str], root: str = "") -> dict[str, int]:
+    """Requests each device has in flight now (/proc/diskstats, the field after the time spent writing)."""
+    wanted = set(devices)
+    out: dict[str, int] = {}
+    for line in read_text(root + PROC + "/diskstats").splitlines():
+        f = line.split()
+        if len(f) > 11 and f[2] in wanted:
+            out[f[2]] = int(f[11])
+    return out
+
+
+def hang_checks(
+    stuck: list[dict[str, Any]], kernel_log: list[str], unkillable: bool, devices: list[str]
+) -> dict[str, Any]:
+    """Slow or hung (issue 34 item 1): the watchdog saw nothing move for hung_after (no I/O completed on the run's
+    disks, no byte moved by fio, no dirty memory written back). With a process of the run in D state (waiting in the
+    kernel for I/O), the kernel's hung-task lines, or a fio that SIGKILL did not end, the host's I/O hangs: the run
+    is not the problem, the machine is (`hang.host`); the runner then treats it as a host failure. A run stopped
+    some other way (SIGSTOP: state T) is only a hung run, ended as before."""
+    d_state = [p for p in stuck if p.get("state") == "D"]
+    lines = [ln for ln in kernel_log if HUNG_TASK in ln]
+    flight = {d: n for d, n in in_flight(devices).items() if n}
+    out: dict[str, Any] = {"hang.host": bool(d_state or lines or unkillable)}
+    if not out["hang.host"]:
+        return out
+    said = [f"{p['comm']} (pid {p['pid']}) in D state, waiting in {p.get('wchan') or '?'}" for p in d_state[:4]]
+    said += [f"kernel: {ln.strip()[-160:]}" for ln in lines[-2:]]
+    if unkillable:
+        said.append(f"fio did not end {UNKILLABLE_S:.0f} s after SIGKILL")
+    said.append(
+        "requests in flight on " + ", ".join(f"{d} ({n})" for d, n in sorted(flight.items()))
+        if flight
+        else "no request in flight on the run's disks (held above them, e.g. in the pool's txg sync)"
+    )
+    out.update(
+        {
+            "hang.d_state": [{k: p.get(k) for k in ("pid", "comm", "wchan", "stack")} for p in d_state[:8]],
+            "hang.kernel_lines": lines[-10:],
+            "hang.unkillable": unkillable,
+            "hang.in_flight": flight,
+            "hang.evidence": "; ".join(said),
+        }
+    )
+    return out
 
 
 def op_noise(req: dict[str, Any]) -> None:
@@ -1726,19 +1799,91 @@ def op_cooldown(req: dict[str, Any]) -> None:
 
 def op_end_pids(req: dict[str, Any]) -> None:
     """End processes a crashed campaign left behind: only the given pids, only if still fio with our job."""
-    ended = []
-    for pid, marker in req.get("pids", []):
-        cmd = read_text(PROC + "/%d/cmdline" % int(pid)).replace("\0", " ")
-        if cmd.startswith("fio ") and marker in cmd:
-            try:
-                os.killpg(int(pid), signal.SIGKILL)
-                ended.append(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
+    ended = [pid for pid, marker in req.get("pids", []) if _is_our_fio(int(pid), marker)]
+    end_trees([int(p) for p in ended])  # fio and its job processes (they are in sessions of their own)
     emit("result", ended=ended)
 
 
+def _is_our_fio(pid: int, marker: str) -> bool:
+    """Whether `pid` is fio (or one of its job processes) running a job of ours: its command line names `marker`."""
+    cmd = read_text(PROC + "/%d/cmdline" % pid).replace("\0", " ")
+    return cmd.startswith("fio ") and marker in cmd
+
+
+def _uses(pid: int, rdevs: set[int], dirs: list[str]) -> list[str]:
+    """How process `pid` uses the block devices `rdevs` or anything under `dirs`: open files, cwd, root, maps."""
+    base = PROC + "/%d" % pid
+    out: list[str] = []
+    links = [(f"fd {n}", base + "/fd/" + n) for n in _listdir(base + "/fd")] + [
+        ("cwd", base + "/cwd"),
+        ("root", base + "/root"),
+    ]
+    for what, link in links:
+        try:
+            target = os.readlink(link)
+            st = os.stat(link) if rdevs else None
+        except OSError:
+            continue
+        if st is not None and stat.S_ISBLK(st.st_mode) and st.st_rdev in rdevs:
+            out.append(f"{what}: {target}")
+        elif any(target == d or target.startswith(d.rstrip("/") + "/") for d in dirs):
+            out.append(f"{what}: {target}")
+    for line in (read_text(base + "/maps") if dirs else "").splitlines():
+        path = line.split(None, 5)[5] if len(line.split(None, 5)) == 6 else ""
+        if any(path.startswith(d.rstrip("/") + "/") for d in dirs):
+            out.append(f"mapped: {path}")
+            break
+    return out
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def op_holders(req: dict[str, Any]) -> None:
+    """Who holds a dataset or zvol (`tankbench clean`, issue 34 item 2): every process with a block device of
+    `devices` open or a file, cwd or mapping under one of `dirs`, and the kernel holders of the devices (a
+    device-mapper or md device, a partition in use). A fio process whose command line names `marker` (the
+    campaign's work directory) is `ours`: tankbench's own, left by an interrupted run."""
+    rdevs: dict[int, str] = {}
+    kernel: list[str] = []
+    for path in req.get("devices", []):
+        try:
+            rdevs[os.stat(path).st_rdev] = path
+        except OSError:
+            continue
+        name = os.path.basename(os.path.realpath(path))
+        kernel += [f"{path}: {h}" for h in _listdir(SYS + "/block/" + name + "/holders")]
+    dirs = [d for d in req.get("dirs", []) if d.startswith("/")]
+    marker = str(req.get("marker") or "\0")
+    held = []
+    for entry in _listdir(PROC):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        uses = _uses(int(entry), set(rdevs), dirs)
+        if not uses:
+            continue
+        stat_text = read_text(PROC + "/%s/stat" % entry, None) or "0 (?) ?"
+        comm, fields = stat_fields(stat_text)
+        cmd = read_text(PROC + "/%s/cmdline" % entry).replace("\0", " ").strip()
+        held.append(
+            {
+                "pid": int(entry),
+                "comm": comm,
+                "state": fields[0] if fields else "?",
+                "cmdline": cmd[:300],
+                "uses": uses[:4],
+                "ours": _is_our_fio(int(entry), marker),
+            }
+        )
+    emit("result", holders=held, kernel=kernel)
+
+
 OPS = {
+    "holders": op_holders,
     "probe": op_probe,
     "prepare_file": op_prepare_file,
     "prepare_raw": op_prepare_raw,

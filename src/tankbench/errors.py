@@ -31,3 +31,11 @@ class SpecError(UserError):
 
 class HostError(Exception):
     """A host could not run a command (ssh down, agent missing): a failure of the environment."""
+
+
+class LocalError(UserError):
+    """The machine running tankbench failed under it: a full or read-only filesystem under the journal or the
+    report, a journal another process holds locked. `Error:` with the cause and what to do, exit status 3 (a
+    failure of the environment, as a host's; `run` again resumes)."""
+
+    exit_status = 3

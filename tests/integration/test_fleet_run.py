@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -78,6 +79,9 @@ def test_split_gives_each_case_to_one_host_and_resumes(netns_hosts, tmp_path: Pa
     assert len(per_case) == 6 and all(n == 1 for _, n in per_case), per_case
     used = {h for (h,) in rows(j, "SELECT DISTINCT host FROM runs")}
     assert used <= {h.name for h in hosts} and len(used) >= 2, used
+    ran_on = dict(rows(j, "SELECT DISTINCT t.name, r.host FROM runs r JOIN tests t ON t.id = r.test_id"))
+    shown = json.loads(tankbench("show", "--journal", str(j), "--json").stdout)
+    assert {r["name"]: r["host"] for r in shown} == ran_on and len(shown) == 6  # show names each test's host
     assert rows(j, "SELECT name, mode FROM hosts ORDER BY position") == [(h.name, "split") for h in hosts]
     # every host wrote its file target in its own directory (private mounts), none in the shared path
     assert not (target / "scratch").exists()
@@ -99,6 +103,15 @@ def test_each_runs_everything_on_every_host_and_compares_them(netns_hosts, tmp_p
     assert "4 run(s) done" in res.stdout
     per_host = dict(rows(j, "SELECT host, count(*) FROM runs WHERE status = 'done' GROUP BY host"))
     assert per_host == {h.name: 2 for h in two}
+    # show: a row per test and host (each host ran every test), never one row pooling both hosts' runs
+    shown = json.loads(tankbench("show", "--journal", str(j), "--json").stdout)
+    names = {r["name"] for r in shown}
+    assert len(names) == 2 and sorted((r["name"], r["host"]) for r in shown) == sorted(
+        (n, h.name) for n in names for h in two
+    )
+    assert all(r["state"] == "done" and r["runs"] == {"done": 1} for r in shown), shown
+    table = tankbench("show", "--journal", str(j)).stdout.splitlines()
+    assert table[0].split()[:4] == ["#", "name", "host", "state"] and len(table) == 5
     md = (tmp_path / "report" / "hosts.md").read_text()
     assert f"{two[0].name} vs {two[1].name}" in md
     assert "| cpu_model |" in md and f"{two[1].name} / {two[0].name}" in md

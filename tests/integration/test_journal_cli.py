@@ -199,3 +199,76 @@ def test_results_shows_no_figures_for_a_run_that_measured_nothing(tmp_path: Path
     assert "failed" in failed and failed[-5:-2] == ["-", "-", "-"], rows[failed_id]
     done = next(line for i, line in rows.items() if i != failed_id and " done " in line).split()
     assert float(done[-5]) > 0 and "-" not in done[-5:-2]
+
+
+# -- read-only means read-only (issue 34 item 5): a WAL journal as `run` leaves it, every reader's error path --
+def listing(directory: Path) -> dict[str, str]:
+    """Every file in a directory with its content's hash (a file created, changed or removed shows)."""
+    return {p.name: sha256(p) if p.is_file() else "dir" for p in sorted(directory.iterdir())}
+
+
+def wal_journal(directory: Path, runs: bool = True) -> Path:
+    """A journal in WAL mode at rest, as a finished `run` leaves it (no -wal, no -shm beside it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / ("local.sqlite" if runs else "empty.sqlite")
+    if runs:
+        shutil.copy(local_journal(directory.parent), path)
+    Journal(str(path)).close()  # a writer's open and close: WAL on, nothing left beside it
+    assert path.read_bytes()[18:20] == b"\x02\x02"
+    assert not any(os.path.exists(f"{path}{s}") for s in ("-wal", "-shm"))
+    return path
+
+
+def read_only_cases(j: Path, empty: Path, tmp_path: Path) -> list[tuple[list[str], int]]:
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory\n")
+    campaign = ROOT / "tests" / "fixtures" / "bad" / "runtime-zero.toml"
+    good = tmp_path / "c.toml"
+    good.write_text(campaign.read_text().replace('runtime = "0s"', 'runtime = "1s"').replace("@TMP@", str(tmp_path)))
+    return [
+        (["report", "--journal", str(empty), "--out", str(tmp_path / "rep")], 2),  # no runs
+        (["compare", str(empty), str(j)], 2),  # no runs
+        (["report", "--journal", str(j), "--out", str(afile)], 2),  # the output path is a file
+        (["compare", str(j), str(j.parent / "missing.sqlite")], 2),  # a missing second journal
+        (["results", "--journal", str(j), "--csv", str(afile / "x.csv")], 2),
+        (["advise", "--journal", str(empty)], 2),
+        (["results", "--journal", str(empty)], 0),
+        (["show", "--journal", str(j), "--json"], 0),
+        (["compare", str(j), str(j)], 0),
+        (["plan", str(good), "--journal", str(j)], 0),
+    ]
+
+
+def test_read_only_commands_leave_the_journals_directory_unchanged(tmp_path: Path) -> None:
+    """Issue 34: report/compare on a journal with no runs, to an output path that is a file, or naming a missing
+    second journal left -wal/-shm beside it. Every reader, in its error paths and when it succeeds, leaves the
+    journal's directory exactly as it was."""
+    jdir = tmp_path / "journals"
+    j, empty = wal_journal(jdir), wal_journal(jdir, runs=False)
+    before = listing(jdir)
+    for argv, status in read_only_cases(j, empty, tmp_path):
+        r = tankbench(*argv)
+        assert r.returncode == status, (argv, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr, r.stderr
+        if status == 2:
+            assert r.stderr.startswith("Error: ") and "Hint: " in r.stderr, (argv, r.stderr)
+        assert listing(jdir) == before, argv
+
+
+def test_a_journal_a_killed_run_left_is_read_with_its_pending_runs(tmp_path: Path) -> None:
+    """A `run` killed with -9 leaves its -wal (runs not yet in the main file) and -shm: readers see those runs and
+    leave both files in place."""
+    jdir = tmp_path / "journals"
+    j = wal_journal(jdir)
+    code = (
+        "import os, sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        "c.execute('PRAGMA wal_autocheckpoint=0'); c.execute(\"UPDATE tests SET skip_note='pending' WHERE number=1\"); "
+        "os.kill(os.getpid(), 9)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(j)], check=False, timeout=60)
+    assert (jdir / "local.sqlite-wal").exists()
+    names = sorted(os.listdir(jdir))
+    r = tankbench("show", "--journal", str(j), "--json")
+    assert r.returncode == 0, r.stderr
+    assert "pending" in r.stdout, "the run in the -wal is read"
+    assert sorted(os.listdir(jdir)) == names

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tankbench.fio.clientserver import FioServers
 from tankbench.fio.parse import load_fio_json, metrics_from_fio
 from tankbench.hosts.lab import LabHost
 from tankbench.hosts.ssh import SshHost
@@ -84,20 +87,85 @@ def test_fio_json_back_to_the_host(lab: SshHost, pool: str) -> None:
     assert metrics["fio.error"] == 0
 
 
-def test_fio_server_in_the_guest_reached_from_the_host(lab: SshHost, pool: str, tmp_path: os.PathLike[str]) -> None:
-    st = vm.status(LAB)
-    job = os.path.join(tmp_path, "client.fio")
+def _door_job(directory: str, marker: str) -> str:
+    """A job that, if any fio server ran it, would leave `marker` in the lab (fio runs exec_prerun as its user)."""
+    job = os.path.join(directory, "door.fio")
     with open(job, "w") as f:
-        f.write(f"[c]\nfilename=/{pool}/fs/client\nrw=write\nbs=64k\nsize=16M\nioengine=libaio\n")
-    cp = subprocess.run(
-        ["fio", f"--client=127.0.0.1,{st['fio_port']}", "--output-format=json", job],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert cp.returncode == 0, cp.stderr
-    metrics = metrics_from_fio(load_fio_json(cp.stdout))
-    assert metrics["write.io_bytes"] == 16 << 20
+        f.write(f"[door]\nexec_prerun=touch {marker}\nfilename=/tmp/door.data\nrw=write\nbs=4k\nsize=4k\n")
+    os.chmod(job, 0o644)
+    return job
+
+
+def _listening_ports(pids: set[int]) -> list[int]:
+    """TCP ports on this machine that the given processes listen on (`ss -ltnpH`)."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    ports = []
+    for line in out.splitlines():
+        if any(f"pid={p}," in line for p in pids):
+            ports.append(int(line.split()[3].rsplit(":", 1)[1]))
+    return ports
+
+
+def _ours(top: int) -> set[int]:
+    """`top` and every process under it (this test's ssh connections and forwards)."""
+    parent = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):
+            continue
+    out, grew = {top}, True
+    while grew:
+        grew = False
+        for pid, ppid in parent.items():
+            if ppid in out and pid not in out:
+                out.add(pid)
+                grew = True
+    return out
+
+
+def test_fio_server_in_the_lab_only_through_ssh_and_no_port_runs_a_job(lab: SshHost, pool: str) -> None:
+    """Issue 34 item 3: the lab runs no fio server of its own; one a campaign needs (the lab as a client) is reached
+    only through the ssh connection. An unprivileged local user (nobody) reaches no port of the lab's qemu or of our
+    ssh connections that runs a job, and cannot open the forwarded sockets."""
+    assert sh(lab, "pgrep -x fio || true").strip() == "", "no fio server runs in a lab that no campaign asked for"
+    marker = f"/tmp/tankbench-door-{os.getpid()}"
+    public = tempfile.mkdtemp(prefix="tankbench-door-")
+    os.chmod(public, 0o755)
+    job = _door_job(public, marker)
+    try:
+        with FioServers([lab]) as servers:
+            per, _total, _text = servers.run(
+                f"[c]\nfilename=/{pool}/fs/client\nrw=write\nbs=64k\nsize=16M\nioengine=libaio\n", timeout=300
+            )
+            assert per[0].host == lab.name and per[0].write_bw_bytes > 0
+            assert sh(lab, "ss -ltnpH | grep fio || true").strip() == "", "the lab's fio server has no TCP port"
+            qemu = vm.require_up(LAB).pid
+            ports = _listening_ports(_ours(os.getpid()) | {qemu})
+            assert ports == [vm.status(LAB)["ssh_port"]], ports  # ssh is the only way in
+            sockets = list(servers.sockets.values())
+            for target in [f"127.0.0.1,{p}" for p in ports] + [f"sock:{s}" for s in sockets]:
+                tried = subprocess.run(
+                    [
+                        "setpriv",
+                        "--reuid=nobody",
+                        "--regid=nogroup",
+                        "--clear-groups",
+                        "--reset-env",
+                        "fio",
+                        f"--client={target}",
+                        job,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    cwd=public,
+                )
+                assert tried.returncode != 0, (target, tried.stdout, tried.stderr)
+        assert sh(lab, f"test -e {marker} && echo RAN || echo no").strip() == "no"
+        assert sh(lab, "pgrep -x fio || true").strip() == "", "the server ended with the campaign's use of it"
+    finally:
+        shutil.rmtree(public, ignore_errors=True)
 
 
 def test_arcstats_readable(lab: SshHost) -> None:
@@ -152,7 +220,7 @@ def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost, monke
     assert not taken and any("port was taken" in m for m in messages), messages
     try:
         a, b = vm.status(LAB), vm.status(LAB_B)
-        assert {a["ssh_port"], a["fio_port"]}.isdisjoint({b["ssh_port"], b["fio_port"]})
+        assert a["ssh_port"] != b["ssh_port"] and "fio_port" not in a
         assert a["dir"] != b["dir"] and a["pid"] != b["pid"]
         sh(other, "echo b > /tmp/who")
         assert lab.run(["test", "-e", "/tmp/who"]).returncode != 0

@@ -5,6 +5,7 @@ through run, kill -9, resume and clean."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -194,3 +195,94 @@ bs = ["4k"]
     assert sh(lab, "cat /tbkeep/bench/keep-sibling/data").strip() == "precious"
     assert not [n for n in left if n.startswith(root + "/fs-")], "every tagged dataset was destroyed"
     sh(lab, "zpool destroy tbkeep && rm -f /var/tmp/tbkeep.img")
+
+
+CLEAN_AFTER_CTRL_C = f"""
+[campaign]
+name = "clean-after-interrupt"
+runtime = "60s"
+ramp = "0s"
+warmup = false
+repeats = 1
+
+[host]
+kind = "lab"
+name = "{LAB}"
+disks = 2
+slog = true
+
+[pool]
+name = "tbclean"
+vdevs = ["/dev/disk/by-id/virtio-tbdata0"]
+confirm = ["/dev/disk/by-id/virtio-tbdata0"]
+ashift = 12
+
+[[target]]
+name = "vol"
+kind = "zvol"
+size = "256M"
+
+[matrix]
+rw = ["write"]
+bs = ["1M"]
+io = ["buffered"]
+layout = ["unwritten"]
+"""
+
+#: writes to the pool's disk at 1 MiB/s: the interrupted fio's last close flushes its buffered writes for a while
+SLOW_WRITES = {"bps": 0, "bps_rd": 0, "bps_wr": 1 << 20, "iops": 0, "iops_rd": 0, "iops_wr": 0}
+
+
+def _in_flight(journal: Path) -> bool:
+    """Whether a run's fio runs (its pid journalled); False until the journal's tables exist."""
+    try:
+        return journal.exists() and any(r["status"] == "running" and r["pid"] for r in runs(journal))
+    except sqlite3.OperationalError:
+        return False
+
+
+def test_clean_after_ctrl_c_of_a_buffered_zvol_write(lab: SshHost, tmp_path: Path) -> None:
+    """Issue 34 item 2: after Ctrl-C during a buffered zvol write, the interrupted fio (its last close flushing the
+    page cache to a slow pool) still holds the zvol; `clean` stopped at "dataset is busy" with a hint about ssh.
+    Now it ends and waits for tankbench's own fio, by pid, then destroys the zvol and the pool."""
+    from tankbench.lab import vm
+    from tankbench.lab.qemu import qmp
+
+    campaign = tmp_path / "c.toml"
+    campaign.write_text(CLEAN_AFTER_CTRL_C)
+    journal = tmp_path / "j.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(campaign), "--journal", str(journal), "--no-report"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    throttled = False
+    try:
+        deadline = time.monotonic() + 900
+        while not _in_flight(journal):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.5)
+        time.sleep(8)  # fio fills the page cache with the zvol's writes
+        qmp(vm.labs_dir() / LAB, "block_set_io_throttle", {"device": "tbdata0", **SLOW_WRITES})
+        throttled = True
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
+        out = proc.communicate(timeout=300)[0].decode(errors="replace")
+        assert proc.returncode == 130, out
+        held = sh(lab, "pgrep -x fio || true").split()
+        cleaned = tankbench("clean", str(campaign), cwd=tmp_path, timeout=900)
+        assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+        assert "destroyed tbclean/" in cleaned.stdout and "destroyed pool tbclean" in cleaned.stdout, cleaned.stdout
+        if held:  # the usual case: fio was still flushing when clean began, and clean waited for it
+            assert "still held by tankbench's own fio from an interrupted run" in cleaned.stderr, cleaned.stderr
+        print(f"fio processes left by the interrupted run when clean began: {held}\n{cleaned.stderr}")
+        assert sh(lab, "zpool list -H -o name").split().count("tbclean") == 0
+        assert sh(lab, "pgrep -x fio || true").strip() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if throttled:
+            qmp(vm.labs_dir() / LAB, "block_set_io_throttle", {"device": "tbdata0", **dict.fromkeys(SLOW_WRITES, 0)})
+        lab.run(["sh", "-c", "zpool destroy tbclean 2>/dev/null; wipefs -a -q /dev/disk/by-id/virtio-tbdata0 || true"])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.journal.db import Journal
 from tests.conftest import FIXTURES, tankbench
 
 CORPUS = sorted((FIXTURES / "bad").glob("*.toml"))
@@ -37,7 +38,11 @@ def test_bad_input(path: Path, command: str, tmp_path: Path):
     campaign.write_bytes(path.read_bytes().replace(b"@TMP@", str(tmp_path).encode()))
     work = tmp_path / "cwd"
     work.mkdir()
-    res = tankbench(command, str(campaign), cwd=work, timeout=120)
+    jdir = tmp_path / "journals"  # an existing journal, as a finished `run` leaves it (WAL, nothing beside it)
+    jdir.mkdir()
+    Journal(str(jdir / "journal.sqlite")).close()
+    before = {p.name: p.read_bytes() for p in jdir.iterdir()}
+    res = tankbench(command, str(campaign), "--journal", str(jdir / "journal.sqlite"), cwd=work, timeout=120)
     message, hint = expectation(path)
     assert res.returncode == 2, res.stderr
     assert res.stderr.startswith("Error: "), res.stderr
@@ -48,6 +53,7 @@ def test_bad_input(path: Path, command: str, tmp_path: Path):
     if hint:
         assert hint in res.stderr
     assert os.listdir(work) == [], "nothing is written on bad input"
+    assert {p.name: p.read_bytes() for p in jdir.iterdir()} == before, "the journal's directory is unchanged"
     assert not (tmp_path / "scratch").exists(), "the target directory is not created"
 
 

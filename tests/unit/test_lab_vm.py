@@ -36,7 +36,6 @@ def _argv(accel: str = "tcg", **cfg: object) -> list[str]:
         config=state.LabConfig(**cfg),
         accelerator=accel,  # type: ignore[arg-type]
         ssh_port=40022,
-        fio_port=40765,
         run_dir=Path("/r/t1"),
         pubkey_blob="KEYBLOB",
     )
@@ -69,11 +68,12 @@ def test_root_disk_first_with_snapshot_then_data_disks_with_serials() -> None:
     assert "file=/r/t1/tbdata0.img" in drives[1]
 
 
-def test_network_forwards_bind_loopback_only() -> None:
+def test_network_forwards_only_ssh_on_loopback() -> None:
+    """ssh is the lab's one way in (issue 34 item 3: a forwarded fio server ran any local user's job as root)."""
     argv = _argv()
     net = argv[argv.index("-netdev") + 1]
-    assert "hostfwd=tcp:127.0.0.1:40022-:22" in net
-    assert "hostfwd=tcp:127.0.0.1:40765-10.0.2.15:8765" in net
+    assert net == "user,id=n0,hostfwd=tcp:127.0.0.1:40022-:22"
+    assert "fioport" not in argv[argv.index("-append") + 1]
 
 
 @pytest.mark.parametrize(

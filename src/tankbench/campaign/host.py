@@ -30,7 +30,7 @@ def parse_host(keys: Keys, shortcut: object, table: object) -> HostSpec:
     spec = HostSpec(
         kind=kind,
         address=keys.string("host.address", table.get("address", "")),
-        user=keys.string("host.user", table.get("user", "")),
+        user=keys.string("host.user", table.get("user", "root")) or "root",  # as every ssh host entry
         port=keys.integer("host.port", table.get("port", 22), 1, 65535),
         identity=keys.string("host.identity", table.get("identity", "")),
         known_hosts=keys.string("host.known_hosts", table.get("known_hosts", "")),

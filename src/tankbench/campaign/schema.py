@@ -22,7 +22,9 @@ class HostSpec:
 
     kind: str = "auto"
     address: str = ""
-    user: str = ""
+    #: every ssh host entry ([host], --host ssh://, campaign.hosts, a target's clients) logs in as root unless it
+    #: names a user: ZFS and raw devices need root there
+    user: str = "root"
     port: int = 22
     identity: str = ""
     #: an ssh host's own known_hosts file (else the user's, as ssh reads it)

@@ -11,7 +11,10 @@ from typing import Any
 from tankbench.keys import Keys
 
 #: the keys this module reads from [campaign]
-UNATTENDED_KEYS = ("hung_after", "late_max", "crash_retries", "host_wait", "hook", "resume_at_boot")
+UNATTENDED_KEYS = ("hung_after", "late_max", "crash_retries", "host_wait", "hook", "resume_at_boot", "on_hang")
+#: what happens when an ssh host's I/O hangs (a lab, tankbench's own, is always rebooted): `stop` reports it, calls
+#: the hooks and stops the campaign (exit 3); `reboot` reboots it over ssh, waits for it and goes on
+ON_HANG = ("stop", "reboot")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,8 @@ class Unattended:
     resume_at_boot: bool = False
     #: the campaign still names the retired deadline_grace (read, ignored, warned about at run time)
     legacy_grace: bool = False
+    #: an ssh host whose I/O hangs: "stop" (report, hooks, exit 3) or "reboot" (over ssh, wait, go on); ON_HANG
+    on_hang: str = "stop"
 
 
 def parse_unattended(keys: Keys, camp: Mapping[str, Any]) -> Unattended:
@@ -63,6 +68,24 @@ def parse_unattended(keys: Keys, camp: Mapping[str, Any]) -> Unattended:
         hook=tuple(hook),
         resume_at_boot=keys.boolean("campaign.resume_at_boot", camp.get("resume_at_boot", False)),
         legacy_grace="deadline_grace" in camp,
+        on_hang=keys.choice("campaign.on_hang", camp.get("on_hang", "stop"), ON_HANG),
+    )
+
+
+def on_hang_note(u: Unattended, host_kind: str) -> str:
+    """What the campaign will do if its host's I/O hangs, said when it starts ("" for a lab: always rebooted)."""
+    if host_kind == "lab":
+        return ""
+    if host_kind == "local":
+        return "if this machine's I/O hangs, the campaign stops and says so (it cannot reboot itself)"
+    if u.on_hang == "reboot":
+        return (
+            "campaign.on_hang = reboot: if the host's I/O hangs (no I/O completes, fio stuck in the kernel), tankbench "
+            "reboots it over ssh (sysrq), waits for it and goes on"
+        )
+    return (
+        'if the host\'s I/O hangs, tankbench reports it, calls the hooks and stops (campaign.on_hang = "reboot" '
+        "would reboot it over ssh and go on)"
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from tankbench import version_line
 from tankbench.errors import HostError, UserError
+from tankbench.journal.faults import is_fault
 
 # The order subcommands are listed in --help; modules not named here are appended alphabetically.
 ORDER = [
@@ -19,6 +20,7 @@ ORDER = [
     "results",
     "report",
     "compare",
+    "bundle",
     "advise",
     "importfio",
     "presets",
@@ -73,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HostError as e:
         print(f"Error: {e}", file=sys.stderr)
         print(
-            "Hint: the host could not run a command; check that it is reachable and has fio and python3.",
+            "Hint: a command on the host failed (its own words are above); if the host does not answer, check that "
+            "it is reachable and has fio and python3.",
             file=sys.stderr,
         )
         return 3
@@ -82,3 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a full or read-only filesystem under an output: the cause, not a traceback
+        if not is_fault(e):
+            raise
+        where = f" {e.filename}" if e.filename else ""
+        print(f"Error: cannot write{where}: {e.strerror or e}", file=sys.stderr)
+        print(
+            "Hint: free space on that filesystem or make it writable (or write elsewhere: --out, --journal), then "
+            "run the same command again; a journal keeps every run that finished",
+            file=sys.stderr,
+        )
+        return 3

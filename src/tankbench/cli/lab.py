@@ -161,7 +161,6 @@ def cmd_status(args: argparse.Namespace) -> int:
         "pid",
         "accelerator",
         "ssh",
-        "fio_server",
         "cpus",
         "memory_mb",
         "disks",

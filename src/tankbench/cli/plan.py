@@ -7,12 +7,13 @@ import os
 import sys
 
 from tankbench.campaign import Spec, expand
+from tankbench.campaign.hosts import FleetHost
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
 from tankbench.fio.jobs import job_script, job_text
 from tankbench.journal import Journal
-from tankbench.model import Test
+from tankbench.model import Run, Test
 from tankbench.progress import fmt_estimate
 from tankbench.runner import default_journal_path, local_has_zfs
 from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
@@ -47,31 +48,95 @@ def runs_in_emulated_lab(spec: Spec) -> bool:
     return spec.host.kind == "lab" or (spec.host.kind == "auto" and not local_has_zfs())
 
 
+def journal_runs(spec: Spec, tests: list[Test], journal_path: str = "") -> list[Run]:
+    """The journal's runs of these tests ([] without a journal)."""
+    path = journal_path or default_journal_path(spec)
+    if not os.path.exists(path):
+        return []
+    with Journal.open_readonly(path) as journal:  # plan only reads it (never a file beside it)
+        ids = {t.id for t in tests}
+        return [r for r in journal.runs(with_samples=False) if r.test_id in ids]
+
+
+def estimate_with(spec: Spec, tests: list[Test], runs: list[Run], emulated: bool) -> tuple[Estimate, Scheduler]:
+    """Time left for `tests` on one host, from these runs and the priors of an emulated (lab) or a real host."""
+    sched = Scheduler(
+        tests, spec.schedule, history_from_runs(runs), decided_from_runs(runs), spec.unattended.crash_retries
+    )
+    est = Estimator(spec, priors_for(emulated))
+    est.learn(runs, tests)
+    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop", "settled"))
+    return est.estimate(sched), sched
+
+
 def estimate(
     spec: Spec, tests: list[Test], journal_path: str = "", real_host: bool = False
 ) -> tuple[Estimate, Scheduler, bool]:
     """Time left for the campaign as a range; learned from its journal when one exists (else priors for the
-    host it runs on, or for a real ZFS host with `real_host`)."""
-    path = journal_path or default_journal_path(spec)
-    runs = []
-    if os.path.exists(path):
-        with Journal(path, create=False) as journal:
-            ids = {t.id for t in tests}
-            runs = [r for r in journal.runs(with_samples=False) if r.test_id in ids]
-    sched = Scheduler(
-        tests, spec.schedule, history_from_runs(runs), decided_from_runs(runs), spec.unattended.crash_retries
+    host it runs on, or for a real ZFS host with `real_host`). A fleet's is its hosts' (fleet_estimate)."""
+    runs = journal_runs(spec, tests, journal_path)
+    if spec.fleet is not None and not real_host:
+        total, _per, sched = fleet_estimate(spec, tests, runs)
+        return total, sched, bool(runs)
+    est, sched = estimate_with(spec, tests, runs, runs_in_emulated_lab(spec) and not real_host)
+    return est, sched, bool(runs)
+
+
+def host_is_emulated(fh: FleetHost) -> bool:
+    """A fleet host's priors: a lab is the emulated VM here (TCG without KVM), local and ssh hosts real ones."""
+    return fh.kind == "lab"
+
+
+def fleet_estimate(spec: Spec, tests: list[Test], runs: list[Run]) -> tuple[Estimate, dict[str, Estimate], Scheduler]:
+    """(the campaign's time, each host's, the whole schedule) of a fleet, each host from its own priors and its own
+    runs in the journal. `each`: every host runs every test, in parallel: the campaign takes its slowest host's
+    time. `split`: whole test cases go to whichever host is free (the hosts are alike): cases estimated one by one
+    and handed to the least loaded host in turn, longest first; a host's figure is its share."""
+    assert spec.fleet is not None
+    hosts = spec.fleet.hosts
+    whole = estimate_with(spec, tests, runs, host_is_emulated(hosts[0]))[1]
+    per: dict[str, Estimate] = {}
+    if spec.fleet.mode == "each":
+        for fh in hosts:
+            per[fh.name] = estimate_with(spec, tests, [r for r in runs if r.host == fh.name], host_is_emulated(fh))[0]
+    else:
+        from tankbench.fleet import case_groups
+
+        cases = [estimate_with(spec, g, runs, host_is_emulated(hosts[0]))[0] for g in case_groups(spec, tests)]
+        load = {fh.name: [0.0, 0.0, 0.0] for fh in hosts}
+        for c in sorted(cases, key=lambda e: -e.likely):
+            least = min(load, key=lambda n: load[n][1])
+            load[least] = [load[least][0] + c.low, load[least][1] + c.likely, load[least][2] + c.high]
+        per = {n: Estimate(*v) for n, v in load.items()}
+    slowest = Estimate(*(max(getattr(e, k) for e in per.values()) for k in ("low", "likely", "high")))
+    return slowest, per, whole
+
+
+def fleet_lines(spec: Spec, per: dict[str, Estimate]) -> str:
+    """Each host's share of a fleet's time, and what it was estimated from."""
+    assert spec.fleet is not None
+    how = (
+        "every host runs every test, in parallel: the campaign takes its slowest host's time"
+        if spec.fleet.mode == "each"
+        else "whole test cases go to whichever host is free: each host's share, the campaign its longest"
     )
-    est = Estimator(spec, priors_for(runs_in_emulated_lab(spec) and not real_host))
-    est.learn(runs, tests)
-    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop", "settled"))
-    return est.estimate(sched), sched, bool(runs)
+    lines = [f"Per host ({how}):"]
+    for fh in spec.fleet.hosts:
+        priors = "the emulated lab's priors" if host_is_emulated(fh) else "a real host's priors"
+        lines.append(f"  {fh.name}: {fmt_estimate(per[fh.name])} ({priors}, or its own runs in the journal)")
+    return "\n".join(lines) + "\n"
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     spec = load_campaign(args)
     tests = expand(spec)
-    est, sched, learned = estimate(spec, tests, args.journal)
-    real = estimate(spec, tests, args.journal, real_host=True)[0] if runs_in_emulated_lab(spec) else None
+    runs = journal_runs(spec, tests, args.journal)
+    learned, real, per = bool(runs), None, dict[str, Estimate]()
+    if spec.fleet is not None:  # each host from its own priors and runs (not as if the lab ran them all)
+        est, per, sched = fleet_estimate(spec, tests, runs)
+    else:
+        est, sched = estimate_with(spec, tests, runs, runs_in_emulated_lab(spec))
+        real = estimate_with(spec, tests, runs, False)[0] if runs_in_emulated_lab(spec) else None
     rem = sched.remaining()
     if args.export:
         export(tests, args.export, spec.campaign_id)
@@ -102,6 +167,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
                     "learned_from_journal": learned,
                     "emulated_lab": real is not None,
                 },
+                "estimate_per_host": {
+                    n: {"low_s": round(e.low, 1), "likely_s": round(e.likely, 1), "high_s": round(e.high, 1)}
+                    for n, e in per.items()
+                },
                 "estimate_real_host": None
                 if real is None
                 else {"low_s": round(real.low, 1), "likely_s": round(real.likely, 1), "high_s": round(real.high, 1)},
@@ -121,7 +190,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out.write(f"{t.number:04d}  {t.id}  {t.name:{width}}  {t.test_case}\n")
     out.write("\n" + summary(spec, tests, est, sched, learned) + "\n")
     settle = spec.schedule.settle is not None
-    if not learned:
+    if per:
+        out.write(fleet_lines(spec, per))
+    if not learned and not per:
         out.write(f"Priors: {describe_priors(priors_for(real is not None), settle, spec.schedule.ss)}.\n")
     out.write(resolved_sizes(spec))
     if real is not None and not learned:

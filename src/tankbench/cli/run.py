@@ -157,12 +157,15 @@ def write_report(journal: str, quiet: bool) -> None:
     from tankbench.analysis.detail import with_run_detail
     from tankbench.clientreport import write_clients
     from tankbench.journal.db import Journal
+    from tankbench.journal.faults import writing
     from tankbench.reports.write import write_all
 
     out = os.path.join(os.path.dirname(os.path.abspath(journal)), "report")
     with Journal.open_readonly(journal) as j:
         analysis = analyse_dataset(load(j), "auto")
-        paths = write_all(with_run_detail(analysis, j), out)
-        paths += write_clients(j, out)  # per-client figures of client/server tests (clients.md)
+        hint = f"the runs are all in the journal: free space there, then `tankbench report --journal {journal}`"
+        with writing(out, "the report", hint):
+            paths = write_all(with_run_detail(analysis, j), out)
+            paths += write_clients(j, out)  # per-client figures of client/server tests (clients.md)
     if not quiet:
         print(f"report: {paths[0]} (and {', '.join(os.path.basename(p) for p in paths[1:])})")

@@ -10,16 +10,30 @@ from typing import Any
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
 from tankbench.journal import Journal
+from tankbench.journal.bundle import looks_like_bundle, read_bundle
+from tankbench.journal.db import TestRow
 from tankbench.model import Run
 
 
 def add_journal_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("campaign", metavar="CAMPAIGN", nargs="?", help="campaign file (to find its default journal)")
-    p.add_argument("--journal", metavar="PATH", help="journal file (default: from CAMPAIGN)")
+    p.add_argument(
+        "campaign",
+        metavar="CAMPAIGN",
+        nargs="?",
+        help="campaign file (to find its default journal), or a bundle (`tankbench bundle`)",
+    )
+    p.add_argument("--journal", metavar="PATH", help="journal file or bundle (default: from CAMPAIGN)")
+    p.set_defaults(bundle=None)
 
 
 def journal_path(args: argparse.Namespace) -> str:
-    """--journal, or the campaign's default journal."""
+    """--journal, or the campaign's default journal; a bundle (given either way) is verified and its journal
+    copied to a private temporary directory (`args.bundle` then holds the opened bundle)."""
+    given = args.journal or (args.campaign if args.campaign and looks_like_bundle(args.campaign) else None)
+    if given and looks_like_bundle(str(given)):
+        opened = read_bundle(str(given))
+        args.bundle = opened
+        return opened.journal_path
     if args.journal:
         return str(args.journal)
     if args.campaign:
@@ -48,39 +62,48 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def test_status(journal: Journal) -> list[dict[str, Any]]:
-    """Per test: counts of runs by status, overall state and mean IOPS / MiB/s of measured (non warm-up) runs."""
+    """Per test and host that ran it: counts of runs by status, overall state and mean IOPS / MiB/s of measured
+    (non warm-up) runs. A test no host ran yet has one row with host "-"; in a fleet whose hosts each run every
+    test (hosts_mode = each) a test has a row per host, so no host's runs are pooled with another's."""
     out = []
-    runs_by_test: dict[str, list[Run]] = {}
+    runs_by_test: dict[str, dict[str, list[Run]]] = {}
     for r in journal.iter_runs():
-        runs_by_test.setdefault(r.test_id, []).append(r)
+        runs_by_test.setdefault(r.test_id, {}).setdefault(r.host, []).append(r)
     for t in journal.tests():
-        runs = runs_by_test.get(t.id, [])
-        counts = Counter(r.status for r in runs)
-        measured = [r for r in runs if r.status == "done" and not r.warmup]
-        if t.skip_note:
-            state = "skipped"
-        elif not runs:
-            state = "pending"
-        elif counts.get("running"):
-            state = "running"
-        elif counts.get("done") and not (counts.get("failed") or counts.get("timeout")):
-            state = "done"
-        else:
-            state = "problem" if (counts.get("failed") or counts.get("timeout")) else "incomplete"
-        row: dict[str, Any] = {
-            "number": t.number,
-            "id": t.id,
-            "name": t.name,
-            "test_case": t.test_case,
-            "state": state,
-            "runs": dict(counts),
-            "note": t.skip_note,
-        }
-        if measured:
-            row["iops"] = sum(r.metrics.get("total.iops", 0) for r in measured) / len(measured)
-            row["mib_s"] = sum(r.metrics.get("total.bw_bytes", 0) for r in measured) / len(measured) / 1048576
-        out.append(row)
+        for host, runs in sorted(runs_by_test.get(t.id, {}).items()) or [("-", [])]:
+            out.append(_row(t, host, runs))
     return out
+
+
+def _state(skip_note: str, runs: list[Run], counts: Counter[str]) -> str:
+    if skip_note:
+        return "skipped"
+    if not runs:
+        return "pending"
+    if counts.get("running"):
+        return "running"
+    if counts.get("done") and not (counts.get("failed") or counts.get("timeout")):
+        return "done"
+    return "problem" if (counts.get("failed") or counts.get("timeout")) else "incomplete"
+
+
+def _row(t: TestRow, host: str, runs: list[Run]) -> dict[str, Any]:
+    counts = Counter(r.status for r in runs)
+    measured = [r for r in runs if r.status == "done" and not r.warmup]
+    row: dict[str, Any] = {
+        "number": t.number,
+        "id": t.id,
+        "name": t.name,
+        "host": host,
+        "test_case": t.test_case,
+        "state": _state(t.skip_note, runs, counts),
+        "runs": dict(counts),
+        "note": t.skip_note,
+    }
+    if measured:
+        row["iops"] = sum(r.metrics.get("total.iops", 0) for r in measured) / len(measured)
+        row["mib_s"] = sum(r.metrics.get("total.bw_bytes", 0) for r in measured) / len(measured) / 1048576
+    return row
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -90,13 +113,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     width = max((len(r["name"]) for r in rows), default=4)
-    sys.stdout.write(f"{'#':>4}  {'name':{width}}  {'state':10} {'runs':28} {'IOPS':>10} {'MiB/s':>9}\n")
+    hw = max((len(r["host"]) for r in rows), default=4)
+    sys.stdout.write(f"{'#':>4}  {'name':{width}}  {'host':{hw}}  {'state':10} {'runs':28} {'IOPS':>10} {'MiB/s':>9}\n")
     for r in rows:
         runs = " ".join(f"{k}={v}" for k, v in sorted(r["runs"].items())) or "-"
         iops = f"{r['iops']:10.0f}" if "iops" in r else f"{'-':>10}"
         mib = f"{r['mib_s']:9.1f}" if "mib_s" in r else f"{'-':>9}"
         sys.stdout.write(
-            f"{r['number']:04d}  {r['name']:{width}}  {r['state']:10} {runs:28} {iops} {mib}"
+            f"{r['number']:04d}  {r['name']:{width}}  {r['host']:{hw}}  {r['state']:10} {runs:28} {iops} {mib}"
             f"{'  ' + r['note'] if r['note'] else ''}\n"
         )
     return 0

@@ -1,19 +1,27 @@
 """fio's client/server mode, safely: load from several client hosts, driven by one `fio --client`.
 
-fio's server has no authentication and runs whatever job a client sends it (job options include commands),
-so here it never listens on a network interface: each client runs `fio --server=127.0.0.1,PORT` and tankbench
-reaches it through an ssh port forward (`-L 127.0.0.1:LOCAL:127.0.0.1:PORT`) of a connection of its own. The
-server's lifetime is tied to that connection: it runs under a shell that waits for EOF on its stdin (our pipe)
-and then kills it, so it stops at the end, on Ctrl-C (the context manager's exit) and after a kill -9 of
-tankbench (the kernel closes our pipe; ssh sends EOF; the shell ends fio). Everything is checked before any
-server starts: a client named twice or that is the server host, a port already in use on a client, fio
-versions that differ between clients and this machine (client and server must speak the same protocol).
+fio's server has no authentication and runs whatever job a client sends it (job options include commands), so
+it never listens on a TCP port, not even on loopback (any local user can reach loopback): each client runs
+`fio --server=sock:DIR/fio.sock`, a Unix socket in a directory of mode 0700 that the server's shell creates
+(`mkdir -m 700`: one already there, e.g. planted, is refused), and tankbench reaches it through an ssh forward of
+a connection of its own (`-L LOCAL.sock:DIR/fio.sock`) whose local end is a socket in a private directory here
+(mode 0700). Only the ssh user on the client and the user running tankbench here can reach a server.
+
+Nothing outlives tankbench (issue 34 item 2). On the client the server runs under a shell that waits for EOF on
+its stdin, our pipe through ssh; then it ends fio and every process under it (fio's job processes call setsid:
+the shell follows the process tree, not the group), SIGKILL after 2 s, and removes its directory. Here a watchdog
+(fio/watchdog.py) holds the forwards, the `fio --client` of a run and the private directory: when tankbench ends
+in any way, also kill -9, the watchdog ends them (the client side then sees its connection close) and removes
+the directory with its sockets and job files.
+
+Everything is checked before any server starts: a client named twice or that is the server host, fio versions
+that differ between clients and this machine (client and server must speak the same protocol).
 """
 
 from __future__ import annotations
 
+import secrets
 import shlex
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,16 +32,29 @@ from typing import Any
 
 from tankbench.errors import HostError, UserError
 from tankbench.fio.parse import load_fio_json
+from tankbench.fio.watchdog import Watchdog
 from tankbench.hosts.ssh import SshHost
 
-#: fio's own default server port
+#: fio's own default server port (the campaign key `client_port` is read and kept in test ids; no port opens)
 DEFAULT_PORT = 8765
 
-#: runs on the client as `sh -c SERVER_SCRIPT sh PORT`: fio serves on loopback until our stdin closes
+#: runs on the client as `sh -c SERVER_SCRIPT sh DIR`: fio serves on DIR/fio.sock until our stdin closes, then it
+#: and everything under it end and DIR goes
 SERVER_SCRIPT = (
-    'fio --server=127.0.0.1,"$1" </dev/null & pid=$!; echo "tankbench-fio-server $pid"; '
-    'cat >/dev/null; kill "$pid" 2>/dev/null; wait "$pid"'
+    'd=$1; mkdir -m 700 "$d" || exit 3; '
+    'fio --server=sock:"$d/fio.sock" </dev/null >/dev/null 2>&1 & pid=$!; echo "tankbench-fio-server $pid"; '
+    "cat >/dev/null; "
+    'tree() { echo "$1"; for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$c"; done; }; '
+    'alive() { for p; do case $(ps -o stat= -p "$p" 2>/dev/null) in ""|Z*) ;; *) return 0;; esac; done; return 1; }; '
+    'all=$(tree "$pid"); kill -TERM $all 2>/dev/null; '
+    "n=0; while [ $n -lt 20 ] && alive $all; do sleep 0.1; n=$((n+1)); done; "
+    'kill -KILL $all 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$d"'
 )
+
+
+def server_dir() -> str:
+    """A fresh, unguessable directory name on a client for one server's socket (the shell makes it, mode 0700)."""
+    return f"/tmp/tankbench-fio-{secrets.token_hex(8)}"
 
 
 @dataclass(frozen=True)
@@ -81,16 +102,10 @@ def _version(argv: list[str]) -> str:
     return cp.stdout.strip() if cp.returncode == 0 else ""
 
 
-def _listening(host: SshHost, port: int) -> list[str]:
-    """Local addresses listening on TCP `port` on the host (`ss -ltnH`)."""
-    res = host.run(["ss", "-ltnH", f"sport = :{port}"], timeout=60, check=True)
-    return [line.split()[3] for line in res.stdout.splitlines() if len(line.split()) >= 4]
-
-
-def _free_local_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _tcp_listeners(host: SshHost, pid: int) -> list[str]:
+    """TCP addresses the process `pid` listens on, on the host (`ss -ltnpH`): none for a server on a socket."""
+    res = host.run(["ss", "-ltnpH"], timeout=60, check=True)
+    return [line.split()[3] for line in res.stdout.splitlines() if f"pid={pid}," in line and len(line.split()) > 3]
 
 
 def _own_connection(options: list[str]) -> list[str]:
@@ -107,14 +122,18 @@ def _own_connection(options: list[str]) -> list[str]:
 
 
 class FioServers:
-    """`with FioServers(clients, server=...) as s: s.run(job_text)`: a loopback-only fio server per client."""
+    """`with FioServers(clients, server=...) as s: s.run(job_text)`: a fio server per client on a Unix socket,
+    reached only through ssh; everything ends with the `with`, or with tankbench (the watchdog)."""
 
-    def __init__(self, clients: Sequence[SshHost], *, server: str = "", port: int = DEFAULT_PORT) -> None:
+    def __init__(self, clients: Sequence[SshHost], *, server: str = "") -> None:
         self.clients = list(clients)
         self.server = server
-        self.port = port
-        self.local_ports: dict[str, int] = {}
+        #: per client: the local end of its forward (a socket in our private directory), the server's directory there
+        self.sockets: dict[str, str] = {}
+        self.remote_dirs: dict[str, str] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.directory = ""
+        self.watchdog: Watchdog | None = None
         #: the fio version every end runs (set by check)
         self.fio_version = ""
 
@@ -127,21 +146,16 @@ class FioServers:
         if not local:
             raise UserError("fio is not installed on this machine (fio --client runs here)", "apt-get install fio")
         check_versions(local, {c.name: c.run(["fio", "--version"], timeout=60).stdout.strip() for c in self.clients})
-        for c in self.clients:
-            taken = _listening(c, self.port)
-            if taken:
-                raise UserError(
-                    f"{c.name}: port {self.port} is in use there ({', '.join(taken)})",
-                    "stop what listens there, or choose another fio server port",
-                )
         self.fio_version = local
         return local
 
     def __enter__(self) -> FioServers:
         self.check()
+        self.directory = tempfile.mkdtemp(prefix="tankbench-fio-")  # mode 0700: our sockets and job files
+        self.watchdog = Watchdog(self.directory)
         try:
-            for c in self.clients:
-                self._start(c)
+            for j, c in enumerate(self.clients):
+                self._start(j, c)
             for c in self.clients:
                 self._wait_listening(c)
         except BaseException:
@@ -152,59 +166,70 @@ class FioServers:
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
-    def _start(self, c: SshHost) -> None:
-        lport = _free_local_port()
+    def _start(self, j: int, c: SshHost) -> None:
+        assert self.watchdog is not None
+        local, remote = f"{self.directory}/c{j}.sock", server_dir()
         argv = [
             "ssh",
             *_own_connection(c.ssh_options()),
             "-o",
             "ExitOnForwardFailure=yes",
             "-L",
-            f"127.0.0.1:{lport}:127.0.0.1:{self.port}",
+            f"{local}:{remote}/fio.sock",
             c.target,
             "--",
-            shlex.join(["sh", "-c", SERVER_SCRIPT, "sh", str(self.port)]),
+            shlex.join(["sh", "-c", SERVER_SCRIPT, "sh", remote]),
         ]
         # own session: a Ctrl-C reaches us (and our exit stops it), not ssh directly
-        self.procs[c.name] = subprocess.Popen(
+        proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
         )
-        self.local_ports[c.name] = lport
+        self.watchdog.watch(proc.pid)
+        self.procs[c.name], self.sockets[c.name], self.remote_dirs[c.name] = proc, local, remote
 
     def _wait_listening(self, c: SshHost, timeout: float = 60.0) -> None:
-        """Until the client's fio listens on loopback (polled), and only there; HostError if it ends first."""
+        """Until the client's fio serves on its socket (polled), on no TCP port; HostError if it ends first."""
         proc = self.procs[c.name]
         assert proc.stdout is not None
         line = proc.stdout.readline().decode(errors="replace")  # the shell's "started" line
         if not line.startswith("tankbench-fio-server"):
             err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
             raise HostError(f"{c.name}: fio --server did not start: {err.strip()[-500:]}")
+        pid = int(line.split()[1])
+        sock = f"{self.remote_dirs[c.name]}/fio.sock"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            addrs = _listening(c, self.port)
-            if addrs:
-                if any(not a.startswith("127.0.0.1:") for a in addrs):
-                    raise HostError(f"{c.name}: fio listens on {addrs}, not on loopback only: stopped")
+            if c.run(["test", "-S", sock], timeout=60).returncode == 0:
+                tcp = _tcp_listeners(c, pid)
+                if tcp:
+                    raise HostError(f"{c.name}: fio listens on {tcp}, not only on its socket: stopped")
                 return
             if proc.poll() is not None:
                 break
             time.sleep(0.1)  # polling for the server to listen
-        raise HostError(f"{c.name}: fio --server did not listen on 127.0.0.1:{self.port}")
+        raise HostError(f"{c.name}: fio --server did not listen on {sock}")
 
     def stop(self) -> None:
-        """Close each server's stdin (its shell then kills fio) and wait for the connection to end."""
-        for name, proc in list(self.procs.items()):
+        """Close each server's stdin (its shell then ends fio), wait for the connections to end, then let the
+        watchdog remove our directory."""
+        for proc in self.procs.values():  # all at once: the servers end in parallel
             try:
                 if proc.stdin:
                     proc.stdin.close()
             except OSError:
                 pass
+        for name, proc in list(self.procs.items()):
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()  # the connection drops: sshd closes the shell's stdin, which ends fio the same way
                 proc.wait()
+            if self.watchdog is not None:
+                self.watchdog.forget(proc.pid)
             del self.procs[name]
+        if self.watchdog is not None:
+            self.watchdog.close()
+            self.watchdog = None
 
     def run(self, job_text: str, timeout: float) -> tuple[list[ClientResult], ClientResult, str]:
         """Run one job on every client through `fio --client`; (per client, aggregate, fio's JSON text)."""
@@ -216,30 +241,39 @@ class FioServers:
 
     def run_raw(self, job_text: str, timeout: float) -> tuple[int, str, str, float]:
         """Run one job on every client through `fio --client`: (exit status, stdout, stderr, wall seconds); a
-        run that does not end within `timeout` is killed (exit status 124, as timeout(1) says)."""
-        with tempfile.NamedTemporaryFile("w", suffix=".fio", prefix="tankbench-client-") as f:
+        run that does not end within `timeout` is killed (exit status 124, as timeout(1) says). The job file
+        and the `fio --client` are the watchdog's until they end."""
+        assert self.watchdog is not None, "run inside `with FioServers(...)`"
+        with tempfile.NamedTemporaryFile("w", suffix=".fio", prefix="tankbench-client-", dir=self.directory) as f:
             f.write(job_text)
             f.flush()
             argv = ["fio", "--output-format=json"]
             for c in self.clients:
-                argv += [f"--client=127.0.0.1,{self.local_ports[c.name]}", f.name]
+                argv += [f"--client=sock:{self.sockets[c.name]}", f.name]
             t0 = time.monotonic()
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.watchdog.watch(proc.pid)
             try:
-                cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-            except subprocess.TimeoutExpired as e:
-                out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-                return 124, out, f"fio --client did not finish in {timeout:.0f} s", time.monotonic() - t0
-            return cp.returncode, cp.stdout, cp.stderr, time.monotonic() - t0
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+                return 124, out or "", f"fio --client did not finish in {timeout:.0f} s", time.monotonic() - t0
+            finally:
+                if proc.poll() is not None:  # still running (Ctrl-C): the watchdog ends it with the servers
+                    self.watchdog.forget(proc.pid)
+            return proc.returncode, out, err, time.monotonic() - t0
 
     def results(self, text: str) -> tuple[list[ClientResult], ClientResult]:
-        """(per client, aggregate) from `fio --client`'s JSON (its `client_stats`, by the port we reached)."""
+        """(per client, aggregate) from `fio --client`'s JSON (its `client_stats`, by the socket we reached)."""
         doc = load_fio_json(text)
-        by_port = {p: name for name, p in self.local_ports.items()}
+        by_socket = {sock: name for name, sock in self.sockets.items()}
         per: dict[str, list[dict[str, Any]]] = {}
         for entry in doc.get("client_stats", []):
             if entry.get("jobname") == "All clients":
                 continue
-            per.setdefault(by_port.get(int(entry.get("port", 0)), str(entry.get("hostname"))), []).append(entry)
+            host = str(entry.get("hostname"))
+            per.setdefault(by_socket.get(host, host), []).append(entry)
         results = [_result(name, entries) for name, entries in per.items()]
         total = _result("all clients", [e for es in per.values() for e in es])
         return results, total

@@ -8,13 +8,14 @@ import sqlite3
 import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from tankbench.errors import UserError
+from tankbench.journal.faults import is_fault, journal_fault
 from tankbench.journal.migrations import SCHEMA_VERSION, migrate
 from tankbench.model import Fingerprint, Run, Test
 
@@ -78,11 +79,26 @@ def _ro_uri(path: str, immutable: bool) -> str:
     return uri + "&immutable=1" if immutable else uri
 
 
+def _wal_mode_at_rest(path: str) -> bool:
+    """Whether the file is a WAL-mode database that no connection has open and that has nothing pending: its
+    header says WAL (bytes 18-19 = 2) and no `-wal` lies beside it (a writer keeps its `-wal` until its last
+    connection closes; one killed leaves it, with the runs it holds)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    return head[18:20] == b"\x02\x02" and not os.path.lexists(path + "-wal")
+
+
 def _connect_ro(path: str) -> sqlite3.Connection:
-    """A read-only connection that cannot change a byte of the file; `immutable` only when SQLite cannot open
-    it otherwise (read-only media without the WAL index), since immutable readers ignore concurrent writers."""
+    """A read-only connection that cannot change a byte of the file nor create one beside it. A plain
+    `mode=ro` reader of a WAL journal makes a `-shm` and a `-wal` beside it when none are there, and cannot
+    remove them: a journal at rest is read `immutable` (nothing beside it to read, no writer to ignore).
+    Otherwise `immutable` only when SQLite cannot open it without (read-only media without the WAL index),
+    since immutable readers ignore concurrent writers."""
     last: sqlite3.Error | None = None
-    for immutable in (False, True):
+    for immutable in (True,) if _wal_mode_at_rest(path) else (False, True):
         conn = sqlite3.connect(_ro_uri(path, immutable), uri=True, timeout=30, isolation_level=None)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -188,12 +204,16 @@ class Journal:
     def __init__(self, path: str, *, create: bool = True) -> None:
         self.path = path
         self.readonly = False
-        if os.path.exists(path):
+        existed = os.path.exists(path)
+        if existed:
             check_journal_file(path).close()  # refuse foreign files before anything is written to them
         elif not create:
             raise UserError(f"no journal at {path}", "run `tankbench run CAMPAIGN` first, or pass --journal PATH")
         else:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            except OSError as e:
+                raise journal_fault(path, e, "create") from e
         try:
             self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
             self.conn.execute("PRAGMA journal_mode=WAL")
@@ -201,6 +221,8 @@ class Journal:
             self.conn.row_factory = sqlite3.Row
             migrate(self.conn)
         except sqlite3.DatabaseError as e:
+            if is_fault(e):  # a full or read-only filesystem, a lock held elsewhere: not the file's content
+                raise journal_fault(path, e, "open" if existed else "create") from e
             raise _not_journal(path, str(e)) from e
 
     @classmethod
@@ -231,12 +253,19 @@ class Journal:
         if self._batch_depth:
             yield
             return
-        self.conn.execute("BEGIN IMMEDIATE")
         try:
-            yield
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:  # a COMMIT that failed (disk full) has rolled back already
+                    with suppress(sqlite3.Error):  # the error that stopped it is the one to tell
+                        self.conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as e:
+            if is_fault(e):
+                raise journal_fault(self.path, e) from e
             raise
 
     @contextmanager

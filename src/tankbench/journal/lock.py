@@ -6,8 +6,9 @@ import contextlib
 import fcntl
 import os
 
-from tankbench.errors import UserError
+from tankbench.errors import LocalError, UserError
 from tankbench.journal.db import check_journal_file
+from tankbench.journal.faults import is_fault
 
 
 class JournalLock:
@@ -64,9 +65,10 @@ class JournalLock:
                 ) from e
             self.created = False
         except OSError as e:
-            raise UserError(
+            error = LocalError if is_fault(e) else UserError  # a full or read-only filesystem: exit 3, as for a host
+            raise error(
                 f"cannot create the lock file {self.path}: {e.strerror}",
-                "the journal's directory must be writable for `run`; pass a different --journal",
+                "the journal's directory must be writable for `run` (and have room); pass a different --journal",
             ) from e
 
     def _still_linked(self) -> bool:

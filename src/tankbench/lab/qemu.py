@@ -19,7 +19,6 @@ from tankbench.lab.state import LabConfig, LabState, labs_dir
 Progress = Callable[[str], None]
 
 GUEST_ADDR = "10.0.2.15"
-GUEST_FIO_PORT = 8765
 #: single-threaded TCG: as fast as MTTCG on 2 cores and free of its rare boot oops (see docs/lab.md)
 TCG_THREAD = os.environ.get("TANKBENCH_LAB_TCG_THREAD", "single")
 #: extra guest kernel arguments, for experiments (e.g. "initcall_debug")
@@ -42,12 +41,11 @@ def guest_disk_paths(disks: int, slog: bool = False, l2arc: bool = False) -> lis
 INITS = {"lab-init": "/usr/local/sbin/lab-init", "systemd": "/lib/systemd/systemd"}
 
 
-def kernel_cmdline(pubkey_blob: str, fio_port: int = GUEST_FIO_PORT, init: str = "lab-init") -> str:
+def kernel_cmdline(pubkey_blob: str, init: str = "lab-init") -> str:
     """The guest kernel's command line: root by label, lab-init (or systemd) as PID 1, panics power the VM off."""
     return (
         f"console=ttyS0 root=LABEL={labbuild.ROOT_LABEL} rw init={INITS[init]} net.ifnames=0 "
-        f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob} lab.fioport={fio_port}"
-        + (f" {KERNEL_ARGS}" if KERNEL_ARGS else "")
+        f"quiet loglevel=4 panic=-1 oops=panic lab.sshkey={pubkey_blob}" + (f" {KERNEL_ARGS}" if KERNEL_ARGS else "")
     )
 
 
@@ -58,11 +56,11 @@ def qemu_argv(
     config: LabConfig,
     accelerator: str,
     ssh_port: int,
-    fio_port: int,
     run_dir: Path,
     pubkey_blob: str,
 ) -> list[str]:
-    """The qemu command line of a lab (pure). The root disk comes first (it is /dev/vda)."""
+    """The qemu command line of a lab (pure). The root disk comes first (it is /dev/vda). ssh is the only port
+    forwarded to the lab: nothing else in it is reachable from this machine (docs/security.md)."""
     accel = (
         ["-accel", "kvm", "-cpu", "host"]
         if accelerator == "kvm"
@@ -117,8 +115,7 @@ def qemu_argv(
         ]
     argv += [
         "-netdev",
-        f"user,id=n0,hostfwd=tcp:127.0.0.1:{ssh_port}-:22,"
-        f"hostfwd=tcp:127.0.0.1:{fio_port}-{GUEST_ADDR}:{GUEST_FIO_PORT}",
+        f"user,id=n0,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
         "-device",
         "virtio-net-pci,netdev=n0",
     ]

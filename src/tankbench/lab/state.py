@@ -48,7 +48,6 @@ class LabState:
     name: str
     pid: int
     ssh_port: int
-    fio_port: int
     accelerator: str
     config: LabConfig
     image_key: str
@@ -66,6 +65,7 @@ class LabState:
     @classmethod
     def from_json(cls, doc: dict[str, object]) -> LabState:
         d = dict(doc)
+        d.pop("fio_port", None)  # a lab booted by a tankbench whose labs still forwarded a fio server's port
         d["config"] = LabConfig(**d["config"])  # type: ignore[arg-type]
         return cls(**d)  # type: ignore[arg-type]
 
@@ -118,7 +118,7 @@ def _ports_of_other_labs() -> set[int]:
     for st in labs_dir().glob("*/state.json"):
         try:
             doc = json.loads(st.read_text())
-            ports |= {int(doc["ssh_port"]), int(doc["fio_port"])}
+            ports |= {int(doc["ssh_port"])} | ({int(doc["fio_port"])} if "fio_port" in doc else set())
         except (OSError, ValueError, KeyError):
             continue
     return ports

@@ -238,14 +238,12 @@ def _boot(
     if config.persistent_root:
         make_root_overlay(d, image)
     ssh_port = free_port()
-    fio_port = free_port(exclude=[ssh_port])
     argv = qemu_argv(
         name=name,
         image=image,
         config=config,
         accelerator=accel,
         ssh_port=ssh_port,
-        fio_port=fio_port,
         run_dir=d,
         pubkey_blob=blob,
     )
@@ -259,7 +257,6 @@ def _boot(
         name=name,
         pid=proc.pid,
         ssh_port=ssh_port,
-        fio_port=fio_port,
         accelerator=accel,
         config=config,
         image_key=image.key,
@@ -397,8 +394,6 @@ def status(name: str = "default") -> dict[str, object]:
         "accelerator": state.accelerator,
         "ssh": f"127.0.0.1:{state.ssh_port}",
         "ssh_port": state.ssh_port,
-        "fio_server": f"127.0.0.1:{state.fio_port}",
-        "fio_port": state.fio_port,
         "memory_mb": state.config.memory_mb,
         "cpus": state.config.cpus,
         "disks": guest_disk_paths(state.config.disks, state.config.slog, state.config.l2arc),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from tankbench.analysis.analyse import Analysis
-from tankbench.errors import UserError
+from tankbench.errors import LocalError, UserError
+from tankbench.journal.faults import is_fault
 from tankbench.reports.csv import write_csv
 from tankbench.reports.html import write_html
 from tankbench.reports.json import write_json
@@ -21,7 +22,8 @@ def write_all(a: Analysis, out_dir: str) -> list[str]:
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
-        raise UserError(f"cannot create output directory {out_dir}: {e.strerror}", "pass a writable --out DIR") from e
+        error = LocalError if is_fault(e) else UserError  # a full or read-only filesystem: exit 3 (README)
+        raise error(f"cannot create output directory {out_dir}: {e.strerror}", "pass a writable --out DIR") from e
     paths = [os.path.join(out_dir, name) for name in OUTPUTS]
     write_html(a, paths[0])
     write_xlsx(a, paths[1])

@@ -2,14 +2,15 @@
 
 A `kind = "file"` target with `clients = [...]` names a directory on each client (`path`): every client lays
 out its own test file there and runs the test's job on it, all at once, driven by one `fio --client` on this
-machine through loopback-only servers reached over ssh (fio/clientserver.py). The campaign's host observes the
+machine through servers on Unix sockets reached only over ssh (fio/clientserver.py). The campaign's host observes the
 same window (samplers, drain) as it does for a test guest. One journal run per test run: the aggregate figures
 are the run's metrics, each client's are in its checks (`clients.results`) and in the run's fio JSON
 (`client_stats`).
 
 Everything a client can be refused for is checked before anything is created (the preflight): an entry that
 is not an ssh host, a client named twice, a client that is the campaign's host, an unreachable client, a
-directory that is not usable there, fio versions that differ, the server port in use on a client.
+directory that is not usable there, fio versions that differ. (`client_port` is read, checked and kept in the
+test's id, so campaign files and journals from before stay valid; no server listens on a port any more.)
 """
 
 from __future__ import annotations
@@ -246,7 +247,7 @@ class ClientLoad:
                 except UserError as e:
                     raise UserError(f"{where(j)}: {e.message}", e.hint) from e
                 self._check_directory(t, h)
-            servers = FioServers(hosts, server=self.host.name, port=t.client_port)
+            servers = FioServers(hosts, server=self.host.name)
             try:
                 servers.check()
             except UserError as e:
@@ -264,14 +265,14 @@ class ClientLoad:
         """The target's fio servers (started on first use; one set per campaign run)."""
         key = _servers_key(t)
         if key not in self.servers:
-            servers = FioServers([ssh_client(c) for c in t.clients], server=self.host.name, port=t.client_port)
-            servers.__enter__()  # checks again, starts, waits until each listens on loopback; stop() in finish
+            servers = FioServers([ssh_client(c) for c in t.clients], server=self.host.name)
+            servers.__enter__()  # checks again, starts, waits until each serves on its socket; stop() in finish
             self.servers[key] = servers
             self.versions[key] = servers.fio_version
             for h in servers.clients:
                 fp = h.call_agent({"op": "probe", "paths": [], "block_devices": []}, timeout=300)["fingerprint"]
                 self.machines[h.name] = {k: fp[k] for k in MACHINE_FACTS if k in fp}
-            self.note(f"fio servers on {', '.join(c.name for c in t.clients)} (127.0.0.1:{t.client_port}, via ssh)")
+            self.note(f"fio servers on {', '.join(c.name for c in t.clients)} (on Unix sockets, reached through ssh)")
         return self.servers[key]
 
     def lay_out(self, test: Test, lay_out_one: Callable[[Host], dict[str, Any]]) -> dict[str, Any]:
@@ -359,15 +360,17 @@ def figures(r: ClientResult) -> dict[str, float]:
 
 
 def script_lines(test: Test, fio_name: str) -> list[str]:
-    """Shell lines that run the test's job on its clients as `run` does, for `plan --export`: a loopback-only
-    fio server per client through an ssh forward whose stdin is this script's (the server ends with it), then
-    one `fio --client`. fio lays out each client's file itself (tankbench's run lays it out with random data)."""
+    """Shell lines that run the test's job on its clients as `run` does, for `plan --export`: a fio server per
+    client on a Unix socket in a fresh 0700 directory, reached through an ssh forward to a socket in this script's
+    private directory, whose stdin is this script's (the server ends with it), then one `fio --client`. fio lays
+    out each client's file itself (tankbench's run lays it out with random data)."""
     t = test.target
     q = shlex.quote
-    server = q(shlex.join(["sh", "-c", SERVER_SCRIPT, "sh", str(t.client_port)]))
+    server = q(shlex.join(["sh", "-c", SERVER_SCRIPT, "sh"]))
     lines = [
-        "# The load comes from client hosts (fio client/server): each client's fio serves on its loopback only,",
-        "# reached through an ssh forward; closing the forward's stdin (this script's end) stops the server.",
+        "# The load comes from client hosts (fio client/server): each client's fio serves on a Unix socket in a",
+        "# private directory, reached only through an ssh forward; closing the forward's stdin (this script's end)",
+        "# stops the server and removes its directory.",
         "d=$(mktemp -d); trap 'exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; wait; rm -rf \"$d\"' EXIT",
     ]
     clients = []
@@ -377,22 +380,20 @@ def script_lines(test: Test, fio_name: str) -> list[str]:
             opts += ["-i", c.identity, "-o", "IdentitiesOnly=yes"]
         if c.known_hosts:
             opts += ["-o", f"UserKnownHostsFile={c.known_hosts}"]
-        local = LOCAL_PORT_BASE + j
-        argv = ["ssh", *opts, "-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local}:127.0.0.1:{t.client_port}"]
+        argv = ["ssh", *opts, "-o", "ExitOnForwardFailure=yes"]
+        remote = f"r{j}"
         lines += [
+            f"{remote}=/tmp/tankbench-fio-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \\n')",
             f'mkfifo "$d/c{j}"',
-            f'{shlex.join([*argv, f"{c.user}@{c.address}", "--"])} {server} <"$d/c{j}" >/dev/null &',
+            f'{shlex.join(argv)} -L "$d/c{j}.sock:${remote}/fio.sock" {q(f"{c.user}@{c.address}")} -- '
+            f'{server}" ${remote}" <"$d/c{j}" >/dev/null &',
             f'exec {j + 3}>"$d/c{j}"',
         ]
-        clients += [f"--client=127.0.0.1,{local}", q(fio_name)]
+        clients += [f'--client=sock:"$d/c{j}.sock"', q(fio_name)]
     if len(t.clients) > 7:
         lines.append("# (only the first 7 clients: a shell script has 7 spare descriptors here)")
     lines += [
-        "sleep 5  # until every server listens (tankbench run polls ss on each client instead)",
+        "sleep 5  # until every server listens (tankbench run polls each client instead)",
         "fio --output-format=json " + " ".join(clients),
     ]
     return lines
-
-
-#: local ends of the forwards in exported scripts (tankbench run picks free ports)
-LOCAL_PORT_BASE = 38765

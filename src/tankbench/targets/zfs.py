@@ -11,6 +11,7 @@ from tankbench.errors import HostError, UserError
 from tankbench.hosts.base import Host
 from tankbench.model import Target, Test, short_hash
 from tankbench.secrets import SCRIPT_KEY_DIR, ensure_key, key_file_name, remove_key
+from tankbench.targets.release import destroy as destroy_released
 from tankbench.zfs.props import PROPERTY_AXES
 
 TAG = "tankbench:campaign"
@@ -121,6 +122,9 @@ class ZfsProvisioner:
 
     def exists(self, name: str) -> bool:
         return self.host.run(["zfs", "list", "-H", "-o", "name", name], timeout=120).returncode == 0
+
+    def is_volume(self, name: str) -> bool:
+        return self.zfs("zfs", "get", "-H", "-o", "value", "type", name, check=False).strip() == "volume"
 
     def tag_of(self, name: str) -> str:
         """The campaign tag set on `name` itself; an inherited tag does not count (a user's dataset created
@@ -328,7 +332,9 @@ class ZfsProvisioner:
                 if name in foreign or any(f.startswith(name + "/") for f in foreign):
                     kept.append(name)
                     continue
-                self.zfs("zfs", "destroy", name)
+                destroy_released(
+                    self.host, name, self.is_volume(name), f"/{self.cid}/", self.note
+                )  # ends our fio first
                 gone.append(name)
         if not self.exists(self.root) and remove_key(self.host, self.root):
             gone.append(f"key file of {self.root}")
