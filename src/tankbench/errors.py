@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class UserError(Exception):
     """Bad input or a refused action; printed as `Error: …` plus a hint, exit status 2."""
@@ -39,3 +41,13 @@ class LocalError(UserError):
     failure of the environment, as a host's; `run` again resumes)."""
 
     exit_status = 3
+
+
+#: errno values that say the machine's filesystem, not the command's input, is at fault
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+READONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def is_os_fault(e: OSError) -> bool:
+    """Whether an OSError is a fault of the machine: a full or read-only filesystem, no permission, an I/O error."""
+    return e.errno in (*FULL_ERRNOS, *READONLY_ERRNOS, errno.EIO)

@@ -11,15 +11,13 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tankbench.errors import LocalError
+from tankbench.errors import FULL_ERRNOS, READONLY_ERRNOS, LocalError
 
 #: SQLite's primary result codes that say the machine, not the journal's content, is at fault
 _FULL = ("SQLITE_FULL",)
 _READONLY = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")
 _BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 _IOERR = ("SQLITE_IOERR",)
-_OS_FULL = (errno.ENOSPC, errno.EDQUOT)
-_OS_READONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 RESUME = "finished runs are kept; the run in flight is marked for a rerun and `tankbench run` again resumes"
 
@@ -38,9 +36,9 @@ def _kind(e: BaseException) -> str:
             return "readonly"
         return "busy" if "database is locked" in text else ""
     if isinstance(e, OSError):
-        if e.errno in _OS_FULL:
+        if e.errno in FULL_ERRNOS:
             return "full"
-        if e.errno in _OS_READONLY:
+        if e.errno in READONLY_ERRNOS:
             return "readonly"
         return "ioerr" if e.errno == errno.EIO else ""
     return ""

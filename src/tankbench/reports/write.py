@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 
 from tankbench.analysis.analyse import Analysis
-from tankbench.errors import LocalError, UserError
-from tankbench.journal.faults import is_fault
+from tankbench.errors import LocalError, UserError, is_os_fault
 from tankbench.reports.csv import write_csv
 from tankbench.reports.html import write_html
 from tankbench.reports.json import write_json
@@ -22,7 +21,7 @@ def write_all(a: Analysis, out_dir: str) -> list[str]:
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
-        error = LocalError if is_fault(e) else UserError  # a full or read-only filesystem: exit 3 (README)
+        error = LocalError if is_os_fault(e) else UserError  # a full or read-only filesystem: exit 3 (README)
         raise error(f"cannot create output directory {out_dir}: {e.strerror}", "pass a writable --out DIR") from e
     paths = [os.path.join(out_dir, name) for name in OUTPUTS]
     write_html(a, paths[0])
