@@ -51,3 +51,12 @@ READONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 def is_os_fault(e: OSError) -> bool:
     """Whether an OSError is a fault of the machine: a full or read-only filesystem, no permission, an I/O error."""
     return e.errno in (*FULL_ERRNOS, *READONLY_ERRNOS, errno.EIO)
+
+
+class HostHung(HostError):
+    """The host's I/O hangs (issue 34 item 1): a run made no progress for hung_after while its processes waited in the
+    kernel for I/O that did not complete. Not a failure of the run: of the machine, which only a reboot ends."""
+
+    def __init__(self, evidence: str) -> None:
+        super().__init__(f"the host's I/O hangs: {evidence}")
+        self.evidence = evidence

@@ -109,7 +109,8 @@ def check_alike(names: Sequence[str], fingerprints: Sequence[dict[str, Any]]) ->
     """UserError naming every difference between the first host and each other one (split needs alike hosts)."""
     problems = []
     for name, fp in zip(names[1:], fingerprints[1:]):
-        problems += [f"{name} vs {names[0]}: {d}" for d in differences(fingerprints[0], fp)]
+        # "B vs A: fio_version: B's vs A's": each value under the host the sentence names first
+        problems += [f"{name} vs {names[0]}: {d}" for d in differences(fp, fingerprints[0])]
     if problems:
         raise UserError(
             "hosts_mode = split needs alike hosts, and these differ: " + "; ".join(problems),

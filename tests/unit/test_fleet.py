@@ -91,6 +91,19 @@ def test_unlike_hosts_are_refused_with_every_difference_and_why():
     assert "b vs a: kernel" in e.value.message and 'hosts_mode = "each"' in e.value.hint
 
 
+def test_the_refusal_names_each_hosts_version_under_its_own_name():
+    """Issue 34: "b vs a: fio_version: 'fio-3.33' vs 'fio-3.36'" gave a's version first, under b's name."""
+    other = dict(FP, fio_version="fio-3.36", hostname="b")
+    with pytest.raises(UserError) as e:
+        check_alike(["ssh:root@a", "ssh:root@b"], [FP, other])
+    assert "ssh:root@b vs ssh:root@a: fio_version: 'fio-3.36' vs 'fio-3.33'" in e.value.message, e.value.message
+    assert "64.0 GiB vs 32.0 GiB" not in e.value.message
+    bigger = dict(FP, mem_bytes=128 << 30)
+    with pytest.raises(UserError) as e:
+        check_alike(["a", "b"], [FP, bigger])
+    assert "b vs a: mem_bytes: 128.0 GiB vs 64.0 GiB" in e.value.message, e.value.message
+
+
 def _tests(n: int) -> list[list[model.Test]]:
     t = model.Target(name="s", kind="file", path="/tmp/x", size=1 << 20)
     return [

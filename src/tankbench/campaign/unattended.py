@@ -73,11 +73,10 @@ def parse_unattended(keys: Keys, camp: Mapping[str, Any]) -> Unattended:
 
 
 def on_hang_note(u: Unattended, host_kind: str) -> str:
-    """What the campaign will do if its host's I/O hangs, said when it starts ("" for a lab: always rebooted)."""
-    if host_kind == "lab":
+    """What the campaign will do if its ssh host's I/O hangs, said when it starts ("" for a lab, always rebooted, and
+    for this machine, which tankbench cannot reboot under itself: the campaign stops and says so)."""
+    if host_kind != "ssh":
         return ""
-    if host_kind == "local":
-        return "if this machine's I/O hangs, the campaign stops and says so (it cannot reboot itself)"
     if u.on_hang == "reboot":
         return (
             "campaign.on_hang = reboot: if the host's I/O hangs (no I/O completes, fio stuck in the kernel), tankbench "

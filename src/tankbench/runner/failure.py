@@ -5,6 +5,8 @@ A HostError during a step of a test (`StepFailed`, raised by run.py) enters the 
 `Resumed` (the row as it ends: the scheduler goes on) or `Stopped` (the campaign stops with that error):
 
     Failed ──(not waiting for hosts: a fleet)──────────────────────────────► Stopped
+      │ ──(the host's I/O hangs)──► Hung ──(a lab, or on_hang = reboot: rebooted)──► Rebooted ──► Resumed
+      │                               └──(an ssh host with on_hang = stop, this machine)──► Stopped
       │ ──(same boot, command failed)──► HostUp ──(a test guest died)──► GuestDied ──► Resumed
       │                                     └──(no guest died)─────────────────────────► Stopped
       └──(no answer, or connection lost)──► HostDown ──(answers again)──► Blip (same boot) ──► Resumed | Stopped
@@ -23,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tankbench.errors import HostError
+from tankbench.errors import HostError, HostHung
+from tankbench.hangrecovery import reboot_lab, reboot_over_ssh, wait_new_boot
 from tankbench.hosts.base import work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.model import Run, Test
@@ -77,6 +80,8 @@ class Failed(Ongoing):
     def next(self, h: FailureHandling) -> State:
         if not h.wait_for_host:
             return self.stopped(h)
+        if isinstance(self.error, HostHung):
+            return Hung(self, self.crashed or h.crashed_row(self))
         boot = h.waiter.boot_id(timeout=20)
         if boot is not None and boot == h.ctx.pre.boot_id and not connection_lost(str(self.error)):
             return HostUp(self)
@@ -133,6 +138,51 @@ class GuestDied(Ongoing):
         ctx.hook("crash", f"the test guest crashed during the {step} of {test.name}: {self.why}", test=test.name)
         self.kind.restart_guest()
         return Resumed(run)
+
+
+@dataclass(frozen=True)
+class Hung(Ongoing):
+    """The host's I/O hangs (the run's watchdog: nothing moved for hung_after, fio waiting in the kernel): the row is
+    `crashed` with `crash.kind = hang`; the hooks are called; a lab is rebooted on its disks, an ssh host only when
+    campaign.on_hang = "reboot" (sysrq over ssh, then waited for); otherwise the campaign stops and says what to do."""
+
+    failed: Failed
+    crashed: CrashedRow
+
+    def next(self, h: FailureHandling) -> State:
+        ctx, test, step = h.ctx, self.failed.test, self.failed.step.value
+        assert isinstance(self.failed.error, HostHung)
+        ctx.outcome.host_failures += 1
+        message = f"{ctx.host.name}'s I/O hung during the {step} of {test.name}: {self.failed.error.evidence}"
+        ctx.progress.note(message)
+        ctx.hook("crash", message, test=test.name)
+        down = HostDown(self.failed, self.crashed, 0)
+        if isinstance(ctx.host, LabHost):
+            ctx.hook("host-down", f"{ctx.host.name} hangs: tankbench reboots it", test=test.name)
+            return Rebooted(down, reboot_lab(ctx.host, ctx.pre.boot_id, ctx.progress.note))
+        if ctx.spec.unattended.on_hang != "reboot" or ctx.host.name == "local":
+            return Stopped(HostError(hang_stop_message(ctx.host.name, self.failed.error.evidence)))
+        ctx.hook("host-down", f"{ctx.host.name} hangs: tankbench reboots it (campaign.on_hang)", test=test.name)
+        reboot_over_ssh(ctx.host, ctx.progress.note)
+        try:
+            back = wait_new_boot(h.waiter, ctx.pre.boot_id, ctx.spec.unattended.host_wait_s, ctx.progress.note)
+        except HostError as e:
+            return Stopped(e)
+        return Rebooted(down, back)
+
+
+def hang_stop_message(host: str, evidence: str) -> str:
+    """Why the campaign stops at a hung host it may not reboot, and what to do."""
+    if host == "local":
+        return (
+            f"this machine's I/O hangs ({evidence}); the campaign stops here: reboot it (the hung processes end only "
+            "then), and `tankbench run` again resumes the campaign"
+        )
+    return (
+        f"{host}'s I/O hangs ({evidence}); the campaign stops here: reboot the host (the hung processes end only "
+        'then), and `tankbench run` again resumes the campaign; with campaign.on_hang = "reboot" tankbench reboots '
+        "it over ssh and goes on by itself"
+    )
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def stop_status(e: BaseException) -> int:
     if isinstance(e, HostError):
         return 3
     if isinstance(e, UserError):
-        return 2
+        return e.exit_status  # 2 bad input; 3 a fault of this machine (LocalError: a full journal filesystem)
     return 130 if isinstance(e, KeyboardInterrupt) else 1
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from tankbench import preflight as preflight_mod
 from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
-from tankbench.errors import HostError, UserError
+from tankbench.errors import HostError, HostHung, UserError
 from tankbench.fio.jobs import deadline_s, run_job_text, test_file_path
 from tankbench.model import Run, Test
 from tankbench.runner.context import Attempt, CrashedRow, HostRun, Step, StepFailed, during
@@ -211,6 +211,8 @@ class OneRun:
             failed = self.unprocessed(test, at, started, "crashed", note, checks={"crash.step": Step.RUN.value})
             ctx.journal.finish_run(row, failed)
             raise StepFailed(Step.RUN, e, CrashedRow(row, failed, pid[-1] if pid else None)) from e
+        if isinstance(res.get("checks"), dict) and res["checks"].get("hang.host"):
+            raise hung(self, test, at, started, row, res, pid[-1] if pid else None)
         if noise is not None and isinstance(res.get("noise"), dict):
             verdict = preflight_mod.verdict_of(res["noise"], noise[1], ctx.spec.preflight)
             checks = dict(checks, **self.noise_verdict(test, verdict))
@@ -312,3 +314,27 @@ class OneRun:
             stderr_tail=res.get("stderr_tail", ""),
             note="; ".join(verdict.notes),
         )
+
+
+def hung(
+    one: OneRun, test: Test, at: Attempt, started: float, row: int, res: dict[str, Any], pid: int | None
+) -> StepFailed:
+    """The host's I/O hung during the run (the agent's watchdog: nothing moved for hung_after, fio waiting in the
+    kernel): the row is `crashed` with `crash.kind = hang` and the evidence, and failure handling takes over (a
+    lab is rebooted, an ssh host as campaign.on_hang says)."""
+    found = {k: v for k, v in res["checks"].items() if k.startswith(("hang.", "watchdog."))}
+    error = HostHung(str(found.get("hang.evidence", "no I/O completed, fio stuck in the kernel")))
+    checks = {"crash.step": Step.RUN.value, "crash.kind": "hang", **found}
+    failed = one.unprocessed(
+        test,
+        at,
+        started,
+        "crashed",
+        f"the host's I/O hung during the run: {error.evidence}",
+        checks=checks,
+        wall_s=res.get("wall_s"),
+        samples=res.get("samples", {}),
+        stderr_tail=res.get("stderr_tail", ""),
+    )
+    one.ctx.journal.finish_run(row, failed)
+    return StepFailed(Step.RUN, error, CrashedRow(row, failed, pid))

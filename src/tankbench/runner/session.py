@@ -13,7 +13,7 @@ from typing import Any
 from tankbench import resumeboot
 from tankbench.analysis.cases import index_for_reports
 from tankbench.campaign import Spec, expand
-from tankbench.campaign.unattended import legacy_grace_note
+from tankbench.campaign.unattended import legacy_grace_note, on_hang_note
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text
 from tankbench.hooks import call_hook
@@ -232,6 +232,9 @@ def run_campaign(
     if legacy := legacy_grace_note(spec.unattended):
         progress.note(legacy)
     host = host or open_host(spec, progress.note)
+    kind = "lab" if isinstance(host, LabHost) else "local" if host.name == "local" else "ssh"
+    if said := on_hang_note(spec.unattended, kind):
+        progress.note(said)
     journal_path = journal_path or default_journal_path(spec)
     try:
         pre = preflight(host, spec, tests=tests)
