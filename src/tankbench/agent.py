@@ -1253,8 +1253,12 @@ def op_fio_run(req: dict[str, Any]) -> None:
         wall = t_end - t0
         # where the run's own I/O ended: a later cooldown's idle window can start here (cooldown_wait)
         at_exit = counters(req.get("devices", []))
-        drain_s, dirty_start, dirty_end = drain(
-            float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd
+        # a host whose I/O hangs: sync(2), `zpool sync`, a stat or a `zfs get` would wait for it forever (issue 34)
+        hung = bool(watch.get("hang.host"))
+        drain_s, dirty_start, dirty_end = (
+            (0.0, 0, 0)
+            if hung
+            else drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)
         )
     during_out = ""
     if during is not None:
@@ -1267,10 +1271,10 @@ def op_fio_run(req: dict[str, Any]) -> None:
             _children.remove(during.pid)
     files_after = capture(req.get("capture_files", []))
     t_layout = time.monotonic()
-    layout_after = layout_state(req["layout_after"]) if isinstance(req.get("layout_after"), dict) else None
+    layout_after = layout_state(req["layout_after"]) if isinstance(req.get("layout_after"), dict) and not hung else None
     t_layout = time.monotonic() - t_layout
     after = []
-    for argv_ in req.get("after_cmds", []):
+    for argv_ in [] if hung else req.get("after_cmds", []):
         try:
             cp = subprocess.run(argv_, capture_output=True, text=True, timeout=120)
             after.append({"argv": argv_, "rc": cp.returncode, "stdout": cp.stdout, "stderr": cp.stderr[-2000:]})

@@ -10,6 +10,7 @@ and waited for until it answers with a new boot id.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -67,3 +68,28 @@ def wait_new_boot(waiter: HostWaiter, before: str, host_wait_s: float, note: Cal
         )
         time.sleep(min(delay, left))
         delay = min(delay * 2, MAX_DELAY_S)
+
+
+#: the kernel's hung-task detector: "INFO: task zpool:812 blocked for more than 120 seconds."
+HUNG_TASK = re.compile(r"^\[\s*(\d+\.\d+)\].*blocked for more than \d+ seconds.*$", re.M)
+#: hung-task lines older than this (guest uptime) belong to a stall that is over
+RECENT_S = 600.0
+
+
+def lab_hang(host: LabHost) -> str:
+    """The lab's console lines that say its I/O hangs now: the kernel's hung-task lines of the running boot from the
+    last RECENT_S seconds of its uptime ("" when there are none). Read when a command did not finish on a lab that
+    still answers: what CI's lab hangs looked like (docs/unattended.md)."""
+    from tankbench.lab.state import console
+
+    text = console(host.lab_dir)
+    found = [(float(m.group(1)), m.group(0).strip()) for m in HUNG_TASK.finditer(text)]
+    if not found:
+        return ""
+    try:
+        res = host.run(["cat", "/proc/uptime"], timeout=20)
+        uptime = float(res.stdout.split()[0]) if res.returncode == 0 else None
+    except (HostError, ValueError, IndexError):
+        uptime = None
+    recent = [line for t, line in found if uptime is None or t >= uptime - RECENT_S]
+    return "; ".join(f"kernel: {line[-160:]}" for line in recent[-3:])

@@ -4,6 +4,11 @@ crash is journalled against the test (and step) that was running, tankbench boot
 imports the pool, replaces the encrypted datasets whose key file went with the old root disk, sets the
 tunables again (read back), and goes on. No run is lost, none is duplicated.
 
+Then a hang (issue 34 item 1): during the fourth test's run (sync writes) the pool's disk stops completing I/O (qemu
+throttles it to 1 byte/s: a disk that takes every request and answers none). Nothing moves for hung_after, fio waits
+in the kernel (D state): the run is the host's hang, not a late run; its row is `crashed` with `crash.kind = hang`,
+tankbench stops the hung lab and boots it again on its disks, and the test is run again.
+
 The lab is this test's own (booted by the campaign, shut down by it at the end): its kernel is crashed, so it is
 never the session's shared lab. Three crashes, so four boots (~40-90 s each under TCG)."""
 
@@ -31,6 +36,7 @@ runtime = "3s"
 order = "sequential"
 host_wait = "10m"
 crash_retries = 2
+hung_after = "20s"
 cooldown = "0s"
 
 [host]
@@ -59,6 +65,11 @@ bs = ["64k"]
 ioengine = ["psync"]
 compression = ["off", "lz4", "gzip"]
 layout = ["random"]
+
+[[include]]
+rw = "randwrite"
+compression = "zle"
+sync = "always"
 """
 
 
@@ -95,6 +106,8 @@ def query(journal: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
 
 #: writes to the pool's disk at 64 KiB/s: `zfs create` waits for its txg to reach the disk, for seconds
 SLOW = {"bps": 0, "bps_rd": 0, "bps_wr": 64 << 10, "iops": 0, "iops_rd": 0, "iops_wr": 0}
+#: the disk stops: 1 byte/s takes every request and completes none for hours (a stalled device)
+STALL = {"bps": 1, "bps_rd": 0, "bps_wr": 0, "iops": 0, "iops_rd": 0, "iops_wr": 0}
 
 
 def saboteur(journal: Path, stop: threading.Event, seen: dict[str, Any]) -> None:
@@ -136,6 +149,15 @@ def saboteur(journal: Path, stop: threading.Event, seen: dict[str, Any]) -> None
             seen["provisioning_tests_done"] = {t for (t,) in done}
             crash(seen, "provisioning")
             break
+    # the hang: the fourth test's run is in flight (its sync writes wait for the disk), and the disk stops
+    while not stop.wait(0.3):
+        done = query(journal, "SELECT DISTINCT test_id FROM runs WHERE status = 'done'")
+        row = query(journal, "SELECT id, test_id FROM runs WHERE status = 'running' AND pid IS NOT NULL")
+        if len(done) >= 3 and row and vm.read_state(NAME) is not None:
+            time.sleep(1.0)  # fio is writing
+            qmp(vm.labs_dir() / NAME, "block_set_io_throttle", {"device": "tbdata0", **STALL})
+            seen["hang"] = (row[0], time.time())
+            break
 
 
 def test_crashes_during_a_run_a_layout_and_a_provisioning_are_waited_out(tmp_path: Path) -> None:
@@ -161,12 +183,21 @@ def test_crashes_during_a_run_a_layout_and_a_provisioning_are_waited_out(tmp_pat
     log = res.stdout + res.stderr
     assert res.returncode == 0, log
     assert [w for w, _ in seen.get("crashes", [])] == ["run", "layout", "provisioning"], (seen, log)
+    assert "hang" in seen, (seen, log)
     rows = runs(journal)
 
     # each crash is a row of the test that was running, naming its step, with the kernel's last words
     crashed = [r for r in rows if r["status"] == "crashed"]
     steps = [r["checks"]["crash.step"] for r in crashed]
-    assert steps == ["run", "layout", "provisioning"], [r["note"] for r in crashed]
+    assert steps == ["run", "layout", "provisioning", "run"], [r["note"] for r in crashed]
+    hung = crashed.pop()  # the hang: the fourth test's run, attributed to it and its step
+    assert hung["test_id"] == seen["hang"][0][1] and hung["checks"]["crash.kind"] == "hang", hung["checks"]
+    assert hung["checks"]["hang.host"] is True and hung["checks"]["watchdog.ended_by"] == "hung"
+    assert "D state" in hung["checks"]["hang.evidence"], hung["checks"]["hang.evidence"]
+    assert hung["checks"]["recovery.lab_rebooted_by_tankbench"] and hung["checks"]["recovery.rebooted"]
+    assert hung["checks"]["recovery.boot_id_before"] != hung["checks"]["recovery.boot_id_after"]
+    assert hung["checks"]["recovery.pool_imported"] is True
+    assert "the host's I/O hung during the run" in hung["note"], hung["note"]
     assert crashed[0]["test_id"] == seen["run_crash"][1]
     assert len({r["test_id"] for r in crashed}) == 3, "three crashes, three tests"
     assert crashed[1]["test_id"] not in seen["layout_tests_done"]
@@ -188,15 +219,15 @@ def test_crashes_during_a_run_a_layout_and_a_provisioning_are_waited_out(tmp_pat
     assert all(r["status"] == "done" for r in rows if r["status"] != "crashed"), [
         (r["status"], r["note"]) for r in rows
     ]
-    assert len(finished) == len(set(finished)) == 3, finished
+    assert len(finished) == len(set(finished)) == 4, finished
     # after each reboot the tunable was set again and read back
     for r in rows:
         if r["status"] == "done":
             assert r["checks"]["tunables.verified"] is True
             assert str(r["checks"]["tunables.readback"]["zfs_txg_timeout"]) == "7", r["checks"]
     names = [ln.split() for ln in events.read_text().splitlines()]
-    assert [n[0] for n in names] == ["crash", "host-down", "host-back"] * 3 + ["end"], names
-    assert len({names[i][1] for i in (0, 3, 6)}) == 3, "each crash hook names the test that was running"
+    assert [n[0] for n in names] == ["crash", "host-down", "host-back"] * 4 + ["end"], names
+    assert len({names[i][1] for i in (0, 3, 6, 9)}) == 4, "each crash hook names the test that was running"
     assert "is back after" in log and "restoring the campaign's state" in log, log
     assert vm.read_state(NAME) is None, "the campaign shuts down the lab it booted"
     # the timeline, for whoever reads the test's output: progress lines, crash times, the journal's rows

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tankbench.errors import HostError, HostHung
-from tankbench.hangrecovery import reboot_lab, reboot_over_ssh, wait_new_boot
+from tankbench.hangrecovery import lab_hang, reboot_lab, reboot_over_ssh, wait_new_boot
 from tankbench.hosts.base import work_root
 from tankbench.hosts.lab import LabHost
 from tankbench.model import Run, Test
@@ -82,6 +82,10 @@ class Failed(Ongoing):
             return self.stopped(h)
         if isinstance(self.error, HostHung):
             return Hung(self, self.crashed or h.crashed_row(self))
+        if isinstance(h.ctx.host, LabHost) and connection_lost(str(self.error)) and (hang := lab_hang(h.ctx.host)):
+            # a command did not finish and the lab's kernel says its tasks wait for I/O: it hangs (CI's lab hangs)
+            hung = replace(self, error=HostHung(f"{self.error}; {hang}"))
+            return Hung(hung, self.crashed or h.crashed_row(hung))
         boot = h.waiter.boot_id(timeout=20)
         if boot is not None and boot == h.ctx.pre.boot_id and not connection_lost(str(self.error)):
             return HostUp(self)
@@ -156,7 +160,10 @@ class Hung(Ongoing):
         message = f"{ctx.host.name}'s I/O hung during the {step} of {test.name}: {self.failed.error.evidence}"
         ctx.progress.note(message)
         ctx.hook("crash", message, test=test.name)
-        down = HostDown(self.failed, self.crashed, 0)
+        checks = {"hang.evidence": self.failed.error.evidence, **self.crashed.run.checks, "crash.kind": "hang"}
+        crashed = replace(self.crashed, run=replace(self.crashed.run, checks=checks))
+        ctx.journal.finish_run(crashed.row, crashed.run)
+        down = HostDown(self.failed, crashed, 0)
         if isinstance(ctx.host, LabHost):
             ctx.hook("host-down", f"{ctx.host.name} hangs: tankbench reboots it", test=test.name)
             return Rebooted(down, reboot_lab(ctx.host, ctx.pre.boot_id, ctx.progress.note))
@@ -365,6 +372,15 @@ class FailureHandling:
         up, HostError when it does not come back."""
         ctx = self.ctx
         down_since = time.monotonic()
+        if isinstance(ctx.host, LabHost) and connection_lost(str(e)) and (hang := lab_hang(ctx.host)):
+            ctx.progress.note(f"the lab's I/O hung during the setup ({', '.join(kinds)}): {e}; {hang}")
+            ctx.outcome.host_failures += 1
+            ctx.hook("crash", f"the lab's I/O hung during the setup: {hang}")
+            back = reboot_lab(ctx.host, ctx.pre.boot_id, ctx.progress.note)
+            ctx.pre.boot_id = back.boot_id
+            self.reset_after_reboot()
+            ctx.hook("host-back", f"{ctx.host.name} is back (rebooted); the setup is done again")
+            return
         boot = self.waiter.boot_id(timeout=20)
         if boot is not None and boot == ctx.pre.boot_id and not connection_lost(str(e)):
             raise e  # a command failed on a host that is up: no host failure to wait out
