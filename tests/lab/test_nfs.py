@@ -22,7 +22,7 @@ from tankbench.lab.state import LabConfig, labs_dir
 from tests.conftest import journal_rows, run_until_fio_servers, tankbench
 from tests.lab.conftest import LAB
 
-PORT = 8766  # a lab's own fio serves on 10.0.2.15:8765 (the test guest's port): the clients' servers use another
+PORT = 8766  # client_port is kept in test ids; the clients' servers listen on Unix sockets, on no port
 CLIENTS = [f"{LAB[:27]}-nc{i}" for i in (1, 2)]
 
 CAMPAIGN = """
@@ -68,10 +68,12 @@ def client_entry(name: str, known_hosts: Path) -> str:
 
 
 def listeners(h: SshHost) -> set[str]:
-    """(address:port process) of every fio listening in a lab (`ss -ltnp`): the lab's own (the test guest's
-    port, there from boot) and any server tankbench started."""
-    out = h.run(["ss", "-ltnpH"], timeout=60, check=True).stdout.splitlines()
-    return {f"{p[3]} {p[5].split(',')[0]}" for p in (line.split() for line in out) if len(p) > 5 and "fio" in p[5]}
+    """Every fio listening in a lab, on a TCP port (`ss -ltnp`: none since issue 34) or a Unix socket (`ss -lxp`:
+    a server tankbench started, in its private /tmp/tankbench-fio-* directory)."""
+    tcp = h.run(["ss", "-ltnpH"], timeout=60, check=True).stdout.splitlines()
+    unix = h.run(["ss", "-lxpH"], timeout=60, check=True).stdout.splitlines()
+    found = {f"{p[3]} {p[5].split(',')[0]}" for p in (line.split() for line in tcp) if len(p) > 5 and "fio" in p[5]}
+    return found | {f"{p[4]} {p[-1].split(',')[0]}" for p in (x.split() for x in unix if "fio" in x) if len(p) > 5}
 
 
 def test_nfs_share_from_the_lab_two_client_labs_kill_and_finish(lab: LabHost, tmp_path: Path) -> None:
@@ -92,7 +94,8 @@ def test_nfs_share_from_the_lab_two_client_labs_kill_and_finish(lab: LabHost, tm
 
         # kill -9 while the clients' fio servers serve the first run
         proc, seen = run_until_fio_servers(c, j, tmp_path, "--keep-lab", timeout=300)
-        assert all(any(f"127.0.0.1:{PORT}" in x for x in listeners(h)) for h in hosts), "".join(seen)
+        assert all(any("/tmp/tankbench-fio-" in x for x in listeners(h)) for h in hosts), "".join(seen)
+        assert not any(":" in x.split()[0] for h in hosts for x in listeners(h)), "no fio server on a TCP port"
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait() == -signal.SIGKILL
         deadline = time.monotonic() + 60
