@@ -234,7 +234,6 @@ def read_only_cases(j: Path, empty: Path, tmp_path: Path) -> list[tuple[list[str
         (["advise", "--journal", str(empty)], 2),
         (["results", "--journal", str(empty)], 0),
         (["show", "--journal", str(j), "--json"], 0),
-        (["compare", str(j), str(j)], 0),
         (["plan", str(good), "--journal", str(j)], 0),
     ]
 
