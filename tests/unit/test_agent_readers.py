@@ -216,15 +216,18 @@ def test_noise_reports_a_zpool_status_that_failed(
 def test_end_pids_ends_only_fio_with_our_job(
     tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for pid, cmd in (
-        (4001, "fio\0--output-format=json\0/w/c1/t1/job.fio\0"),
-        (4002, "vim\0/w/c1/t1/job.fio\0"),
-        (4003, "fio\0/other/job.fio\0"),
+    for pid, ppid, cmd in (
+        (4001, 1, "fio\0--output-format=json\0/w/c1/t1/job.fio\0"),
+        (4005, 4001, "fio\0--output-format=json\0/w/c1/t1/job.fio\0"),  # its job process (own session)
+        (4002, 1, "vim\0/w/c1/t1/job.fio\0"),
+        (4003, 1, "fio\0/other/job.fio\0"),
     ):
         (tree / f"proc/{pid}").mkdir()
         (tree / f"proc/{pid}/cmdline").write_text(cmd)
+        (tree / f"proc/{pid}/stat").write_text(f"{pid} (fio) S {ppid} {pid} {pid} 0 -1\n")
     killed: list[int] = []
-    monkeypatch.setattr(agent.os, "killpg", lambda pid, sig: killed.append(pid))
+    monkeypatch.setattr(agent.os, "kill", lambda pid, sig: killed.append(pid))
+    monkeypatch.setattr(agent, "_live", lambda pid: False)  # they end at SIGTERM
     marker = "/w/c1/t1/job.fio"
     agent.op_end_pids({"pids": [[4001, marker], [4002, marker], [4003, marker], [4004, marker]]})
-    assert killed == [4001] and result_of(capsys)["ended"] == [4001]
+    assert sorted(set(killed)) == [4001, 4005] and result_of(capsys)["ended"] == [4001]
