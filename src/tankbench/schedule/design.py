@@ -141,7 +141,8 @@ def screening(spec: Spec, tests: Sequence[Test], forced_ids: set[str]) -> list[W
     points = [point(t, t.id in forced_ids) for t in tests]
     tfac = target_factor(points)
     groups = group_workloads(points, spec.design.workload)
-    designs = [workload_design(key, ps, spec.design, tfac) for key, ps in groups.items()]
+    cache: dict[Any, _Choice] = {}
+    designs = [workload_design(key, ps, spec.design, tfac, cache) for key, ps in groups.items()]
     storage = sorted({f.name for w in designs for f in w.factors if f.storage})
     if len(storage) < 2:
         raise UserError(
@@ -153,20 +154,61 @@ def screening(spec: Spec, tests: Sequence[Test], forced_ids: set[str]) -> list[W
     return designs
 
 
-def workload_design(key: tuple[tuple[str, str], ...], points: list[Point], design: Design, tfac: str) -> WorkloadDesign:
-    """One workload's D-optimal fraction of its matrix tests ([[include]] points always run, outside the choice)."""
+@dataclass(frozen=True)
+class _Choice:
+    """What a design over one candidate structure found (workloads of the same structure share it)."""
+
+    rows: tuple[int, ...]
+    parameters: int
+    d_efficiency: float
+    aliases: tuple[Alias, ...]
+    dropped: tuple[str, ...]
+
+
+def workload_design(
+    key: tuple[tuple[str, str], ...],
+    points: list[Point],
+    design: Design,
+    tfac: str,
+    cache: dict[Any, _Choice] | None = None,
+) -> WorkloadDesign:
+    """One workload's D-optimal fraction of its matrix tests ([[include]] points always run, outside the choice);
+    workloads whose tests have the same factor levels in the same order share one computation (`cache`)."""
     name = workload_name(key, points)
     matrix = [p for p in points if not p.forced]
     forced = tuple(p.id for p in points if p.forced)
     factors = factors_of(matrix, design.workload, tfac) if matrix else []
     if len(factors) < 2 or not matrix:
         note = "fewer than two factors vary: every test runs" if matrix else "[[include]] points only"
-        return WorkloadDesign(
-            name, key, tuple(factors), tuple(points), tuple(p.id for p in points), len(points), 1.0, (), (), note
-        )
+        every = tuple(p.id for p in points)
+        return WorkloadDesign(name, key, tuple(factors), tuple(points), every, len(points), 1.0, (), (), note)
+    sig = (tuple(factors), tuple(tuple(level_of(p, f.name, tfac) for f in factors) for p in matrix), design.runs)
+    cache = {} if cache is None else cache
+    if sig not in cache:
+        cache[sig] = _choose(matrix, factors, tfac, design.runs)
+    c = cache[sig]
+    n = len(c.rows)
+    note = (
+        "" if n < len(matrix) else f"the model has {c.parameters} parameters for {len(matrix)} tests: every test runs"
+    )
+    return WorkloadDesign(
+        name=name,
+        key=key,
+        factors=tuple(factors),
+        candidates=tuple(points),
+        chosen=tuple(matrix[i].id for i in c.rows) + forced,
+        parameters=c.parameters,
+        d_efficiency=c.d_efficiency,
+        aliases=c.aliases,
+        dropped=c.dropped,
+        note=note,
+    )
+
+
+def _choose(matrix: list[Point], factors: list[Factor], tfac: str, runs: int) -> _Choice:
     cod = coding(matrix, factors, tfac)
     x = cod.matrix(matrix, cod.main)
-    n = design_size(x.shape[1], len(matrix), design.runs)
+    n = design_size(x.shape[1], len(matrix), runs)
     pair_cols = [(a, b, cod.pair_columns(a, b)) for a, b in cod.pairs()]
     z_raw = (
         np.hstack([cod.matrix(matrix, cols, intercept=False) for _, _, cols in pair_cols])
@@ -174,19 +216,12 @@ def workload_design(key: tuple[tuple[str, str], ...], points: list[Point], desig
         else np.zeros((len(matrix), 0))
     )
     rows = doptimal.choose(x, doptimal.standardise_potential(x, z_raw), n)
-    chosen = tuple(matrix[i].id for i in rows) + forced
-    note = "" if n < len(matrix) else f"the model has {x.shape[1]} parameters for {len(matrix)} tests: every test runs"
-    return WorkloadDesign(
-        name=name,
-        key=key,
-        factors=tuple(factors),
-        candidates=tuple(points),
-        chosen=chosen,
+    return _Choice(
+        rows=tuple(rows),
         parameters=x.shape[1],
         d_efficiency=doptimal.relative_d_efficiency(x[rows], x),
         aliases=tuple(_aliases(cod, matrix, x, rows, pair_cols)),
         dropped=tuple(c.label() for c in cod.dropped),
-        note=note,
     )
 
 
@@ -223,46 +258,48 @@ class RefineProjection:
 
 def refine_projection(designs: Sequence[WorkloadDesign], tests: Sequence[Test], top: int) -> RefineProjection:
     """Sizes of the refine step over every set of `top` factors each workload could rank first."""
-    by_id = {t.id: t for t in tests}
     low = likely = high = 0
     chosen: list[str] = []
+    seen: dict[Any, list[tuple[int, list[int]]]] = {}
     for w in designs:
         matrix = [p for p in w.candidates if not p.forced]
         if len(w.factors) < 2 or not matrix:
             continue
         tfac = target_factor(matrix)
-        options = []
-        for subset in itertools.combinations([f.name for f in w.factors], min(top, len(w.factors))):
-            cells = _cells(matrix, w.factors, subset, tfac)
-            options.append((len(cells), [ps[0].id for ps in cells.values()]))
-        options.sort(key=lambda o: o[0])
+        table = [tuple(level_of(p, f.name, tfac) for f in w.factors) for p in matrix]
+        sig = (w.factors, tuple(table))
+        if sig not in seen:
+            seen[sig] = _options(matrix, list(w.factors), table, top, tfac)
+        options = seen[sig]
         low += options[0][0]
         high += options[-1][0]
         mid = options[len(options) // 2]
         likely += mid[0]
-        chosen += mid[1]
+        chosen += [matrix[i].id for i in mid[1]]
     picked = set(chosen)
-    return RefineProjection(low, likely, high, tuple(t for t in tests if t.id in picked and t.id in by_id))
+    return RefineProjection(low, likely, high, tuple(t for t in tests if t.id in picked))
 
 
-def _cells(
-    matrix: Sequence[Point], factors: Sequence[Factor], top: Sequence[str], tfac: str
-) -> dict[tuple[str | None, ...], list[Point]]:
-    """The refine's cells for these top factors, the rest at their first level (parents restrict the tests)."""
-    first = {f.name: f.levels[0] for f in factors}
-    parents = [f.name for f in factors if f.name not in top and is_parent(matrix, f, factors, tfac)]
-    pool = [p for p in matrix if all(level_of(p, f, tfac) in (None, first[f]) for f in parents)]
-    cells: dict[tuple[str | None, ...], list[Point]] = {}
-    for p in pool:
-        cells.setdefault(tuple(level_of(p, f, tfac) for f in top), []).append(p)
-    for key, ps in cells.items():
-        exact = [
-            p
-            for p in ps
-            if all(level_of(p, f.name, tfac) in (None, first[f.name]) for f in factors if f.name not in top)
-        ]
-        cells[key] = exact or ps
-    return cells
+def _options(
+    matrix: list[Point], factors: list[Factor], table: list[tuple[str | None, ...]], top: int, tfac: str
+) -> list[tuple[int, list[int]]]:
+    """(cells, a test per cell) for every set of top factors, the rest at their first level, smallest first."""
+    first = [f.levels[0] for f in factors]
+    parent = [is_parent(matrix, f, factors, tfac) for f in factors]
+    out = []
+    for subset in itertools.combinations(range(len(factors)), min(top, len(factors))):
+        rest = [i for i in range(len(factors)) if i not in subset]
+        fixed_parents = [i for i in rest if parent[i]]
+        cells: dict[tuple[str | None, ...], list[int]] = {}
+        for k, row in enumerate(table):
+            if all(row[i] in (None, first[i]) for i in fixed_parents):
+                cells.setdefault(tuple(row[i] for i in subset), []).append(k)
+        picks = []
+        for ks in cells.values():
+            exact = [k for k in ks if all(table[k][i] in (None, first[i]) for i in rest)]
+            picks.append((exact or ks)[0])
+        out.append((len(cells), picks))
+    return sorted(out, key=lambda o: o[0])
 
 
 def step_spec(spec: Spec) -> Spec:

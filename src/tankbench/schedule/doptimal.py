@@ -103,13 +103,23 @@ class Separation:
     aliases: tuple[tuple[int, float], ...] = ()
 
 
+def added_rank(x: Matrix, z: Matrix) -> int:
+    """How many dimensions z adds beside the columns of x (the rank of z's residual after projecting on x)."""
+    if z.shape[1] == 0:
+        return 0
+    coef, *_ = np.linalg.lstsq(x, z, rcond=None)
+    resid = z - x @ coef
+    scale = max(1.0, float(np.abs(z).max()))
+    return int(np.linalg.matrix_rank(resid, tol=1e-8 * scale * max(resid.shape)))
+
+
 def separation(x_all: Matrix, z_all: Matrix, rows: Sequence[int]) -> Separation:
     """What the chosen rows can say about the interaction columns z beside the primary columns x."""
-    gain_all = rank(np.hstack([x_all, z_all])) - rank(x_all)
+    gain_all = added_rank(x_all, z_all)
     if gain_all == 0:
         return Separation(False, False)
     xd, zd = x_all[list(rows)], z_all[list(rows)]
-    if rank(np.hstack([xd, zd])) - rank(xd) == gain_all:
+    if added_rank(xd, zd) == gain_all:
         return Separation(True, True)
     coef, *_ = np.linalg.lstsq(xd, zd, rcond=None)
     weight = np.abs(coef).max(axis=1)

@@ -163,15 +163,19 @@ class Coding:
     main: list[Column] = field(default_factory=list)
     dropped: list[Column] = field(default_factory=list)
 
-    def value(self, p: Point, col: Column) -> float:
-        a = level_of(p, col.factor, self.tfac) == col.level
-        if not col.other:
-            return 1.0 if a else 0.0
-        return 1.0 if a and level_of(p, col.other, self.tfac) == col.other_level else 0.0
-
     def matrix(self, points: Sequence[Point], cols: Sequence[Column], intercept: bool = True) -> Matrix:
-        rows = [[1.0] * intercept + [self.value(p, c) for c in cols] for p in points]
-        return np.array(rows, dtype=np.float64).reshape(len(points), len(cols) + intercept)
+        """The model matrix of these tests for these columns (a first column of ones with `intercept`)."""
+        names = {c.factor for c in cols} | {c.other for c in cols if c.other}
+        lv = {f: np.array([level_of(p, f, self.tfac) or "" for p in points], dtype=object) for f in names}
+        out = np.zeros((len(points), len(cols) + intercept), dtype=np.float64)
+        if intercept:
+            out[:, 0] = 1.0
+        for j, c in enumerate(cols, start=int(intercept)):
+            hit = lv[c.factor] == c.level
+            if c.other:
+                hit = hit & (lv[c.other] == c.other_level)
+            out[:, j] = hit
+        return out
 
     def pair_columns(self, a: Factor, b: Factor) -> list[Column]:
         """The interaction columns of two factors (non-reference levels of each)."""
