@@ -22,7 +22,7 @@ host = "local"
 runtime = "1s"
 ramp = "0s"
 warmup = "none"
-repeats = {{ min = 1, max = 2, settle = "5%" }}
+repeats = 1
 design = "screening"
 
 [[target]]

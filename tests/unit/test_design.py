@@ -16,7 +16,7 @@ from tankbench.campaign.parse import parse_spec
 from tankbench.schedule.design import refine_projection, screening, step_schedule, step_spec
 from tankbench.schedule.doptimal import choose as d_choose
 from tankbench.schedule.doptimal import relative_d_efficiency
-from tankbench.schedule.factors import Point, target_factor
+from tankbench.schedule.factors import Point, point, target_factor
 
 SPEC = """
 [campaign]
@@ -100,7 +100,9 @@ def test_screening_runs_a_fraction_that_obeys_the_rules_and_always_the_includes(
     assert include_ids(s) <= ids  # the [[include]] (a zero-filled zvol's reads) always runs
     assert [t.number for t in chosen] == sorted(t.number for t in chosen)  # matrix numbers kept
     for t in chosen:  # nothing an [[exclude]] rule dropped comes back
-        assert not (t.params.get("sync") == "disabled" and (t.params.get("slog") or t.params.get("logbias") == "throughput"))
+        assert not (
+            t.params.get("sync") == "disabled" and (t.params.get("slog") or t.params.get("logbias") == "throughput")
+        )
     # the same campaign chooses the same tests
     assert [t.id for t in expand(spec())] == [t.id for t in chosen]
 
@@ -190,6 +192,93 @@ def test_design_table_options() -> None:
     s = spec('{ step = "screening", top = 2, runs = 16, workload = ["rw", "bs", "iodepth"] }')
     assert (s.design.top, s.design.runs, s.design.workload) == (2, 16, ("workload", "rw", "bs", "iodepth"))
     designs = screening(s, expand_matrix(s), include_ids(s))
-    assert {w.name for w in designs} == {"write seq 4k iodepth=1", "write seq 4k iodepth=8", "read random 4k iodepth=1", "read random 4k iodepth=8"}
+    assert {w.name for w in designs} == {
+        "write seq 4k iodepth=1",
+        "write seq 4k iodepth=8",
+        "read random 4k iodepth=1",
+        "read random 4k iodepth=8",
+    }
     assert all(len(w.chosen) == min(16, len(w.candidates)) for w in designs if w.name.startswith("write"))
     assert replace(s.design, ids=frozenset()).step == "screening"
+
+
+def _journal_with_screening(path: str, refine: bool) -> None:
+    """A journal as `run` (screening) and `refine` leave it, the runs' throughput from `truth`."""
+    import time
+
+    from tankbench.cli._design import screening_record
+    from tankbench.journal.db import Journal
+    from tankbench.model import Run
+
+    s = spec()
+    every = expand_matrix(s)
+    designs = screening(s, every, include_ids(s))
+    ran = {i for w in designs for i in w.chosen}
+    with Journal(path) as j:
+        j.add_campaign(s.campaign_id, s.name, s.path, s.text)
+        j.add_design_step(
+            s.campaign_id, "screening", screening_record(s, designs, {"campaign": "unit.toml", "options": []})
+        )
+        if refine:
+            from tankbench.analysis.refine import choose as refine_choose
+
+            data = []
+            for w in designs:
+                pts = list(w.candidates)
+                f = fit(
+                    pts,
+                    {p.id: [truth(p), truth(p) * 1.02] for p in pts if p.id in w.chosen},
+                    list(w.factors),
+                    target_factor(pts),
+                )
+                if f is not None:
+                    data.append(refine_choose(w.name, f, pts, 3).as_dict())
+            j.add_design_step(s.campaign_id, "refine", {"top": 3, "workloads": data})
+            ran |= {i for w in data for i in w["chosen"]}
+        tests = [t for t in every if t.id in ran]
+        j.add_tests(s.campaign_id, tests, {})
+        for t in tests:
+            for n, wobble in ((1, 1.0), (2, 1.02)):
+                row = j.begin_run(t.id, n, False, 1, 5.0, "unit")
+                bw = truth(point(t)) * wobble * (1 << 20)
+                j.finish_run(
+                    row, Run(t.id, n, False, 1, "done", time.time(), time.time(), metrics={"total.bw_bytes": bw})
+                )
+
+
+def test_factor_report_of_a_screening_and_refine_journal(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tankbench.analysis.factors import factor_report
+    from tankbench.journal.db import Journal
+
+    path = str(tmp_path / "j.sqlite")
+    _journal_with_screening(path, refine=True)
+    with Journal.open_readonly(path) as j:
+        rep = factor_report(j)
+    assert rep is not None and rep.steps == ("screening", "refine")
+    w = next(x for x in rep.workloads if x.name == "write seq 4k")
+    assert w.candidates == 80 and 12 <= w.measured < 30 and w.runs == 2 * w.measured
+    assert {e.factor for e in w.effects[:3]} == {"kind", "recordsize", "sync"}
+    assert "factors have an effect at 95 %" in w.certainty()
+    reasons = {s.reason for s in w.skipped}
+    assert len(w.skipped) == w.candidates - w.measured
+    assert any(r.startswith("not in the screening design; refine fixed") for r in reasons), reasons
+    assert any("sync × logbias" in a and "not separable in the matrix itself" in a for a in w.aliases)
+    # the winner is measured: the best test of the matrix (dataset, default records, sync disabled, iodepth 8)
+    assert "sync-disabled" in w.best_measured and w.best_measured_mib_s == pytest.approx(
+        100 * 1.8 * 1.2 * 1.01, rel=0.02
+    )
+    for p in w.predicted:  # predicted cells carry an interval and are never the named winner
+        assert p.low <= p.mib_s <= p.high and p.name != w.best_measured
+
+
+def test_factor_report_of_a_screening_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tankbench.analysis.factors import factor_report
+    from tankbench.journal.db import Journal
+
+    path = str(tmp_path / "j.sqlite")
+    _journal_with_screening(path, refine=False)
+    with Journal.open_readonly(path) as j:
+        rep = factor_report(j)
+    assert rep is not None and rep.steps == ("screening",)
+    w = next(x for x in rep.workloads if x.name == "write seq 4k")
+    assert w.measured == 12 and all(s.reason.startswith("not in the screening design (") for s in w.skipped)
