@@ -36,23 +36,36 @@ TOP = 3
 
 
 def tankbench(*args: str) -> int:
-    cmd = [str(ROOT / ".venv" / "bin" / "tankbench"), *args]
-    print("+ " + " ".join(cmd), flush=True)
+    """`python -m tankbench ARGS` with this interpreter (and its PYTHONPATH: a frozen copy of the code may run it)."""
+    cmd = [sys.executable, "-m", "tankbench", *args]
+    print("+ tankbench " + " ".join(args), flush=True)
     return subprocess.call(cmd)
 
 
 def run(out: Path) -> int:
-    """The three steps (each resumes), then the report."""
+    """The three steps on one lab (each resumes from its journal), the lab shut down after, then the report."""
     out.mkdir(parents=True, exist_ok=True)
     ex, sc = out / "exhaustive.sqlite", out / "screening.sqlite"
-    for args in (
-        ("run", str(CAMPAIGN), "--journal", str(ex), "--no-report", "--keep-lab"),
-        ("run", str(CAMPAIGN), "--set", "campaign.design=screening", "--journal", str(sc), "--no-report", "--keep-lab"),
-        ("refine", str(sc), "--no-report"),
-    ):
-        rc = tankbench(*args)
-        if rc not in (0, 1):  # 1: some runs failed (they are rows); anything else stopped the step
-            return rc
+    try:
+        for args in (
+            ("run", str(CAMPAIGN), "--journal", str(ex), "--no-report", "--keep-lab"),
+            (
+                "run",
+                str(CAMPAIGN),
+                "--set",
+                "campaign.design=screening",
+                "--journal",
+                str(sc),
+                "--no-report",
+                "--keep-lab",
+            ),
+            ("refine", str(sc), "--no-report"),
+        ):
+            rc = tankbench(*args)
+            if rc not in (0, 1):  # 1: some runs failed (they are rows); anything else stopped the step
+                return rc
+    finally:
+        tankbench("lab", "down", "--name", "screening-bench")
     return report(ex, sc)
 
 

@@ -13,7 +13,7 @@ from tankbench.analysis.factorfit import effects, fit, ranking_certainty
 from tankbench.analysis.refine import choose
 from tankbench.campaign.expand import expand, expand_matrix, include_ids
 from tankbench.campaign.parse import parse_spec
-from tankbench.schedule.design import refine_projection, screening, step_schedule, step_spec
+from tankbench.schedule.design import refine_projection, screening, select, step_schedule, step_spec
 from tankbench.schedule.doptimal import choose as d_choose
 from tankbench.schedule.doptimal import relative_d_efficiency
 from tankbench.schedule.factors import Point, point, target_factor
@@ -282,3 +282,26 @@ def test_factor_report_of_a_screening_only(tmp_path) -> None:  # type: ignore[no
     assert rep is not None and rep.steps == ("screening",)
     w = next(x for x in rep.workloads if x.name == "write seq 4k")
     assert w.measured == 12 and all(s.reason.startswith("not in the screening design (") for s in w.skipped)
+
+
+def test_zvol_issues_screening_and_refine_fit_a_tenth_of_the_seeds_time_on_a_real_host() -> None:
+    """Issue 29: `plan zvol-issues --set campaign.design=screening` and its refine step, together <= 21 h likely on
+    a real host (the seed's batch took 211 h; the exhaustive preset ~108 h)."""
+    from tankbench.campaign.overrides import Overrides
+    from tankbench.campaign.parse import load_spec
+    from tankbench.cli._design import design_lines
+    from tankbench.cli.plan import estimate
+    from tankbench.cli.presets import resolve_campaign
+
+    s = step_spec(
+        load_spec(resolve_campaign("zvol-issues"), overrides=Overrides(sets=(("campaign.design", "screening"),)))
+    )
+    full = expand_matrix(s)
+    tests = select(s, full, include_ids(s))
+    est = estimate(s, tests, "/nonexistent/journal.sqlite")[0]
+    real = estimate(s, tests, "/nonexistent/journal.sqlite", real_host=True)[0]
+    lines, data = design_lines(s, full, tests, est, real, "/nonexistent/journal.sqlite", estimate)
+    refine = data["refine"]["estimate_real_host"]["likely_s"]
+    assert len(tests) < 2703 / 10 and data["refine"]["tests_likely"] < 2703 / 20
+    assert real.likely + refine <= 21 * 3600, lines
+    assert any(line.startswith("Step 2, refine") for line in lines) and lines[-1].startswith("Both steps, likely")

@@ -48,11 +48,16 @@ EstimateFn = Callable[..., tuple[Estimate, Any, bool]]
 
 
 def design_lines(
-    spec: Spec, tests: list[Test], est: Estimate, real: Estimate | None, journal: str, estimate: EstimateFn
+    spec: Spec,
+    full: list[Test],
+    tests: list[Test],
+    est: Estimate,
+    real: Estimate | None,
+    journal: str,
+    estimate: EstimateFn,
 ) -> tuple[list[str], dict[str, Any]]:
     """plan's lines about a screening: per workload what it runs, then the refine step's projected size and
     estimate, and both steps together (the JSON carries the same)."""
-    full = expand_matrix(spec)
     designs = screening(spec, full, include_ids(spec))
     lines = [f"Design: screening, {len(tests)} of the matrix's {len(full)} tests ({len(designs)} workloads):"]
     for w in designs:

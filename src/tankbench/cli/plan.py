@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from tankbench.campaign import Spec, expand
+from tankbench.campaign import Spec
+from tankbench.campaign.expand import expand_matrix, include_ids
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli._common import print_json
 from tankbench.cli._design import design_lines
@@ -16,7 +17,7 @@ from tankbench.journal import Journal
 from tankbench.model import Test
 from tankbench.progress import fmt_estimate
 from tankbench.runner import default_journal_path, local_has_zfs
-from tankbench.schedule.design import step_spec
+from tankbench.schedule.design import select, step_spec
 from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.units import fmt_duration
@@ -71,12 +72,15 @@ def estimate(
 
 def cmd_plan(args: argparse.Namespace) -> int:
     spec = step_spec(load_campaign(args))
-    tests = expand(spec)
+    full = expand_matrix(spec)
+    tests = select(spec, full, include_ids(spec))  # the tests this step runs (all of them unless a design)
     est, sched, learned = estimate(spec, tests, args.journal)
     real = estimate(spec, tests, args.journal, real_host=True)[0] if runs_in_emulated_lab(spec) else None
     rem = sched.remaining()
     steps, steps_json = (
-        design_lines(spec, tests, est, real, args.journal, estimate) if spec.design.step == "screening" else ([], None)
+        design_lines(spec, full, tests, est, real, args.journal, estimate)
+        if spec.design.step == "screening"
+        else ([], None)
     )
     if args.export:
         export(tests, args.export, spec.campaign_id)

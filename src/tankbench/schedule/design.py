@@ -135,9 +135,21 @@ def select(spec: Spec, tests: list[Test], forced_ids: set[str]) -> list[Test]:
     return [t for t in tests if t.id in chosen]
 
 
+#: the last screening computed (plan and run ask for it twice: once for the tests, once to show or journal it)
+_LAST: dict[Any, list[WorkloadDesign]] = {}
+
+
 def screening(spec: Spec, tests: Sequence[Test], forced_ids: set[str]) -> list[WorkloadDesign]:
     """The screening design of every workload of the campaign; UserError if the matrix has fewer than two
     storage factors."""
+    key = (spec.path, spec.text, spec.design, tuple(t.id for t in tests), frozenset(forced_ids))
+    if key not in _LAST:
+        _LAST.clear()
+        _LAST[key] = _screening(spec, tests, forced_ids)
+    return list(_LAST[key])
+
+
+def _screening(spec: Spec, tests: Sequence[Test], forced_ids: set[str]) -> list[WorkloadDesign]:
     points = [point(t, t.id in forced_ids) for t in tests]
     tfac = target_factor(points)
     groups = group_workloads(points, spec.design.workload)
@@ -229,8 +241,9 @@ def _aliases(
     cod: Coding, matrix: list[Point], x: Any, rows: list[int], pair_cols: list[tuple[Factor, Factor, list[Column]]]
 ) -> list[Alias]:
     out = []
+    every, chosen = doptimal.Projector(x), doptimal.Projector(x[list(rows)])
     for a, b, cols in pair_cols:
-        sep = doptimal.separation(x, cod.matrix(matrix, cols, intercept=False), rows)
+        sep = doptimal.separation(every, chosen, cod.matrix(matrix, cols, intercept=False), rows)
         if sep.in_design:
             continue
         names = tuple(dict.fromkeys(cod.main[i].factor for i, _ in sep.aliases))[:3]

@@ -103,25 +103,34 @@ class Separation:
     aliases: tuple[tuple[int, float], ...] = ()
 
 
-def added_rank(x: Matrix, z: Matrix) -> int:
-    """How many dimensions z adds beside the columns of x (the rank of z's residual after projecting on x)."""
-    if z.shape[1] == 0:
-        return 0
-    coef, *_ = np.linalg.lstsq(x, z, rcond=None)
-    resid = z - x @ coef
-    scale = max(1.0, float(np.abs(z).max()))
-    return int(np.linalg.matrix_rank(resid, tol=1e-8 * scale * max(resid.shape)))
+class Projector:
+    """Least squares on fixed columns x, factorised once (every interaction is projected on the same main effects)."""
+
+    def __init__(self, x: Matrix) -> None:
+        self.x = x
+        self.pinv = np.linalg.pinv(x)
+
+    def coef(self, z: Matrix) -> Matrix:
+        return np.asarray(self.pinv @ z, dtype=np.float64)
+
+    def added_rank(self, z: Matrix) -> int:
+        """How many dimensions z adds beside x (the rank of z's residual after projecting on x)."""
+        if z.shape[1] == 0:
+            return 0
+        resid = z - self.x @ self.coef(z)
+        scale = max(1.0, float(np.abs(z).max()))
+        return int(np.linalg.matrix_rank(resid, tol=1e-8 * scale * max(resid.shape)))
 
 
-def separation(x_all: Matrix, z_all: Matrix, rows: Sequence[int]) -> Separation:
-    """What the chosen rows can say about the interaction columns z beside the primary columns x."""
-    gain_all = added_rank(x_all, z_all)
+def separation(every: Projector, chosen: Projector, z_all: Matrix, rows: Sequence[int]) -> Separation:
+    """What the chosen rows (`chosen`: their primary columns) can say about the interaction columns z beside the
+    primary columns (`every`: over all candidates)."""
+    gain_all = every.added_rank(z_all)
     if gain_all == 0:
         return Separation(False, False)
-    xd, zd = x_all[list(rows)], z_all[list(rows)]
-    if added_rank(xd, zd) == gain_all:
+    zd = z_all[list(rows)]
+    if chosen.added_rank(zd) == gain_all:
         return Separation(True, True)
-    coef, *_ = np.linalg.lstsq(xd, zd, rcond=None)
-    weight = np.abs(coef).max(axis=1)
+    weight = np.abs(chosen.coef(zd)).max(axis=1)
     order = [int(i) for i in np.argsort(-weight) if i > 0 and weight[i] >= 0.25]  # 0 is the intercept
     return Separation(True, False, tuple((i - 1, float(weight[i])) for i in order))
