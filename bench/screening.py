@@ -103,9 +103,26 @@ def top_factors(w: WorkloadFactors | None) -> list[str]:
     return [e.factor for e in w.effects[:TOP]] if w else []
 
 
+def pure_error(board: dict[str, list[float]]) -> tuple[float, int]:
+    """The run-to-run sd of log throughput pooled over the tests of a leaderboard with two runs or more, and its
+    degrees of freedom ((0, 0) when no test has two runs)."""
+    ss, df = 0.0, 0
+    for vals in board.values():
+        if len(vals) > 1:
+            logs = [math.log(v) for v in vals]
+            m = sum(logs) / len(logs)
+            ss += sum((x - m) ** 2 for x in logs)
+            df += len(logs) - 1
+    return (math.sqrt(ss / df), df) if df else (0.0, 0)
+
+
 def winner_line(case: str, ex: dict[str, list[float]], sc: dict[str, list[float]], noise: float, df: int) -> str:
     """Each journal's winner; when they differ, the screening's winner's deficit in the exhaustive run and whether
-    it is significant against the exhaustive fit's noise (log scale, t with its degrees of freedom)."""
+    it is significant against the exhaustive run's run-to-run noise (pooled over the test case's repeated tests;
+    the exhaustive fit's residual noise when none was repeated), log scale, t with its degrees of freedom."""
+    pe, pe_df = pure_error(ex)
+    if pe_df >= 2:
+        noise, df = pe, pe_df
     wx = max(ex, key=lambda n: gmean(ex[n]))
     ws = max(sc, key=lambda n: gmean(sc[n]))
     if wx == ws:

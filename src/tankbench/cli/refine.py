@@ -77,8 +77,9 @@ def campaign_of(path: str, step: dict[str, Any]) -> Spec:
     return spec
 
 
-def _unfinished(step: dict[str, Any], runs: list[Run]) -> list[str]:
-    done = {r.test_id for r in runs if not r.warmup and r.status in FINISHED}
+def _unfinished(step: dict[str, Any], runs: list[Run], skipped: set[str]) -> list[str]:
+    """The screening's tests that have neither a finished run nor a skip (a test that crashed its host too often)."""
+    done = {r.test_id for r in runs if not r.warmup and r.status in FINISHED} | skipped
     names = {c["id"]: c["name"] for w in step["data"]["workloads"] for c in w["candidates"]}
     return [names[i] for w in step["data"]["workloads"] for i in w["chosen"] if i not in done]
 
@@ -86,7 +87,7 @@ def _unfinished(step: dict[str, Any], runs: list[Run]) -> list[str]:
 def choose_refine(path: str, journal: Journal, step: dict[str, Any], top: int) -> list[WorkloadRefine]:
     """Each workload's refine from the screening's measured runs; UserError while the screening is unfinished."""
     runs = journal.runs(with_samples=False)
-    left = _unfinished(step, runs)
+    left = _unfinished(step, runs, {t.id for t in journal.tests() if t.skip_note})
     if left:
         raise UserError(
             f"{path}: {len(left)} of the screening's tests have no finished run yet (e.g. {left[0]})",
@@ -117,10 +118,14 @@ def cmd_refine(args: argparse.Namespace) -> int:
     data: dict[str, Any] = done["data"] if done else {"top": top, "workloads": [w.as_dict() for w in refines or []]}
     ids = [i for w in data["workloads"] for i in w["chosen"]]
     if args.plan:
-        return print_plan(data, spec, ids, args.json, resumed=done is not None)
+        return print_plan(data, spec, ids, args.json, done is not None, path)
     if not done:
         with JournalLock(path), Journal(path) as j:
             j.add_design_step(spec.campaign_id, "refine", data)
+    if not args.quiet:
+        for w in data["workloads"]:
+            fixed = ", ".join(f"{k}={v}" for k, v in w["fixed"].items()) or "nothing"
+            print(f"refine {w['name']}: in full {', '.join(w['top']) or '-'}; fixed {fixed}; {len(w['chosen'])} tests")
     from tankbench.cli.run import write_report
     from tankbench.runner import run_campaign, summary_line
 
@@ -131,16 +136,28 @@ def cmd_refine(args: argparse.Namespace) -> int:
     return outcome.exit_status
 
 
-def print_plan(data: dict[str, Any], spec: Spec, ids: list[str], as_json: bool, resumed: bool) -> int:
-    """--plan: what the refine runs and why (the journal's choice when a refine was recorded already)."""
-    names = {t.id: t.name for t in expand_matrix(spec)}
+def print_plan(data: dict[str, Any], spec: Spec, ids: list[str], as_json: bool, resumed: bool, journal: str) -> int:
+    """--plan: what the refine runs and why (the journal's choice when a refine was recorded already), and how
+    long it takes (learned from the screening's runs in the journal)."""
+    from tankbench.cli.plan import estimate
+    from tankbench.progress import fmt_estimate
+
+    rspec = refine_spec(spec, ids)
+    tests = [t for t in expand_matrix(spec) if t.id in rspec.design.ids]
+    est, sched, learned = estimate(rspec, tests, journal)
+    rem = sched.remaining()
+    names = {t.id: t.name for t in tests}
     if as_json:
-        print_json({"resumed": resumed, **data, "tests": [{"id": i, "name": names.get(i, i)} for i in ids]})
+        timing = {"low_s": round(est.low, 1), "likely_s": round(est.likely, 1), "high_s": round(est.high, 1)}
+        tests_json = [{"id": i, "name": names.get(i, i)} for i in ids]
+        print_json(
+            {"resumed": resumed, **data, "tests": tests_json, "estimate": timing, "learned_from_journal": learned}
+        )
         return 0
     out = sys.stdout
-    out.write(
-        f"Refine ({'recorded already: running it resumes' if resumed else 'not recorded yet'}): {len(ids)} tests.\n"
-    )
+    state = "recorded already: running it resumes" if resumed else "not recorded yet"
+    runs = f"{rem.runs_low}" + (f"–{rem.runs_high}" if rem.runs_high != rem.runs_low else "")
+    out.write(f"Refine ({state}): {len(ids)} tests, {runs} runs left.\n")
     for w in data["workloads"]:
         fixed = ", ".join(f"{k}={v}" for k, v in w["fixed"].items()) or "nothing"
         out.write(f"{w['name']}: in full {', '.join(w['top']) or '-'}; fixed {fixed}; {len(w['chosen'])} tests\n")
@@ -148,4 +165,6 @@ def print_plan(data: dict[str, Any], spec: Spec, ids: list[str], as_json: bool, 
             out.write(f"  {names.get(i, i)}\n")
         for note in w["notes"]:
             out.write(f"  note: {note}\n")
+    src = "learned from the screening's runs" if learned else "from priors"
+    out.write(f"Estimated time: {fmt_estimate(est)} ({src}).\n")
     return 0
