@@ -1,14 +1,20 @@
 """Why CI's labs hung (issue 34 item 1): the kernel's hung-task lines ("task fio blocked for more than 120 seconds",
 "task kworker/u8:1 blocked …") in a shared session lab, with commands that did not finish in 300 s.
 
-A lab's disk models (qemu throttling, set over QMP by a campaign with `disk_model`, e.g. the zvol-vs-qcow2 preset's
-`ssd`) stay on its drives after that campaign ends; a later campaign that reaches the same lab as an *ssh* host (a host
-file, as test_real_host's quick start does) sets no models, so it runs on the throttled disks without knowing. This
-bench runs the quick start's heaviest kind of job (buffered 4k random writes at QD16 into a dataset on a mirror, with
-the final fsync) on one lab with no model, then with the models a preset leaves behind, and counts the kernel's
-hung-task lines with the detector's threshold lowered to 20 s (kernel.hung_task_timeout_secs; the default is 120 s):
-each says a task waited that long for I/O. Prints, per model: fio's wall time against its 30 s runtime, how long
-its final flush took, the hung-task lines and the longest wait the detector saw.
+Two suspects. A lab's disk models (qemu throttling, set over QMP by a campaign with `disk_model`, e.g. the
+zvol-vs-qcow2 preset's `ssd`) stay on its drives after that campaign ends; a later campaign that reaches the same lab
+as an *ssh* host (a host file, as test_real_host's quick start does) sets none, so it runs on throttled disks without
+knowing. And this machine itself: the lab's disks are sparse files in the host's page cache (qemu's default cache,
+writeback), so when the host's dirty memory reaches its limit (vm.dirty_ratio, 20 % of RAM) every writer on it,
+qemu included, waits in the kernel until the host's own disk has taken enough of it; CI writes gigabytes beside its
+labs (fio's test files, loop devices, other labs' layouts).
+
+This bench runs the quick start's heaviest kind of job (buffered 4k random writes at QD16 into a dataset on a mirror,
+with the final fsync) on one lab: with no model, with the models a preset leaves behind, and with no model while
+this machine writes GiBs of its own beside the lab's images. It counts the kernel's hung-task lines with the
+detector's threshold lowered to 20 s (kernel.hung_task_timeout_secs; the default is 120 s): each says a task waited
+that long for I/O. Prints per case: fio's wall time against its 30 s runtime, the final flush, the longest completion
+(fio's clat max) and the hung-task lines with the tasks they name.
 
 Boots its own lab (`hang-bench`, two data disks), shut down at the end.
 """
@@ -17,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tankbench.lab import vm
 from tankbench.lab.diskmodels import LabMachine
@@ -47,40 +56,60 @@ def sh(host: vm.LabHost, script: str, timeout: float = 600) -> str:
     return str(res.stdout)
 
 
-def one(host: vm.LabHost, name: str, model: str) -> dict[str, object]:
+def host_writes(path: Path, gib: int) -> subprocess.Popen[bytes]:
+    """This machine writing `gib` GiB of its own, buffered, beside the lab's disk images (as CI's other tests do)."""
+    return subprocess.Popen(
+        ["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={gib << 10}", "status=none"], stdout=subprocess.DEVNULL
+    )
+
+
+def one(host: vm.LabHost, name: str, model: str, busy_gib: int = 0) -> dict[str, object]:
+    """One case: the job on a fresh pool, with `model` on the data disks and `busy_gib` GiB written by this machine."""
     disks = vm.lab_data_disks(name)
     vm.apply_machine(name, host, LabMachine(disk_model=model), lambda m: None)
     sh(host, f"zpool create -f -o ashift=12 tbhang mirror {' '.join(disks)} && zfs create tbhang/fs")
     sh(host, "sysctl -q kernel.hung_task_timeout_secs=20 && dmesg -C")
+    junk = vm.labs_dir() / name / "host-dirty.img"
+    writer = host_writes(junk, busy_gib) if busy_gib else None
     t0 = time.monotonic()
     res = host.run(JOB, timeout=3600)
     wall = time.monotonic() - t0
+    if writer is not None:
+        writer.wait()
+        os.sync()
+        junk.unlink()
     doc = json.loads(res.stdout[res.stdout.index("{") :]) if "{" in res.stdout else {}
-    runtime = float(doc.get("jobs", [{}])[0].get("job_runtime", 0)) / 1000 if doc else 0.0
+    job = doc.get("jobs", [{}])[0] if doc else {}
     log = sh(host, "dmesg")
-    waits = [int(s) for s in re.findall(r"blocked for more than (\d+) seconds", log)]
-    tasks = sorted(set(re.findall(r"task (\S+?):\d+ blocked", log)))
-    vm.apply_machine(name, host, LabMachine(), lambda m: None)  # the next model starts from a disk that answers
+    vm.apply_machine(name, host, LabMachine(), lambda m: None)  # the next case starts from disks that answer
     sh(host, "zpool destroy tbhang && wipefs -a -q " + " ".join(disks))
-    return {"model": model, "wall_s": wall, "fio_s": runtime, "hung_lines": len(waits), "tasks": tasks}
+    return {
+        "wall_s": wall,
+        "fio_s": float(job.get("job_runtime", 0)) / 1000,
+        "clat_max_s": float(job.get("write", {}).get("clat_ns", {}).get("max", 0)) / 1e9,
+        "hung_lines": len(re.findall(r"blocked for more than \d+ seconds", log)),
+        "tasks": sorted(set(re.findall(r"task (\S+?):\d+ blocked", log))),
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(prog="bench/lab-hang")
     ap.add_argument("--models", default="none,ssd,hdd", help="models left on the lab's data disks, in turn")
+    ap.add_argument("--host-gib", type=int, default=4, help="GiB this machine writes during the last case (0: none)")
     args = ap.parse_args()
     name = "hang-bench"
     host = vm.lab_host(name, disks=2, slog=False, progress=lambda m: print(m, file=sys.stderr))
+    cases = [(m, 0) for m in args.models.split(",") if m] + ([("none", args.host_gib)] if args.host_gib else [])
     try:
-        print(
-            f"{'model left':<11} {'fio wall':>9} {'fio runtime':>12} {'flush after':>12} {'hung-task lines (>20 s)':>24}"
-        )
-        for model in [m for m in args.models.split(",") if m]:
-            r = one(host, name, model)
+        print(f"{'case':<32} {'fio wall':>8} {'runtime':>7} {'flush':>6} {'clat max':>8}  hung-task lines (>20 s)")
+        for model, gib in cases:
+            r = one(host, name, model, gib)
             flush = float(r["wall_s"]) - float(r["fio_s"])  # type: ignore[arg-type]
+            label = f"model {model} left" + (f", host writes {gib} GiB" if gib else "")
+            tasks = ", ".join(r["tasks"])  # type: ignore[arg-type]
             print(
-                f"{model:<11} {r['wall_s']:>8.0f}s {r['fio_s']:>11.0f}s {flush:>11.0f}s "
-                f"{r['hung_lines']:>6} {', '.join(r['tasks']) if r['tasks'] else ''}",  # type: ignore[arg-type]
+                f"{label:<32} {r['wall_s']:>7.0f}s {r['fio_s']:>6.0f}s {flush:>5.0f}s {r['clat_max_s']:>7.1f}s  "
+                f"{r['hung_lines']} {tasks}",
                 flush=True,
             )
     finally:
