@@ -95,7 +95,7 @@ def one(host: vm.LabHost, name: str, model: str, busy_gib: int = 0) -> dict[str,
 def main() -> int:
     ap = argparse.ArgumentParser(prog="bench/lab-hang")
     ap.add_argument("--models", default="none,ssd,hdd", help="models left on the lab's data disks, in turn")
-    ap.add_argument("--host-gib", type=int, default=4, help="GiB this machine writes during the last case (0: none)")
+    ap.add_argument("--host-gib", type=int, default=6, help="GiB this machine writes during the last case (0: none)")
     args = ap.parse_args()
     name = "hang-bench"
     host = vm.lab_host(name, disks=2, slog=False, progress=lambda m: print(m, file=sys.stderr))
