@@ -152,6 +152,8 @@ def test_fio_server_in_the_lab_only_through_ssh_and_no_port_runs_a_job(lab: SshH
                         "--regid=nogroup",
                         "--clear-groups",
                         "--reset-env",
+                        "timeout",  # sshd answers fio's client with its banner and waits: ended, not refused
+                        "20",
                         "fio",
                         f"--client={target}",
                         job,
@@ -162,6 +164,7 @@ def test_fio_server_in_the_lab_only_through_ssh_and_no_port_runs_a_job(lab: SshH
                     cwd=public,
                 )
                 assert tried.returncode != 0, (target, tried.stdout, tried.stderr)
+                assert '"client_stats"' not in tried.stdout, "no server ran the job"
         assert sh(lab, f"test -e {marker} && echo RAN || echo no").strip() == "no"
         assert sh(lab, "pgrep -x fio || true").strip() == "", "the server ended with the campaign's use of it"
     finally:
