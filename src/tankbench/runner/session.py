@@ -208,10 +208,30 @@ def leave_lab(host: LabHost, keep: bool, note: Callable[[str], None]) -> None:
         from tankbench.lab import vm
 
         vm.down(name, note)
-    elif host.started_here:
-        note(f"lab {name} is still up (--keep-lab): stop it with `{how}`")
     else:
-        note(f"lab {name} was up before this run and is still up: stop it with `{how}`")
+        unmodel(host, note)
+        if host.started_here:
+            note(f"lab {name} is still up (--keep-lab): stop it with `{how}`")
+        else:
+            note(f"lab {name} was up before this run and is still up: stop it with `{how}`")
+
+
+def unmodel(host: LabHost, note: Callable[[str], None]) -> None:
+    """A lab that stays up keeps no disk model or ARC size of this campaign: a later campaign that reaches it as an
+    ssh host (a host file) sets none, and would measure throttled disks without knowing (docs/unattended.md)."""
+    from tankbench.lab import vm
+    from tankbench.lab.diskmodels import LabMachine
+    from tankbench.lab.state import read_state
+
+    state = read_state(host.lab_name)
+    machine = dict(state.extra.get("machine", {})) if state is not None else {}  # type: ignore[call-overload]
+    modelled = any(": not modelled" not in str(d) for d in dict(machine.get("lab_disk_models", {})).values())
+    if not (modelled or machine.get("lab_arc_max")):
+        return
+    try:
+        vm.apply_machine(host.lab_name, host, LabMachine(), note)
+    except HostError as e:  # a lab that went away meanwhile has nothing to keep
+        note(f"lab {host.lab_name}: its disk models could not be set back to none ({e})")
 
 
 def run_campaign(
