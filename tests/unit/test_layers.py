@@ -18,7 +18,7 @@ PACKAGE = Path(tankbench.__file__).parent
 #: top first; each entry a module or package (its submodules belong to it unless named themselves)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "__main__"),
-    ("runner", "recovery", "resumeboot", "doctor", "fleet", "fleetreport", "clientreport", "hooks"),
+    ("runner", "recovery", "resumeboot", "doctor", "fleet", "hooks"),
     ("reports",),
     ("analysis",),
     ("campaign", "schedule", "progress", "verdict", "fio.jobs"),
