@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tankbench import gitversion
 from tankbench.hosts.lab import LabHost
 from tankbench.lab import vm
 from tankbench.lab.state import labs_dir
@@ -105,7 +106,7 @@ def test_real_host_from_a_wheel(lab: LabHost, tmp_path: Path) -> None:
     out: dict[str, str] = {}
     for block in blocks("sh"):
         for cmd in (c for c in block.splitlines() if c.strip()):
-            real = cmd.replace("./tankbench-0.1.0-py3-none-any.whl", str(wheel))
+            real = cmd.replace("./dist/tankbench-*.whl", str(wheel))
             for doc_disk, lab_disk in DISKS.items():
                 real = real.replace(doc_disk, lab_disk)
             res = sh(real, env, home)
@@ -115,7 +116,9 @@ def test_real_host_from_a_wheel(lab: LabHost, tmp_path: Path) -> None:
             assert "Traceback" not in res.stderr, res.stderr
             out[word] = out.get(word, "") + res.stdout
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    assert out["--version"].strip() == f"tankbench 0.1.0 (commit {head.strip()[:12]})"
+    stamp = gitversion.from_checkout(ROOT)
+    assert stamp is not None
+    assert out["--version"].strip() == f"tankbench {stamp.version} (commit {head.strip()[:12]})"
     assert "tuning-matrix" in out["presets"]
     assert "doctor: ssh:root@127.0.0.1" in out["doctor"]
     assert re.search(
