@@ -38,6 +38,10 @@ DISKS = {
     "/dev/disk/by-id/nvme-SLOG1": f"{ID}tblog0",
 }
 PLANTED = {"ashift", "volblocksize", "atime", "compression", "sync-disabled", "logbias-throughput", "arc-max"}
+#: issue 33's misses and what practitioners flag (doctor/practice.py), planted beside them
+PRACTICE = {"dedup", "vm-image-recordsize", "arc-max-ignored", "checksum-off", "pool-full"}
+#: a 1G file vdev on a tmpfs, filled past 80 % in seconds (ZFS keeps 128M of slop: a smaller pool cannot be)
+FULL = "/run/tbdocfull"
 
 
 def blocks(kind: str) -> list[str]:
@@ -139,17 +143,30 @@ zpool create -f -o ashift=9 -O compression=off -O atime=on -O relatime=off tbdoc
 zfs create -o sync=disabled -o logbias=throughput tbdoc/db
 zfs create -V 64M -o volblocksize=64k tbdoc/vm1
 udevadm settle; mkfs.ext4 -q /dev/zvol/tbdoc/vm1
-echo 134217728 > /sys/module/zfs/parameters/zfs_arc_max"""
+echo 134217728 > /sys/module/zfs/parameters/zfs_arc_max
+zfs create -o dedup=on tbdoc/dd
+zfs create -o checksum=off tbdoc/nock
+zfs create -o recordsize=1M tbdoc/vms
+qemu-img create -q -f qcow2 /tbdoc/vms/web.qcow2 4G
+truncate -s 1G /tbdoc/vms/db.raw
+echo $(( $(awk '/MemTotal/ {{print $2}}' /proc/meminfo) * 2048 )) > /sys/module/zfs/parameters/zfs_arc_max
+mkdir -p {FULL}; mount -t tmpfs -o size=1100M tbdocfull {FULL}; truncate -s 1G {FULL}/vdev
+zpool create -O compression=off tbdocfull {FULL}/vdev
+dd if=/dev/zero of=/tbdocfull/fill bs=1M count=880 status=none || true"""
     try:
         lab.run(["sh", "-c", plant], timeout=300, check=True)
         res = sh(f"{tb} doctor --host myserver.toml --json", env, home)
         assert res.returncode == 1, res.stderr
         findings = json.loads(res.stdout)["findings"]
         found = {f["check"] for f in findings}
-        assert PLANTED <= found, found
+        assert PLANTED | PRACTICE <= found, found
+        by_check = {f["check"]: f for f in findings}
+        assert "/tbdoc/vms/web.qcow2 (qcow2)" in by_check["vm-image-recordsize"]["evidence"]
+        assert "above the RAM" in by_check["arc-max-ignored"]["evidence"]
+        assert by_check["dedup"]["severity"] == "warn", "the lab has 3 GB of RAM"
         assert all(f["campaign"] and f["evidence"] and f["fix"] and f["source"] for f in findings), findings
     finally:
-        restore = f"""zpool destroy tbdoc; echo {c_max.group(1)} > /sys/module/zfs/parameters/zfs_arc_max
+        restore = f"""zpool destroy tbdoc; zpool destroy tbdocfull; umount {FULL}; echo {c_max.group(1)} > /sys/module/zfs/parameters/zfs_arc_max
 echo {arc_param} > /sys/module/zfs/parameters/zfs_arc_max"""
         lab.run(["sh", "-c", restore], timeout=300)
     wipe(lab)

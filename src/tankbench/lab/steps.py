@@ -28,6 +28,7 @@ from tankbench.lab.chroot import (
     unmount_all,
 )
 from tankbench.lab.recipe import (
+    DKMS_KCFLAGS,
     FIO_CONFIGURE,
     GUEST_PACKAGES,
     QEMU_PACKAGES,
@@ -90,13 +91,23 @@ def build_modules(cache: Path, base: Path, versions: Versions, steps: Steps) -> 
                 )
             with steps.step(f"builder: zfs-dkms {versions.zfs_version} (dkms build, the slow step)"):
                 # zfs-dkms's postinst runs the dkms build for every kernel with headers; the host's
-                # kernel has none and is skipped with a warning.
+                # kernel has none and is skipped with a warning. KCFLAGS=-g0 (kbuild appends it last): the
+                # modules without DWARF debug info (Debian's kernel config asks for -g), which nothing in the lab
+                # reads and which made the compile, the link and the xz step slower (bench/lab-build-dkms)
                 try:
                     run_logged(
                         "builder-zfs-dkms",
                         chroot_argv(
                             builder,
-                            ["apt-get", "install", "-y", *apt_target(versions), f"zfs-dkms={versions.zfs_version}"],
+                            [
+                                "env",
+                                DKMS_KCFLAGS,
+                                "apt-get",
+                                "install",
+                                "-y",
+                                *apt_target(versions),
+                                f"zfs-dkms={versions.zfs_version}",
+                            ],
                         ),
                         log,
                     )
