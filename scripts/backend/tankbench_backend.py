@@ -3,7 +3,7 @@
 - VERSION and BUILD_COMMIT: the version from git (src/tankbench/gitversion.py: pip and pipx upgrade from one
   commit's wheel to the next) and the commit, so `tankbench --version` names it without a checkout around;
   from .git_archival.txt in a source archive; kept as they are in an sdist, which has neither;
-- share/: the man page and the bash/zsh completions, generated from the argparse parser (tankbench.cli.completion),
+- share/: the man page and the bash/zsh completions, generated from the argparse parser (tankbench.buildfiles),
   installed into the environment's share/ by the wheel's data files (pipx links the man page).
 """
 
@@ -50,7 +50,7 @@ def _share() -> None:
     """The man page and completions from the parser (a subprocess: tankbench's own imports stay out of this one)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     subprocess.run(
-        [sys.executable, "-m", "tankbench.cli.completion", str(PKG / "share")], env=env, check=True, cwd=str(ROOT)
+        [sys.executable, "-m", "tankbench.buildfiles", str(PKG / "share")], env=env, check=True, cwd=str(ROOT)
     )
 
 

@@ -1,20 +1,14 @@
 """`tankbench completion bash|zsh`, and the man page: both generated from the argparse parser, so they name every
 subcommand and option the code has. The build backend (scripts/backend) writes them into the wheel's share/
-(`python -m tankbench.cli.completion DIR`); a checkout prints them with this command."""
+(`python -m tankbench.buildfiles DIR`); a checkout prints them with this command."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.abc
-import importlib.machinery
 import os
 import re
 import sys
 import time
-import tomllib
-import types
-from collections.abc import Sequence
-from pathlib import Path
 
 SHELLS = ("bash", "zsh")
 
@@ -32,9 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tankbench.cli import build_parser
-
-    parser = build_parser()
+    parser = args.root_parser  # set by tankbench.cli.build_parser (importing it here would be a cycle)
     sys.stdout.write(bash(parser) if args.shell == "bash" else zsh(parser))
     return 0
 
@@ -153,57 +145,3 @@ def _command(parent: argparse.ArgumentParser, name: str, p: argparse.ArgumentPar
     for sub_name, sub in _subparsers(p).items():
         out += _command(p, sub_name, sub, f"{path} {sub_name}")
     return out
-
-
-class _Standin(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Stands in for the run-time dependencies that are absent (the build backend's isolated environment has only
-    setuptools): the parser needs argparse alone, but its modules import orjson & co. at the top."""
-
-    def __init__(self, names: set[str]) -> None:
-        self.names = names
-
-    def find_spec(self, name: str, path: Sequence[str] | None, target: types.ModuleType | None = None):  # type: ignore[no-untyped-def]
-        if name.split(".")[0] in self.names:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        mod = types.ModuleType(spec.name)
-        mod.__path__ = []
-        mod.__getattr__ = lambda attr: type(attr, (), {})  # type: ignore[method-assign]
-        return mod
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        return None
-
-
-def _absent_dependencies(pyproject: Path) -> set[str]:
-    import importlib.util
-
-    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    names = {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower().replace("-", "_") for d in deps}
-    return {n for n in names if importlib.util.find_spec(n) is None}
-
-
-def write_share(out: Path, pyproject: Path) -> list[Path]:
-    """Write share/man/man1/tankbench.1 and the completions under `out`; the paths written."""
-    absent = _absent_dependencies(pyproject) if pyproject.exists() else set()
-    if absent:
-        sys.meta_path.append(_Standin(absent))
-    from tankbench import __version__
-    from tankbench.cli import build_parser
-
-    parser = build_parser()
-    files = {
-        out / "man" / "man1" / "tankbench.1": man_page(parser, __version__),
-        out / "bash-completion" / "completions" / "tankbench": bash(parser),
-        out / "zsh" / "site-functions" / "_tankbench": zsh(parser),
-    }
-    for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return list(files)
-
-
-if __name__ == "__main__":
-    write_share(Path(sys.argv[1]), Path.cwd() / "pyproject.toml")
