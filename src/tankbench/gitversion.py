@@ -60,17 +60,22 @@ def from_describe(describe: str, commit: str, count: int | None, dirty: bool) ->
 
 
 def from_checkout(root: Path) -> Stamp | None:
-    """The stamp of a git checkout at `root`, or None when it is not one (or git is missing)."""
+    """The stamp of a git checkout at `root`, or None when it is not one (or git is missing). Two git calls (this
+    runs on the first use of tankbench.__version__ in a checkout)."""
     if not (root / ".git").exists():
         return None
-    commit = _git(root, "rev-parse", "HEAD")
-    if not commit:
+    out = _git(root, "describe", "--tags", "--long", "--dirty", "--always", "--abbrev=40", "--match", "v[0-9]*")
+    dirty = out.endswith("-dirty")
+    out = out.removesuffix("-dirty")
+    m = re.match(r"^(.*)-g([0-9a-f]{40})$", out)
+    describe, commit = (out, m.group(2)) if m else ("", out)
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
         return None
-    dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
-    describe = _git(root, "describe", "--tags", "--long", "--match", "v[0-9]*")
-    count = _git(root, "rev-list", "--count", "HEAD")
-    version = from_describe(describe, commit, int(count) if count.isdigit() else None, dirty)
-    return Stamp(version, commit + ("-dirty" if dirty else ""))
+    count = None
+    if not m:  # no release tag: the commit count orders the builds
+        n = _git(root, "rev-list", "--count", "HEAD")
+        count = int(n) if n.isdigit() else None
+    return Stamp(from_describe(describe, commit, count, dirty), commit + ("-dirty" if dirty else ""))
 
 
 def from_archival(text: str) -> Stamp | None:
