@@ -11,10 +11,38 @@ import re
 import sys
 import tomllib
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tankbench.cli.completion import bash, man_page, zsh
+
+
+class _AnyMeta(type):
+    def __getattr__(cls, name: str) -> Any:
+        return _Any
+
+
+class _Any(metaclass=_AnyMeta):
+    """Whatever a module does with a stood-in name at import time (call it, subclass it, read its attributes,
+    combine flags with |) works and means nothing: only the parser's definitions are read afterwards."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def __call__(self, *args: object, **kwargs: object) -> _Any:
+        return self
+
+    def __getattr__(self, name: str) -> _Any:
+        return self
+
+    def __or__(self, other: object) -> _Any:
+        return self
+
+    __ror__ = __and__ = __rand__ = __add__ = __radd__ = __or__
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
 
 
 class _Standin(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -32,7 +60,7 @@ class _Standin(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         mod = types.ModuleType(spec.name)
         mod.__path__ = []
-        mod.__getattr__ = lambda attr: type(attr, (), {})  # type: ignore[method-assign]
+        mod.__getattr__ = lambda attr: type(attr, (_Any,), {})  # type: ignore[method-assign]
         return mod
 
     def exec_module(self, module: types.ModuleType) -> None:

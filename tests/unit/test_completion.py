@@ -53,3 +53,18 @@ def test_the_build_writes_them_and_the_campaign_schema(tmp_path: Path) -> None:
         "schemas/campaign.schema.json",
     }
     assert all(p.stat().st_size > 100 for p in written)
+
+
+def test_the_build_needs_no_run_time_dependency(tmp_path: Path) -> None:
+    """pip builds in an environment with setuptools only: without site-packages (python -S) the parser's modules
+    import orjson & co. from stand-ins, and the generated files are the same."""
+    import sys
+
+    code = "import runpy, sys; sys.argv = ['b', sys.argv[1]]; runpy.run_module('tankbench.buildfiles', run_name='__main__')"
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    res = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(tmp_path / "share")], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    man = (tmp_path / "share" / "man" / "man1" / "tankbench.1").read_text()
+    assert man.split("\n", 1)[1] == man_page(build_parser(), "x").split("\n", 1)[1], "the same page, bar the date line"
