@@ -147,6 +147,15 @@ def _vm_disk(
                 (v.run(*base, f'--set \'matrix.disk_cache=["none", "{cache}"]\''),),
             )
         )
+    return out + _vm_disk_io(v, vm, subject, bus, aio, iothread, base)
+
+
+def _vm_disk_io(
+    v: HostView, vm: VmConfig, subject: str, bus: str, aio: str | None, iothread: bool, base: tuple[str, ...]
+) -> list[Finding]:
+    """A VM disk's I/O path: no iothread (or one Proxmox ignores), aio=threads."""
+    src = "seed 001 (the VM half: virtio, cache=none, iothread) and seed 003 (guest disks on zvols and images)"
+    out = []
     if not iothread:
         out.append(
             Finding(

@@ -102,33 +102,7 @@ def build_modules(cache: Path, base: Path, versions: Versions, steps: Steps) -> 
                     log,
                 )
             with steps.step(f"builder: zfs-dkms {versions.zfs_version} (dkms build, the slow step)"):
-                # zfs-dkms's postinst runs the dkms build for every kernel with headers; the host's
-                # kernel has none and is skipped with a warning. KCFLAGS=-g0 (kbuild appends it last): the
-                # modules without DWARF debug info (Debian's kernel config asks for -g), which nothing in the lab
-                # reads and which made the compile, the link and the xz step slower (bench/lab-build-dkms)
-                try:
-                    run_logged(
-                        "builder-zfs-dkms",
-                        chroot_argv(
-                            builder,
-                            [
-                                "env",
-                                DKMS_KCFLAGS,
-                                "apt-get",
-                                "install",
-                                "-y",
-                                *apt_target(versions),
-                                f"zfs-dkms={versions.zfs_version}",
-                            ],
-                        ),
-                        log,
-                    )
-                except LabBuildError as e:
-                    make_logs = sorted(glob.glob(str(builder / "var/lib/dkms/zfs/*/build/make.log")))
-                    detail = tail_of(log, 15) + (
-                        "\n--- dkms make.log:\n" + tail_of(Path(make_logs[-1]), 15) if make_logs else ""
-                    )
-                    raise LabBuildError("builder-zfs-dkms", log, detail) from e
+                _dkms_install(builder, versions, log)
         kos = glob.glob(str(builder / "lib/modules" / versions.kernel_abi / "updates/dkms/*.ko*"))
         if not any(os.path.basename(k).startswith("zfs.ko") for k in kos):
             raise LabBuildError("builder-zfs-dkms", log, f"dkms installed no zfs.ko for {versions.kernel_abi}")
@@ -143,6 +117,34 @@ def build_modules(cache: Path, base: Path, versions: Versions, steps: Steps) -> 
     finally:
         remove_tree(builder)  # 1+ GB of compilers; only the .ko files are kept
     return out
+
+
+def _dkms_install(builder: Path, versions: Versions, log: Path) -> None:
+    """apt-get install zfs-dkms in the builder: its postinst runs the dkms build for every kernel with headers (the
+    host's kernel has none and is skipped with a warning). KCFLAGS=-g0 (kbuild appends it last): the modules
+    without DWARF debug info (Debian's kernel config asks for -g), which nothing in the lab reads and dkms strips
+    again; it only cost compile and link time (bench/lab-build-dkms)."""
+    try:
+        run_logged(
+            "builder-zfs-dkms",
+            chroot_argv(
+                builder,
+                [
+                    "env",
+                    DKMS_KCFLAGS,
+                    "apt-get",
+                    "install",
+                    "-y",
+                    *apt_target(versions),
+                    f"zfs-dkms={versions.zfs_version}",
+                ],
+            ),
+            log,
+        )
+    except LabBuildError as e:
+        make_logs = sorted(glob.glob(str(builder / "var/lib/dkms/zfs/*/build/make.log")))
+        detail = tail_of(log, 15) + ("\n--- dkms make.log:\n" + tail_of(Path(make_logs[-1]), 15) if make_logs else "")
+        raise LabBuildError("builder-zfs-dkms", log, detail) from e
 
 
 def build_guest(cache: Path, base: Path, versions: Versions, steps: Steps) -> Path:
