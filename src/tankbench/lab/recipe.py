@@ -51,9 +51,6 @@ RECIPE = "2"
 IMAGE_RECIPE = "4"  # 4: the test guest's initramfs holds the userland (mkfs.ext4/xfs, cryptsetup, rsync)
 TOOLS_RECIPE = "3"  # 2: fio --disable-native; 3: + Debian's userland with its library closure (guest/userland.py)
 
-#: what the dkms build of the zfs modules adds to the kernel's CFLAGS: no debug info (lab/steps.py build_modules)
-DKMS_KCFLAGS = "KCFLAGS=-g0"
-
 #: the static fio for any x86-64 guest CPU (not only this machine's)
 FIO_CONFIGURE = "./configure --build-static --disable-native"
 

@@ -28,7 +28,6 @@ from tankbench.lab.chroot import (
     unmount_all,
 )
 from tankbench.lab.recipe import (
-    DKMS_KCFLAGS,
     FIO_CONFIGURE,
     GUEST_PACKAGES,
     QEMU_PACKAGES,
@@ -121,23 +120,14 @@ def build_modules(cache: Path, base: Path, versions: Versions, steps: Steps) -> 
 
 def _dkms_install(builder: Path, versions: Versions, log: Path) -> None:
     """apt-get install zfs-dkms in the builder: its postinst runs the dkms build for every kernel with headers (the
-    host's kernel has none and is skipped with a warning). KCFLAGS=-g0 (kbuild appends it last): the modules
-    without DWARF debug info (Debian's kernel config asks for -g), which nothing in the lab reads and dkms strips
-    again; it only cost compile and link time (bench/lab-build-dkms)."""
+    host's kernel has none and is skipped with a warning). Not KCFLAGS=-g0 (no debug info to compile, dkms strips
+    it anyway): with it OpenZFS 2.3.2's configure finds no module support in 6.12's headers and the build fails."""
     try:
         run_logged(
             "builder-zfs-dkms",
             chroot_argv(
                 builder,
-                [
-                    "env",
-                    DKMS_KCFLAGS,
-                    "apt-get",
-                    "install",
-                    "-y",
-                    *apt_target(versions),
-                    f"zfs-dkms={versions.zfs_version}",
-                ],
+                ["apt-get", "install", "-y", *apt_target(versions), f"zfs-dkms={versions.zfs_version}"],
             ),
             log,
         )
