@@ -58,10 +58,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_run)
 
 
+def lab_note(spec: Spec) -> str:
+    """On a machine whose kernel has ZFS, a campaign that names the lab (the quick start) still runs there: say so,
+    and how to measure this machine's pool instead ('' otherwise)."""
+    from tankbench.runner import local_has_zfs
+
+    if spec.host.kind != "lab" or spec.fleet is not None or not local_has_zfs():
+        return ""
+    return (
+        "note: this campaign runs in the lab VM (its host is the lab), though this machine's kernel has ZFS; to "
+        "measure a pool here, run it with --host local (a preset with --disks naming spare disks, or --set "
+        "pool.parent=POOL/DATASET: docs/real-host.md)\n"
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     spec = step_spec(load_campaign(args))
     if not args.quiet:
         sys.stdout.write(resolved_sizes(spec))
+        sys.stderr.write(lab_note(spec))
     if spec.design.step == "screening":  # its choice of tests goes into the journal first (tankbench refine reads it)
         from tankbench.cli._design import record_screening
         from tankbench.runner import default_journal_path
