@@ -40,5 +40,5 @@ def test_the_factor_section_in_every_output(tmp_path: Path) -> None:
     assert doc["factors"]["steps"] == ["screening", "refine"]
     assert w["winner"]["measured"] is True and "sync-disabled" in w["winner"]["name"]
     assert {e["factor"] for e in w["effects"][:3]} == {"kind", "recordsize", "sync"}
-    assert all(p["measured"] is False and p["low"] <= p["mib_s"] <= p["high"] for p in w["predicted"])
+    assert all(p["measured"] is False and p["low"] <= p["value"] <= p["high"] for p in w["predicted"])
     assert len(w["skipped"]) == w["candidates"] - w["measured"]

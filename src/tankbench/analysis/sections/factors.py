@@ -9,9 +9,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tankbench.analysis.factors import FactorReport, WorkloadFactors, factor_report
+from tankbench.analysis.factors import FactorReport, WorkloadFactors, factor_report, measure_of
 from tankbench.analysis.result import Analysis, Context, SectionSpec
 from tankbench.analysis.section import HTML, MD, XLSX, Bars, Cell, Column, Items, Para, Part, Section, Table
+from tankbench.metrics import METRICS
 
 COLUMNS = (
     Column("workload"),
@@ -37,31 +38,39 @@ SKIPPED_IN = frozenset({HTML, MD, XLSX})
 
 
 def compute(ctx: Context) -> FactorReport | None:
-    return factor_report(ctx.journal) if ctx.journal is not None else None
+    """Fitted to the figures the report's leaderboards rank by (--rank-by), from the journal's design steps."""
+    return factor_report(ctx.journal, measure_of(ctx.a)) if ctx.journal is not None else None
 
 
 def _rows(w: WorkloadFactors) -> list[tuple[Any, ...]]:
-    top = max((math.log(e.ratio) for e in w.effects), default=0.0) or 1.0
+    top = max((math.log(e.ratio) for e in w.effects if e.estimated), default=0.0) or 1.0
     rows = []
     for i, e in enumerate(w.effects):
         sep = ("yes" if w.certain[i] else "no") if i < len(w.certain) else "—"
-        bar = "█" * max(1, round(BAR_WIDTH * math.log(e.ratio) / top)) if e.ratio > 1 else "·"
-        rows.append(
-            (
-                w.name,
-                i + 1,
-                e.factor,
-                "yes" if e.storage else "no",
-                e.best,
-                e.worst,
-                Cell(round(e.ratio, 3), f"{e.ratio:.2f}x"),
-                Cell(round(e.low, 3), f"{e.low:.2f}"),
-                Cell(round(e.high, 3), f"{e.high:.2f}"),
-                Cell(round(e.p, 4), f"{e.p:.3f}"),
-                sep,
-                bar,
+        head = (w.name, i + 1, e.factor, "yes" if e.storage else "no")
+        if not e.estimated:  # its levels were not measured apart: no figure is claimed
+            rows.append(
+                (
+                    *head,
+                    "—",
+                    "—",
+                    Cell(None, "not estimated"),
+                    Cell(None, "—"),
+                    Cell(None, "—"),
+                    Cell(None, "—"),
+                    "—",
+                    "",
+                )
             )
+            continue
+        bar = "█" * max(1, round(BAR_WIDTH * math.log(e.ratio) / top)) if e.ratio > 1 else "·"
+        figures = (
+            Cell(round(e.ratio, 3), f"{e.ratio:.2f}x"),
+            Cell(round(e.low, 3), f"{e.low:.2f}"),
+            Cell(round(e.high, 3), f"{e.high:.2f}"),
+            Cell(round(e.p, 4), f"{e.p:.3f}"),
         )
+        rows.append((*head, e.best, e.worst, *figures, sep, bar))
     return rows
 
 
@@ -77,6 +86,7 @@ def _bars(w: WorkloadFactors) -> Bars:
             f"{e.best} over {e.worst}, p {e.p:.3f}",
         )
         for e in w.effects
+        if e.estimated
     )
     caption = "best over worst level (x); whiskers: 95 % interval; green: an effect at 95 %, blue: not shown to be one"
     return Bars(f"{w.name}: factors by effect", bars, caption)
@@ -91,8 +101,9 @@ def _notes(w: WorkloadFactors) -> list[Any]:
     if w.aliases:
         out += [Para("Interactions the design could not separate:", style="small"), Items(tuple(w.aliases))]
     if w.predicted:
-        winner = f"the measured winner is {w.best_measured}, {w.best_measured_mib_s:.1f} MiB/s"
-        preds = tuple(f"{p.name}: predicted {p.mib_s:.1f} MiB/s (95 % {p.low:.1f}–{p.high:.1f})" for p in w.predicted)
+        unit = METRICS[w.metric].unit
+        winner = f"the measured winner is {w.best_measured}, {w.best_measured_value:.1f} {unit}"
+        preds = tuple(f"{p.name}: predicted {p.value:.1f} {unit} (95 % {p.low:.1f}–{p.high:.1f})" for p in w.predicted)
         out += [Para(f"Predicted, not measured, within reach of the winner ({winner}):", style="small"), Items(preds)]
     if w.skipped:
         rows = [(s.name, s.reason) for s in w.skipped]
@@ -103,8 +114,9 @@ def _notes(w: WorkloadFactors) -> list[Any]:
 
 def _part(w: WorkloadFactors) -> Part:
     head = (
-        f"{w.measured} of {w.candidates} tests measured ({w.runs} runs; steps: {', '.join(w.steps)}); "
-        f"noise (residual sd of log throughput) {w.noise:.2f} with {w.df} degrees of freedom. {w.certainty()}."
+        f"{w.measured} of {w.candidates} tests measured ({w.runs} runs; steps: {', '.join(w.steps)}); fitted to "
+        f"{METRICS[w.metric].name}; noise (residual sd of its log) {w.noise:.2f} with {w.df} degrees of freedom. "
+        f"{w.certainty()}."
     )
     blocks: list[Any] = [Para(head), Table(COLUMNS, _rows(w), wide=False)]
     if w.refine:
@@ -154,10 +166,11 @@ def _json(w: WorkloadFactors) -> dict[str, Any]:
         "separated": list(w.certain),
         "aliases": list(w.aliases),
         "skipped": [{"name": s.name, "reason": s.reason} for s in w.skipped],
+        "metric": w.metric,
         "predicted": [
-            {"name": p.name, "mib_s": p.mib_s, "low": p.low, "high": p.high, "measured": False} for p in w.predicted
+            {"name": p.name, "value": p.value, "low": p.low, "high": p.high, "measured": False} for p in w.predicted
         ],
-        "winner": {"name": w.best_measured, "mib_s": w.best_measured_mib_s, "measured": True},
+        "winner": {"name": w.best_measured, "value": w.best_measured_value, "measured": True},
     }
 
 
