@@ -54,6 +54,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action=_Version, nargs=0, help="print the version and the commit it was built from"
     )
+    parser.set_defaults(root_parser=parser)  # `tankbench completion` walks the whole parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     names = command_names()
     for name in [only] if only in names else names:
