@@ -30,3 +30,11 @@ def test_no_command_or_an_unknown_one_still_gets_the_full_parser() -> None:
     cp = subprocess.run([sys.executable, "-m", "tankbench", "nosuch"], capture_output=True, text=True, timeout=120)
     assert cp.returncode == 2 and "invalid choice: 'nosuch'" in cp.stderr
     assert all(c in cp.stderr for c in ("'plan'", "'run'", "'report'", "'lab'")), cp.stderr
+
+
+def test_completion_still_sees_every_command() -> None:
+    cp = subprocess.run(
+        [sys.executable, "-m", "tankbench", "completion", "bash"], capture_output=True, text=True, timeout=120
+    )
+    assert cp.returncode == 0, cp.stderr
+    assert all(c in cp.stdout for c in ("plan", "run", "report", "lab", "doctor")), cp.stdout[:500]

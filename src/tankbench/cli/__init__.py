@@ -29,6 +29,10 @@ ORDER = [
 ]
 
 
+#: commands that read the whole parser (the shell completion lists every command and option)
+WHOLE_PARSER = ("completion",)
+
+
 class _Version(argparse.Action):
     """--version, computed only when asked (it may ask git)."""
 
@@ -70,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # the command is the first word (the top-level parser has no option that takes a value); none or an unknown
     # one: the full parser, for its help and its error naming every command
-    parser = build_parser(only=next((a for a in argv if not a.startswith("-")), None))
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=None if first in WHOLE_PARSER else first)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
