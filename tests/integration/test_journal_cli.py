@@ -232,6 +232,7 @@ def read_only_cases(j: Path, empty: Path, tmp_path: Path) -> list[tuple[list[str
         (["compare", str(j), str(j.parent / "missing.sqlite")], 2),  # a missing second journal
         (["results", "--journal", str(j), "--csv", str(afile / "x.csv")], 2),
         (["advise", "--journal", str(empty)], 2),
+        (["bundle", str(empty), "-o", str(tmp_path / "b.tankbench.zip")], 2),  # no runs to bundle
         (["results", "--journal", str(empty)], 0),
         (["show", "--journal", str(j), "--json"], 0),
         (["plan", str(good), "--journal", str(j)], 0),

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+from contextlib import closing
 from typing import Any
 
 from tankbench import __version__, build_commit
@@ -17,7 +18,7 @@ from tankbench.cli.report import write_report
 from tankbench.errors import UserError
 from tankbench.journal.anonymise import Anonymiser, anonymise_journal, describe, user_key
 from tankbench.journal.bundle import CAMPAIGN, JOURNAL, REPORT_DIR, SUFFIX, looks_like_bundle, write_bundle
-from tankbench.journal.db import Journal, check_journal_file
+from tankbench.journal.db import Journal, check_journal_file, connect_readonly
 
 _SQLITE = b"SQLite format 3\x00"
 
@@ -83,7 +84,8 @@ def _manifest_facts(journal: str) -> dict[str, Any]:
 
 def _copy(src: str, dest: str) -> None:
     """A consistent copy of a journal (SQLite's backup: safe while `run` writes to it), without a WAL."""
-    with sqlite3.connect(f"file:{os.path.abspath(src)}?mode=ro", uri=True) as s, sqlite3.connect(dest) as d:
+    # the source read as every reader does: a plain mode=ro connection left -wal/-shm beside a journal at rest
+    with closing(connect_readonly(os.path.abspath(src))) as s, closing(sqlite3.connect(dest)) as d:
         s.backup(d)
         d.execute("PRAGMA journal_mode=DELETE")
 

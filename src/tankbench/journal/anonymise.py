@@ -24,7 +24,10 @@ import subprocess
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import closing
 from typing import Any
+
+from tankbench.journal.db import connect_readonly
 
 #: kinds of identifier, in the order a summary names them
 KINDS = ("host", "user", "address", "mac", "serial", "wwn", "disk")
@@ -320,7 +323,7 @@ def _host_label(label: str) -> list[tuple[str, str]]:
 def anonymise_journal(src: str, dest: str, anon: Anonymiser, extra: Iterable[tuple[str, str]] = ()) -> None:
     """Write an anonymised copy of the journal `src` (read, never changed) to `dest` (must not exist)."""
     work = dest + ".work"
-    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as s, sqlite3.connect(work) as w:
+    with closing(connect_readonly(src)) as s, closing(sqlite3.connect(work)) as w:  # nothing written beside src
         s.backup(w)
     conn = sqlite3.connect(work, isolation_level=None)
     try:

@@ -114,6 +114,11 @@ def _connect_ro(path: str) -> sqlite3.Connection:
     raise UserError(f"cannot read journal {path}: {last}", "check the file's permissions") from last
 
 
+def connect_readonly(path: str) -> sqlite3.Connection:
+    """A raw read-only connection to a journal that changes nothing beside it either (a copy's source: backup)."""
+    return _connect_ro(path)
+
+
 def check_journal_file(path: str) -> sqlite3.Connection:
     """Open an existing file read-only and make sure it is a journal this tankbench can read; UserError if
     not (missing, a directory, empty, not SQLite, another SQLite database, written by a newer tankbench).
