@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tankbench.hosts.lab import LabHost
-from tankbench.lab import vm
+from tankbench.lab import control, vm
 from tankbench.lab.diskmodels import LabMachine
 from tests.conftest import tankbench
 from tests.lab.conftest import LAB
@@ -28,7 +28,7 @@ SHAPE = {"kind": "lab", "name": SEEDS_LAB, "disks": 3, "slog": True, "l2arc": Tr
 
 @pytest.fixture(scope="module")
 def seeds_lab() -> Iterator[LabHost]:
-    host = vm.lab_host(SEEDS_LAB, disks=3, slog=True, machine=LabMachine(l2arc=True))
+    host = control.lab_host(SEEDS_LAB, disks=3, slog=True, machine=LabMachine(l2arc=True))
     try:
         yield host
     finally:

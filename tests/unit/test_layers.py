@@ -219,3 +219,37 @@ def test_the_edges_issue_16_named_stay_fixed(module: str) -> None:
         "runner": ("targets.zfs",),
     }[module]
     assert not [d for d in graph[module] if any(d == f or d.startswith(f + ".") for f in forbidden)]
+
+
+def lab_checks(root: Path = PACKAGE) -> list[str]:
+    """`isinstance(…, LabHost)` (or issubclass) outside hosts/: the lab special-cased from outside instead of asking
+    the Host (managed, nat_address, revive, after_reboot, forward_port, leave)."""
+    out = []
+    for name, path in module_files(root).items():
+        if name == "hosts" or name.startswith("hosts."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("isinstance", "issubclass"):
+                named = (
+                    {getattr(n, "id", getattr(n, "attr", "")) for n in ast.walk(node.args[1])}
+                    if node.args[1:]
+                    else set()
+                )
+                if "LabHost" in named:
+                    out.append(f"{name}:{node.lineno}")
+    return out
+
+
+def test_the_lab_is_asked_through_the_host_interface() -> None:
+    found = lab_checks()
+    assert not found, f"isinstance(…, LabHost) outside hosts/ (ask the Host's capabilities instead): {found}"
+
+
+def test_the_lab_check_sees_isinstance_with_a_tuple_and_an_attribute(tmp_path: Path) -> None:
+    pkg = tmp_path / "tankbench"
+    (pkg / "hosts").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "hosts" / "__init__.py").write_text("")
+    (pkg / "hosts" / "lab.py").write_text("x = isinstance(1, LabHost)\n")
+    (pkg / "runner.py").write_text("a = isinstance(h, (int, lab.LabHost))\nb = isinstance(h, int)\n")
+    assert lab_checks(pkg) == ["runner:1"]

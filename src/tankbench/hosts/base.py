@@ -350,6 +350,34 @@ class Host(ABC):
         """Facts about this host that belong in every run's fingerprint beyond what the agent probes."""
         return {}
 
+    # -- what a machine tankbench runs itself can do (the lab VM: hosts/lab.py); a host of the user's cannot ------
+    #: tankbench runs this machine (the lab VM): it boots without services and tankbench may start them; its
+    #: crashed kernel's log is its console, not a journal on its disk
+    managed: bool = False
+    #: the address this host sees other machines' connections come from, which is also where other guests behind
+    #: the same NAT reach this machine (a lab: slirp's gateway); "" when connections come straight
+    nat_address: str = ""
+
+    def revive(self, note: Callable[[str], None]) -> str | None:
+        """Boot the host again if tankbench runs it and it is dead (its qemu exited, its kernel panicked): the
+        crashed kernel's console; None when it is alive, or not tankbench's to boot (then it is waited for)."""
+        return None
+
+    def after_reboot(self, note: Callable[[str], None]) -> None:
+        """Set again what tankbench had set on the machine and a reboot took (a lab's disk models and ARC size)."""
+
+    def forward_port(self, port: int) -> tuple[int, str]:
+        """A port of this machine's loopback forwarded to the host's `port`: (the local port, the rule to give
+        `unforward`). Only a machine tankbench runs has one; another host is reached at its own address."""
+        raise HostError(f"{self.name}: no port of this machine can be forwarded to it (reach it at its address)")
+
+    def unforward(self, rule: str) -> None:
+        """Remove a forward that `forward_port` (of this or an earlier run) made."""
+
+    def leave(self, keep: bool, note: Callable[[str], None]) -> None:
+        """The campaign is over on this host (after close): a lab this process booted is shut down unless
+        `keep`, and one that stays up is said; nothing for another host."""
+
     def private_dir(self, name: str) -> str:
         """A directory only this host's user can change (~/.cache/tankbench/NAME there, mode 0700, its owner
         and every directory above it checked by the agent); created on first use, cached per Host."""

@@ -25,7 +25,6 @@ from typing import Any
 
 from tankbench.errors import HostError
 from tankbench.hosts.base import work_root
-from tankbench.hosts.lab import LabHost
 from tankbench.model import Run, Test
 from tankbench.recovery import Back, HostWaiter, connection_lost
 from tankbench.runner.context import Attempt, CrashedRow, HostRun, Step, StepFailed
@@ -304,10 +303,7 @@ class FailureHandling:
         ctx.host.__dict__.pop("_private_dirs", None)
         ctx.ws.workdir = f"{work_root(ctx.host)}/{ctx.spec.campaign_id}"
         self.on_reboot()
-        if isinstance(ctx.host, LabHost):
-            from tankbench.lab import vm
-
-            vm.apply_machine(ctx.host.lab_name, ctx.host, ctx.spec.host.lab_machine, ctx.progress.note)
+        ctx.host.after_reboot(ctx.progress.note)
 
     def during_setup(self, kinds: list[str], e: HostError) -> None:
         """The host failed during the kinds' setup: no test is to blame, so no row; wait for it as during a run and

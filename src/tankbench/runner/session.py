@@ -18,7 +18,6 @@ from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text
 from tankbench.hooks import call_hook
 from tankbench.hosts.base import Host, work_root
-from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Test
@@ -58,7 +57,7 @@ def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host
 
         return LocalHost()
     if kind == "lab":
-        from tankbench.lab.vm import lab_host
+        from tankbench.lab.control import lab_host
 
         return lab_host(h.lab_name, disks=h.lab_disks, slog=h.lab_slog, machine=h.lab_machine, progress=progress)
     from tankbench.hosts.ssh import SshHost
@@ -194,24 +193,9 @@ class Session:
 
 
 def leave_host(host: Host, keep: bool, note: Callable[[str], None]) -> None:
-    """Close the host; shut down a lab this run booted (unless asked to keep it)."""
+    """Close the host; a lab this run booted is shut down unless `keep` (Host.leave)."""
     host.close()
-    if isinstance(host, LabHost):
-        leave_lab(host, keep, note)
-
-
-def leave_lab(host: LabHost, keep: bool, note: Callable[[str], None]) -> None:
-    """Shut down a lab this run booted (unless asked to keep it); say so when a lab stays up (~3 GB resident)."""
-    name = host.lab_name
-    how = "tankbench lab down" + ("" if name == "default" else f" --name {name}")
-    if host.started_here and not keep:
-        from tankbench.lab import vm
-
-        vm.down(name, note)
-    elif host.started_here:
-        note(f"lab {name} is still up (--keep-lab): stop it with `{how}`")
-    else:
-        note(f"lab {name} was up before this run and is still up: stop it with `{how}`")
+    host.leave(keep, note)
 
 
 def run_campaign(

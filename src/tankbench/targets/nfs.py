@@ -26,7 +26,6 @@ import tankbench.targets.netcount as netcount
 import tankbench.targets.zfs as zfsmod
 from tankbench.errors import HostError, UserError
 from tankbench.hosts.base import Host
-from tankbench.hosts.lab import LabHost
 from tankbench.hosts.ssh import SshHost
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
@@ -43,8 +42,6 @@ EXPORT_MODES = ("sync", "async")
 OWN_MOUNT_OPTIONS = ("vers", "nfsvers", "port", "addr", "clientaddr")
 _OPTIONS_RE = re.compile(r"^[A-Za-z0-9_]+(=[A-Za-z0-9_.:-]+)?(,[A-Za-z0-9_]+(=[A-Za-z0-9_.:-]+)?)*$")
 _ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")
-#: slirp's address of the host (as a lab guest sees this machine, and as a lab sees connections forwarded to it)
-SLIRP_HOST = "10.0.2.2"
 NFS_PORT = 2049
 #: in a lab server: the port forward (`tcp:127.0.0.1:P`) a run added, so a run after a kill -9 removes it
 FORWARD_NOTE = "/run/tankbench-nfs.forward"
@@ -177,7 +174,10 @@ class NfsKind(DatasetKind):
     def __init__(self, ws: Workspace) -> None:
         super().__init__(ws)
         self.clients = ClientLoad(ws.host, ws.spec, ws.note)
-        self.lab = isinstance(ws.host, LabHost)
+        #: tankbench runs the server (a lab): it starts nfsd there, and forwards a port of this machine to it
+        self.managed = ws.host.managed
+        #: where the server sees its clients' connections come from, and where they reach it (a lab: slirp's gateway)
+        self.nat = ws.host.nat_address
         #: the port clients mount from (a lab's forward of its 2049, set up at setup())
         self.port = NFS_PORT
         self.forward = ""
@@ -218,7 +218,7 @@ class NfsKind(DatasetKind):
                 f"{where}: {self.host.name} has no NFS server (exportfs not found)",
                 "install it (Debian: apt-get install nfs-kernel-server)",
             )
-        if not self.lab and not self._nfsd_running():
+        if not self.managed and not self._nfsd_running():
             raise UserError(
                 f"{where}: the NFS server is not running on {self.host.name}",
                 "start it (systemctl start nfs-server); tankbench exports to it but does not start services on "
@@ -255,16 +255,12 @@ class NfsKind(DatasetKind):
 
     def setup(self) -> None:
         super().setup()
-        if self.lab:
-            self._lab_server()
+        if self.managed:
+            self._own_server()
 
-    def _lab_server(self) -> None:
-        """A lab boots without services: start nfsd (NFSv3 off unless asked) and mountd, and forward a port of
-        this machine's loopback to its 2049 (QMP `hostfwd_add`: no change to how labs boot)."""
-        from tankbench.lab.qemu import qmp
-        from tankbench.lab.state import free_port
-
-        assert isinstance(self.host, LabHost)
+    def _own_server(self) -> None:
+        """A machine tankbench runs (a lab) boots without services: start nfsd (NFSv3 off unless asked) and
+        mountd, and forward a port of this machine's loopback to its 2049 (Host.forward_port)."""
         v3 = any(t.share.get("nfs_version") == "3" for t in self.ws.spec.targets if t.share)
         no3 = "" if v3 else "-N 3"
         # everything in a lab is tankbench's: an nfsd or a forward left by a killed run is taken over and ended
@@ -277,31 +273,26 @@ class NfsKind(DatasetKind):
         old = self.host.run(["sh", "-c", script], timeout=120, check=True).stdout.split()
         self.nfsd_started = True
         for rule in old:
-            qmp(self.host.lab_dir, "human-monitor-command", {"command-line": f"hostfwd_remove n0 {rule}"})
-        self.port = free_port()
-        self.forward = f"tcp:127.0.0.1:{self.port}"
-        said = qmp(self.host.lab_dir, "human-monitor-command", {"command-line": f"hostfwd_add n0 {self.forward}-:2049"})
-        if str(said).strip():  # HMP says nothing when it worked
-            self.forward = ""
-            raise HostError(f"{self.host.name}: forwarding 127.0.0.1:{self.port} to its NFS port: {said}")
+            self.host.unforward(rule)
+        self.port, self.forward = self.host.forward_port(NFS_PORT)
         self.host.run(["sh", "-c", f"echo {self.forward} > {FORWARD_NOTE}"], timeout=60, check=True)
         self.ws.note(f"lab NFS server: nfsd started, 127.0.0.1:{self.port} forwarded to its port 2049")
 
     def server_address(self, t: Target) -> str:
-        """Where the clients reach the server: the target's `server_address`, slirp's host for a lab, else the
-        address tankbench reaches the host at."""
+        """Where the clients reach the server: the target's `server_address`, the NAT's address of this machine for
+        a lab (its port forwarded there), else the address tankbench reaches the host at."""
         if t.share.get("server_address"):
             return t.share["server_address"]
-        if self.lab:
-            return SLIRP_HOST
+        if self.nat:
+            return self.nat
         return str(getattr(self.host, "address", "")) or "localhost"
 
     def client_addresses(self, t: Target) -> list[str]:
         """Each client's address as the server sees it (its source address towards the server)."""
         if t.name in self.addresses:
             return self.addresses[t.name]
-        if self.lab:
-            found = [SLIRP_HOST]
+        if self.nat:  # every client comes from the NAT's address
+            found = [self.nat]
         else:
             server = self.server_address(t)
             found = []
@@ -357,7 +348,7 @@ class NfsKind(DatasetKind):
     def _write_exports(self) -> None:
         """This campaign's exports file: what is shared now, to the clients only; `exportfs -ra` applies it."""
         lines = "".join(
-            export_line(d, self.client_addresses(t), t.share["export"], self.lab)
+            export_line(d, self.client_addresses(t), t.share["export"], bool(self.nat))
             for t in self.ws.spec.targets
             if (d := self.shared.get(t.name))
         )
@@ -391,8 +382,8 @@ class NfsKind(DatasetKind):
                     h.run(["sh", "-c", 'if mountpoint -q "$1"; then umount -f -l "$1"; fi', "sh", t.path], timeout=120)
                 self.shared.pop(t.name, None)
             self.forward, self.nfsd_started = "", False
-            if self.lab:
-                self._lab_server()
+            if self.managed:
+                self._own_server()
         return out
 
     def lay_out(self, test: Test) -> dict[str, Any]:
@@ -464,12 +455,8 @@ class NfsKind(DatasetKind):
                     step(f"destroy {ds}", partial(self.ws.zfs.destroy, ds))
         step("fio servers", self.clients.stop)
         if self.forward:
-            from tankbench.lab.qemu import qmp
-
-            assert isinstance(self.host, LabHost)
-            lab_dir = self.host.lab_dir
-            rule = f"hostfwd_remove n0 {self.forward}"
-            step("port forward", lambda: qmp(lab_dir, "human-monitor-command", {"command-line": rule}))
+            rule = self.forward
+            step("port forward", lambda: self.host.unforward(rule))
             step("port forward note", lambda: self.host.run(["rm", "-f", FORWARD_NOTE], timeout=60, check=True))
             self.forward = ""
         if self.nfsd_started:
