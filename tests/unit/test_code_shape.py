@@ -56,7 +56,6 @@ OVER_LIMIT: dict[str, str] = {
     "guest/testguest.py:TestGuest": "shape",
     "journal/db.py": "shape",
     "journal/db.py:Journal": "shape",
-    "lab/vm.py": "shape",
     "schedule/rules.py:places": "shape",
     "targets/nfs.py:NfsKind": "shape",
     "targets/vmdisk.py": "shape",
