@@ -13,7 +13,7 @@ from typing import Any
 RUN_STATUSES = ("running", "done", "failed", "timeout", "crashed", "interrupted")
 #: `workload` values that copy a random-filled source with a command instead of running an fio job
 COPY_WORKLOADS = ("cp", "rsync", "dd")
-#: `workload = "fill"`: the pool-full experiment of a vm-disk target (seed 003, guest/fill.py)
+#: `workload = "fill"`: the pool-full experiment of a vm-disk target (seed 003, guestconf/fill.py)
 FILL = "fill"
 IO_MODES = ("buffered", "direct")
 SYNC_MODES = ("async", "sync", "fsync", "fdatasync")

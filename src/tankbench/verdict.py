@@ -8,7 +8,7 @@ from typing import Any
 
 from tankbench.fio.layout import ends_with_fsync, size_based
 from tankbench.fio.parse import FioOutputError, end_fsync_seconds, load_fio_json, metrics_from_fio
-from tankbench.guest.fill import fill_status
+from tankbench.guestconf.fill import fill_status
 from tankbench.metrics import copy_metrics, derive, fio_ran_s
 from tankbench.model import Test
 
@@ -65,7 +65,7 @@ def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, copy
     metrics registry (metrics.py), the one definition every output uses.
     """
     metrics: dict[str, float] = dict(res.get("metrics", {}))
-    if test.is_fill:  # the pool-full experiment: what the guest saw is its result (guest/fill.py)
+    if test.is_fill:  # the pool-full experiment: what the guest saw is its result (guestconf/fill.py)
         status, fill_notes = fill_status(metrics, res.get("checks", {}))
         if res.get("timed_out"):
             status, fill_notes = "timeout", (*fill_notes, watchdog_note(test, res))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tankbench import model
-from tankbench.guest import layers
-from tankbench.guest.layers import MIB, Layers
+from tankbench.guestconf import layers
+from tankbench.guestconf.layers import MIB, Layers
 from tests.conftest import FIXTURES
 
 GIB = 1 << 30

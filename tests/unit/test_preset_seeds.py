@@ -36,7 +36,7 @@ def test_recordsize_mix_small_forms_keep_their_cost():
 
 def test_zvol_vs_qcow2_is_the_seeds_machine_and_its_size_based_jobs():
     from tankbench.fio import jobs
-    from tankbench.guest import layers
+    from tankbench.guestconf import layers
     from tankbench.targets.vmdisk import VmDiskKind
 
     spec = load_spec(resolve_campaign("zvol-vs-qcow2"))
@@ -64,7 +64,7 @@ def test_zvol_vs_qcow2_small_forms_stay_time_based_without_a_filesystem():
         for t in expand(spec):
             if t.target.kind == "vm-disk" and not t.is_fill:
                 from tankbench.fio import jobs
-                from tankbench.guest import layers
+                from tankbench.guestconf import layers
 
                 assert t.params.get("mode", "time") == "time" and t.params["guest_fs"] == "none"
                 assert layers.job_files(t, "/dev/x") == ["/dev/x"]
@@ -72,7 +72,7 @@ def test_zvol_vs_qcow2_small_forms_stay_time_based_without_a_filesystem():
 
 
 def test_tuning_matrix_has_the_seeds_vm_half_in_its_order():
-    from tankbench.guest import machine
+    from tankbench.guestconf import machine
 
     spec = load_spec(resolve_campaign("tuning-matrix"))
     vm = [t for t in expand(spec) if t.target.kind == "vm-disk"]

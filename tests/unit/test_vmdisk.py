@@ -8,8 +8,8 @@ from pathlib import Path
 from tankbench import model
 from tankbench.campaign import expand, load_spec
 from tankbench.fio.jobs import job_text
-from tankbench.guest.layers import backing_test
 from tankbench.guest.testguest import BlockSettings
+from tankbench.guestconf.layers import backing_test
 from tankbench.targets import kinds, zfs
 from tankbench.targets.vmdisk import (
     VmDiskKind,

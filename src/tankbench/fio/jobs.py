@@ -14,7 +14,7 @@ from tankbench.fio.layout import layout_of as layout_of
 from tankbench.fio.layout import numjobs_of as numjobs_of
 from tankbench.fio.layout import size_based as size_based
 from tankbench.fio.parse import IO_LOG_MSEC
-from tankbench.guest.fill import fill_job, fill_size
+from tankbench.guestconf.fill import fill_job, fill_size
 from tankbench.model import Test
 from tankbench.targets import clients as clients_mod
 from tankbench.targets import kind_of

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from tankbench.errors import UserError
-from tankbench.guest.pauses import WERROR_VALUES
+from tankbench.guestconf.pauses import WERROR_VALUES
 
 BUSES = ("virtio-blk", "virtio-scsi")
 CACHE_MODES = ("none", "writeback", "writethrough", "directsync", "unsafe")

@@ -26,7 +26,7 @@ from tankbench import bootlog
 from tankbench.errors import HostError, UserError
 from tankbench.guest import qemu
 from tankbench.guest.initramfs import IN_IMAGE_DIR
-from tankbench.guest.pauses import IoErrors, Pause, parse_io_errors, parse_pauses
+from tankbench.guestconf.pauses import IoErrors, Pause, parse_io_errors, parse_pauses
 from tankbench.hosts.base import Host, bootstrap_argv
 
 Progress = Callable[[str], None]

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 import tankbench.targets.zfs as zfs
 from tankbench.errors import HostError
 from tankbench.guest import guestcopy
-from tankbench.guest import layers as guest_layers
-from tankbench.guest import machine as guest_machine
 from tankbench.guest.guestcopy import GuestCopies
-from tankbench.guest.layers import GuestLayers, backing_test
-from tankbench.guest.pauses import WERROR_VALUES
+from tankbench.guest.layers import GuestLayers
+from tankbench.guestconf import copy as guest_copy
+from tankbench.guestconf import layers as guest_layers
+from tankbench.guestconf import machine as guest_machine
+from tankbench.guestconf.layers import backing_test
+from tankbench.guestconf.pauses import WERROR_VALUES
 from tankbench.keys import Keys
 from tankbench.model import FILL, Target, Test, short_hash
 from tankbench.targets.base import Capture, Workspace
@@ -203,7 +205,7 @@ class VmDiskKind(ZfsKind):
             f"disk (cache={disk['cache']}, aio={disk['aio']}, iothread={'on' if disk['iothread'] else 'off'}, "
             f"serial {disk_id(test)}), {then}",
             *guest_layers.script_comment_lines(test, device, disk_id(test)),
-            *(guestcopy.script_comment_lines(test, cls.fio_filename(test)) if test.is_copy else []),
+            *(guest_copy.script_comment_lines(test, cls.fio_filename(test)) if test.is_copy else []),
         ]
 
     # -- run time ------------------------------------------------------------------------------

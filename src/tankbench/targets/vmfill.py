@@ -1,6 +1,6 @@
 """Runs the pool-full experiment (`workload = "fill"`) of a vm-disk target in its test guest.
 
-The steps (guest/fill.py has the pure parts and the why): a fresh thin backing is attached; a tagged ballast
+The steps (guestconf/fill.py has the pure parts and the why): a fresh thin backing is attached; a tagged ballast
 dataset's refreservation takes all of the pool's `available` but the room; the guest writes until the pool
 is full, while the controller releases the ballast and resumes the VM whenever qemu pauses it on ENOSPC; a
 verify pass reads back what was written. Whatever happens, the ballast and the filled backing are destroyed
@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 import tankbench.targets.zfs as zfs
 from tankbench.errors import HostError, UserError
-from tankbench.guest.fill import (
+from tankbench.guest.testguest import GuestRun, OnPause
+from tankbench.guestconf.fill import (
     FillOutcome,
     ballast_bytes,
     fill_checks,
@@ -27,7 +28,6 @@ from tankbench.guest.fill import (
     verifiable_bytes,
     verify_job,
 )
-from tankbench.guest.testguest import GuestRun, OnPause
 from tankbench.hosts.base import Host
 from tankbench.model import Test
 from tankbench.targets.base import Workspace
@@ -156,7 +156,7 @@ class FillRun:
 
     # -- the run --------------------------------------------------------------------------------------------
     def run(self, test: Test, request: dict[str, Any]) -> dict[str, Any]:
-        """Ballast, fill, verify, clean up; the run's result (metrics and checks: see guest/fill.py)."""
+        """Ballast, fill, verify, clean up; the run's result (metrics and checks: see guestconf/fill.py)."""
         assert self.vm.attached is not None
         node = self.vm.attached[1]
         guest = self.vm.guest

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.guest.pauses import IoErrors, Pause, effective_werror, pause_record
+from tankbench.guestconf.pauses import IoErrors, Pause, effective_werror, pause_record
 
 #: fio block size of the fill: large blocks, so the guest reaches a full pool quickly
 FILL_BS = 1 << 20
