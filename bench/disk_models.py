@@ -12,8 +12,8 @@ import argparse
 import json
 import sys
 
+from tankbench.diskmodels import MIB, MODELS, LabMachine
 from tankbench.lab import control, vm
-from tankbench.lab.diskmodels import MIB, MODELS, LabMachine
 
 #: (label, fio options, block size): the four workloads of issue 17
 JOBS = (

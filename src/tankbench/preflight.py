@@ -24,11 +24,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import SpecError
-from tankbench.hosts.base import Host
 from tankbench.units import fmt_duration, parse_duration, parse_size
+
+if TYPE_CHECKING:  # the campaign parser reads the policies here without loading hosts
+    from tankbench.hosts.base import Host
 from tankbench.zfs.parse import parse_zpool_status
 
 ACTIONS = ("wait", "refuse", "warn", "off")

@@ -23,10 +23,10 @@ import pytest
 from tankbench.campaign import expand, parse_spec
 from tankbench.cli.presets import preset_path
 from tankbench.coldcache import make_cold
+from tankbench.diskmodels import LabMachine
 from tankbench.errors import UserError
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import control, vm
-from tankbench.lab.diskmodels import LabMachine
 from tankbench.tunables import Tunables
 from tests.conftest import tankbench
 from tests.lab.conftest import LAB
@@ -208,7 +208,7 @@ tunables = [{{}}, {{ {name} = {wanted} }}]
     code = (
         f"from tankbench.lab import control\nfrom tankbench.campaign import expand, load_spec\n"
         f"from tankbench.tunables import Tunables\n"
-        f"from tankbench.lab.diskmodels import LabMachine\n"
+        f"from tankbench.diskmodels import LabMachine\n"
         f"spec = load_spec({str(campaign)!r})\n"
         f"host = control.lab_host({LAB_P!r}, disks=4, slog=True, machine=LabMachine(l2arc=True))\n"
         f"print(Tunables(host, spec.campaign_id, spec.path).apply(expand(spec)[1]), flush=True)\n"

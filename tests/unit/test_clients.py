@@ -10,13 +10,14 @@ import pytest
 from tankbench.campaign import expand
 from tankbench.campaign.parse import parse_spec
 from tankbench.clientreport import clients_markdown, write_clients
+from tankbench.drivers.clients import refuse_server_as_client, without_logs
 from tankbench.errors import SpecError, UserError
 from tankbench.fio.jobs import run_job_text
 from tankbench.hosts.local import LocalHost
 from tankbench.journal.clientruns import ClientRun, client_runs
 from tankbench.journal.db import Journal
 from tankbench.model import ClientHost, Run
-from tankbench.targets.clients import refuse_server_as_client, without_logs
+from tankbench.targets.clients import ClientOptions
 
 CAMPAIGN = """
 [campaign]
@@ -46,7 +47,8 @@ def test_clients_strings_and_tables():
         'clients = ["root@10.0.0.2", "ssh:bench@host-b:2222", { address = "10.0.0.4", identity = "~/k", '
         'known_hosts = "/kh" }]\nclient_port = 9000'
     )
-    t = s.targets[0]
+    t = s.targets[0].options
+    assert isinstance(t, ClientOptions)  # the file kind owns its clients (targets/clients.py)
     assert t.clients == (
         ClientHost("10.0.0.2"),
         ClientHost("host-b", user="bench", port=2222),

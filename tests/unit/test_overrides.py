@@ -13,7 +13,6 @@ from tankbench.campaign.overrides import Overrides, relative_sizes, toml_value
 from tankbench.cli.presets import resolve_campaign
 from tankbench.doctor.facts import meminfo_total, pool_capacity
 from tankbench.errors import UserError
-from tankbench.model import Target
 from tankbench.safety import check_raw_target
 from tests.conftest import tankbench
 
@@ -100,10 +99,10 @@ def test_pure_helpers():
 
 
 def test_blank_confirmation_refuses_a_disk_with_data_and_names_the_fix():
-    t = Target(name="disk", kind="raw", path=A, confirm=f"blank:{A}")
-    check_raw_target(t, {"exists": True, "is_block": True, "signatures": []}, "c.toml")  # blank: accepted
+    blank = f"blank:{A}"
+    check_raw_target("disk", A, blank, {"exists": True, "is_block": True, "signatures": []}, "c.toml")  # accepted
     with pytest.raises(UserError) as e:
-        check_raw_target(t, {"exists": True, "is_block": True, "signatures": ["zfs_member"]}, "c.toml")
+        check_raw_target("disk", A, blank, {"exists": True, "is_block": True, "signatures": ["zfs_member"]}, "c.toml")
     assert "accepts only a blank disk" in e.value.message and e.value.hint.endswith(f"--confirm {A}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tankbench.campaign import expand, load_spec
 from tankbench.cli.presets import resolve_campaign
+from tankbench.zfs.props import zfs_options
 
 
 def test_recordsize_mix_has_the_seeds_queue_depths_and_its_uncompressed_dataset():
@@ -46,7 +47,7 @@ def test_zvol_vs_qcow2_is_the_seeds_machine_and_its_size_based_jobs():
     guest = [t for t in tests if t.target.kind == "vm-disk" and not t.is_fill]
     assert guest and all(t.params["guest_cpus"] == 2 and t.params["numjobs"] == 16 for t in guest)
     assert all(t.params.get("mode") == "size" for t in tests if not t.is_fill)
-    assert all(t.target.props["atime"] == "off" for t in tests)
+    assert all(zfs_options(t.target).props["atime"] == "off" for t in tests)
     t = guest[0]
     assert jobs.job_bytes(t) == 256 << 20  # the seed's --size=256m per job
     path = VmDiskKind.fio_filename(t)

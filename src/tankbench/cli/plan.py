@@ -7,6 +7,7 @@ import os
 import sys
 
 from tankbench.campaign import Spec, expand
+from tankbench.campaign.host import default_journal_path, local_has_zfs
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
@@ -14,7 +15,6 @@ from tankbench.fio.jobs import job_script, job_text
 from tankbench.journal import Journal
 from tankbench.model import Test
 from tankbench.progress import fmt_estimate
-from tankbench.runner import default_journal_path, local_has_zfs
 from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.units import fmt_duration

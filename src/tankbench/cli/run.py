@@ -79,8 +79,8 @@ def cmd_run_resumable(spec: Spec, args: argparse.Namespace) -> int:
     """--resume-at-boot: checked before anything is written, the unit kept for the campaign's lifetime;
     --no-resume-at-boot: this campaign's unit removed first."""
     from tankbench import resumeboot
+    from tankbench.campaign.host import default_journal_path, local_has_zfs
     from tankbench.journal.lock import JournalLock
-    from tankbench.runner import default_journal_path, local_has_zfs
 
     def note(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

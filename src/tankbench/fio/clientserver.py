@@ -24,16 +24,8 @@ from typing import Any
 
 from tankbench.errors import HostError, UserError
 from tankbench.fio.parse import load_fio_json
+from tankbench.fio.server import DEFAULT_PORT, SERVER_SCRIPT
 from tankbench.hosts.ssh import SshHost
-
-#: fio's own default server port
-DEFAULT_PORT = 8765
-
-#: runs on the client as `sh -c SERVER_SCRIPT sh PORT`: fio serves on loopback until our stdin closes
-SERVER_SCRIPT = (
-    'fio --server=127.0.0.1,"$1" </dev/null & pid=$!; echo "tankbench-fio-server $pid"; '
-    'cat >/dev/null; kill "$pid" 2>/dev/null; wait "$pid"'
-)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
 
 def _block(test: Test) -> bool:
     """fio opens a block device (raw, zvol): one region shared by the jobs, no file to create."""
-    return kind_of(test.target).block_device
+    return kind_of(test.target).traits.block_device
 
 
 def per_job_files(test: Test) -> bool:
@@ -256,9 +256,9 @@ def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
     ]
     kind = kind_of(test.target)
     lines += kind.script_lines(test, campaign_id)
-    if test.target.clients:  # fio client/server on the target's client hosts, as `run` does it
+    if kind.load_from_clients(test.target):  # fio client/server on the target's client hosts, as `run` does it
         return "\n".join(lines + clients_mod.script_lines(test, fio_name)) + "\n"
-    if kind.runs_in_guest:
+    if kind.traits.runs_in_guest:
         what = "the copy" if test.is_copy else f"{fio_name} with fio"
         return "\n".join(lines + [f"echo 'run {what} inside the test guest (see above)' >&2"]) + "\n"
     if (

@@ -27,6 +27,7 @@ from typing import Any
 from tankbench.guestconf.machine import cpu_has_aes as cpu_has_aes
 from tankbench.model import Test
 from tankbench.units import fmt_size, parse_size
+from tankbench.zfs.props import zfs_options
 
 MIB = 1 << 20
 #: the layer axes, outermost first (LUKS is under the filesystem)
@@ -173,7 +174,7 @@ def volblock_align(test: Test) -> int:
     """The volblocksize a zvol backing is made with (0 if none is set: 1 MiB alignment covers the default)."""
     if test.params.get("backing", "zvol") != "zvol":
         return 0
-    vbs = str(test.params.get("volblocksize", test.target.props.get("volblocksize", "default")))
+    vbs = str(test.params.get("volblocksize", zfs_options(test.target).props.get("volblocksize", "default")))
     return 0 if vbs == "default" else parse_size(vbs)
 
 

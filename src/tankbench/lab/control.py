@@ -11,10 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tankbench import diskmodels
+from tankbench.diskmodels import MODELS, LabMachine
 from tankbench.errors import HostError
 from tankbench.hosts.lab import LabHost
-from tankbench.lab import diskmodels, vm
-from tankbench.lab.diskmodels import MODELS, LabMachine
+from tankbench.lab import vm
 from tankbench.lab.qemu import is_our_qemu, qmp
 from tankbench.lab.state import (
     LabConfig,

@@ -23,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tankbench.drivers import TargetDriver
 from tankbench.errors import HostError
 from tankbench.hosts.base import work_root
 from tankbench.model import Run, Test
 from tankbench.recovery import Back, HostWaiter, connection_lost
 from tankbench.runner.context import Attempt, CrashedRow, HostRun, Step, StepFailed
-from tankbench.targets import TargetKind
 from tankbench.units import fmt_duration
 
 #: runs of a test in a row that a lost connection may interrupt (the host answering with the same boot)
@@ -118,7 +118,7 @@ class GuestDied(Ongoing):
 
     failed: Failed
     crashed: CrashedRow
-    kind: TargetKind
+    kind: TargetDriver
     why: str
 
     def next(self, h: FailureHandling) -> State:
@@ -276,7 +276,7 @@ class FailureHandling:
         ctx.journal.finish_run(row, run)
         return CrashedRow(row, run, None)
 
-    def crashed_guest(self) -> tuple[TargetKind, str] | None:
+    def crashed_guest(self) -> tuple[TargetDriver, str] | None:
         """The kind whose test guest died while the host stayed up, and why (None when no guest did)."""
         for kind in self.ctx.kinds.values():
             try:

@@ -11,13 +11,14 @@ from typing import Any
 from tankbench import preflight as preflight_mod
 from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
+from tankbench.drivers import TargetDriver
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import deadline_s, run_job_text, test_file_path
 from tankbench.model import Run, Test
 from tankbench.runner.context import Attempt, CrashedRow, HostRun, Step, StepFailed, during
 from tankbench.schedule.cooldown import cooldown_checks, cooldown_request, idle_marks
 from tankbench.schedule.steady import steady_state_from_text
-from tankbench.targets import TargetKind, kind_of
+from tankbench.targets import kind_of
 from tankbench.verdict import decide_run
 from tankbench.zfs.checks import direct_io_confirm, run_validity
 
@@ -64,7 +65,7 @@ class OneRun:
         checks.update(tunables)
         step("prepare")
         pool = ctx.spec.pool.name if ctx.spec.pool is not None and ctx.spec.pool.creates else None
-        pool = pool if kind_of(test.target).cold_cache_cycles_pool else None
+        pool = pool if kind_of(test.target).traits.cold_cache_cycles_pool else None
         with during(Step.CACHE):
             checks.update(prepare_cache(ctx.host, test, pool))  # after the layout: cold means cold
         step("cache")
@@ -82,7 +83,9 @@ class OneRun:
     def prepare(self, test: Test) -> dict[str, Any]:
         """Provision and lay out the test's target; return the checks that prove it (verified, not assumed)."""
         kind = self.ctx.kinds[test.target.kind]
-        if type(kind).prepare is TargetKind.prepare and not test.is_copy:  # the two steps apart: a crash names its step
+        if (
+            type(kind).prepare is TargetDriver.prepare and not test.is_copy
+        ):  # the two steps apart: a crash names its step
             with during(Step.PROVISIONING):
                 kind.provision(test)
             with during(Step.LAYOUT):
@@ -109,7 +112,7 @@ class OneRun:
         c = ctx.spec.cooldown
         if not c.active:
             return {}
-        pool = ctx.spec.pool.pool_name if ctx.spec.pool is not None and kind_of(test.target).needs_pool else ""
+        pool = ctx.spec.pool.pool_name if ctx.spec.pool is not None and kind_of(test.target).traits.needs_pool else ""
         devices = self._devices.get(test.target.name) or self.devices(test)
         req = dict(cooldown_request(c, devices, pool, ctx.pre.load1, self._idle_marks), counters_devices=devices)
         res = ctx.host.call_agent(req, timeout=c.fixed_s + c.max_s + 120)
@@ -124,9 +127,9 @@ class OneRun:
         policy = ctx.spec.preflight
         if all(getattr(policy, k) == "off" for k in ("scrub", "disk_io", "swap", "load")):
             return {}
-        pool = ctx.spec.pool.pool_name if ctx.spec.pool is not None and kind_of(test.target).needs_pool else None
+        pool = ctx.spec.pool.pool_name if ctx.spec.pool is not None and kind_of(test.target).traits.needs_pool else None
         # measured by the run's own request (one round trip less), where that request is the host agent's fio_run
-        if preflight_mod.deferrable(policy, pool) and not kind_of(test.target).runs_in_guest:
+        if preflight_mod.deferrable(policy, pool) and not kind_of(test.target).traits.runs_in_guest:
             self._noise = (preflight_mod.noise_request(pool, devices, policy, self._since), pool)
             return {}
         verdict = preflight_mod.before_run(ctx.host, pool, devices, policy, note=ctx.progress.note, since=self._since)

@@ -13,6 +13,7 @@ from typing import Any
 from tankbench import resumeboot
 from tankbench.analysis.cases import index_for_reports
 from tankbench.campaign import Spec, expand
+from tankbench.campaign.host import default_journal_path, local_has_zfs
 from tankbench.campaign.unattended import legacy_grace_note
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text
@@ -30,15 +31,6 @@ from tankbench.runner.probe import Preflight, preflight
 
 #: a run found `running` on start: (row, test id, its fio's pid, its host)
 Stale = tuple[int, str, int | None, str]
-
-
-def default_journal_path(spec: Spec) -> str:
-    """Where results go unless --journal says otherwise: ./tankbench-results/<campaign>/journal.sqlite."""
-    return os.path.join("tankbench-results", spec.name, "journal.sqlite")
-
-
-def local_has_zfs() -> bool:
-    return os.path.exists("/sys/module/zfs")
 
 
 def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host:

@@ -7,7 +7,7 @@ from typing import Any
 from tankbench.fio.layout import ends_with_fsync, size_based
 from tankbench.hosts.base import Host
 from tankbench.model import Test
-from tankbench.targets.zfs import buffer_check, dataset_name, zfs_props
+from tankbench.targets.zfsplan import buffer_check, dataset_name, pool_root, zfs_props
 from tankbench.units import parse_size
 from tankbench.zfs.props import REPORTED
 
@@ -78,7 +78,7 @@ def from_capture(
     trait, "filesystem" or "volume" when fio opens a dataset's file or a zvol on the host)."""
     from tankbench.zfs import parse as zparse
 
-    pool = test.target.pool.split("/")[0]
+    pool = pool_root(test).split("/")[0]
     before, after = res.get("files_before", {}), res.get("files_after", {})
     metrics: dict[str, float] = {}
     checks: dict[str, Any] = {}

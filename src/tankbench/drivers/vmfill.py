@@ -14,7 +14,8 @@ import shlex
 import time
 from typing import Any, Protocol
 
-import tankbench.targets.zfs as zfs
+import tankbench.targets.zfsplan as zfs
+from tankbench.drivers.base import Workspace
 from tankbench.errors import HostError, UserError
 from tankbench.guest.testguest import GuestRun, OnPause
 from tankbench.guestconf.fill import (
@@ -30,12 +31,12 @@ from tankbench.guestconf.fill import (
 )
 from tankbench.hosts.base import Host
 from tankbench.model import Test
-from tankbench.targets.base import Workspace
+from tankbench.targets.vmdisk import BALLAST
 from tankbench.units import fmt_size, parse_size
 
 
 class GuestDisks(Protocol):
-    """What a fill needs of the vm-disk kind (targets/vmdisk.py), which owns the guest and its attached disk."""
+    """What a fill needs of the vm-disk driver (drivers/vmdisk.py), which owns the guest and its attached disk."""
 
     guest: Any
     attached: tuple[str, str] | None
@@ -47,10 +48,6 @@ class GuestDisks(Protocol):
     def allocated_bytes(self, test: Test) -> int | None: ...
     @classmethod
     def backing_path(cls, test: Test) -> str: ...
-
-
-#: the ballast's name under the campaign's root dataset (one fill runs at a time)
-BALLAST = "fill-ballast"
 
 
 class FillRun:
@@ -248,25 +245,3 @@ class FillRun:
         guest = self.vm.guest
         if guest is not None and guest.qmp("query-status").get("status") in ("io-error", "paused"):
             guest.qmp("cont")
-
-
-def fill_script_lines(test: Test, campaign_id: str, backing: str, image_create: str) -> list[str]:
-    """Shell lines (and comments) that set up a fill test by hand, as `run` does (for `plan --export`); `backing`
-    is the guest disk's path on the host, `image_create` the `qemu-img create` line of an image backing."""
-    ballast = f"{test.target.pool}/{BALLAST}"
-    room = parse_size(str(test.params["fill_room"]))
-    if zfs.is_volume(test):
-        thin = f"zfs set refreservation=none {shlex.quote(zfs.dataset_name(test))}  # a thin (sparse) zvol"
-    else:
-        thin = image_create
-    return [
-        thin,
-        f"# Ballast: a refreservation of all of `zfs get -Hp available {test.target.pool}` but {room} bytes:",
-        f"avail=$(zfs get -Hp -o value available {shlex.quote(test.target.pool)})",
-        f"zfs create -o canmount=off -o refreservation=$(( (avail - {room}) / 1048576 * 1048576 )) "
-        f"-o {zfs.TAG}={campaign_id} {shlex.quote(ballast)}",
-        f"# This job runs INSIDE a test guest: attach {backing} to it, run the .fio file "
-        f"there until the pool is full. If qemu pauses the VM (werror), run `zfs set refreservation=none "
-        f"{ballast}` and resume it (QMP cont / virsh resume); afterwards verify with the same job plus "
-        "verify_only=1, do_verify=1, size=<bytes written>, then `zfs destroy` the ballast.",
-    ]
