@@ -271,32 +271,8 @@ class NfsDriver(NfsKind, DatasetDriver):
 
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
         m, checks, samples = super().after_run(test, res, metrics)
-        before, after = res.get("files_before", {}), res.get("files_after", {})
-        server = netcount.delta(before.get("/proc/net/dev", ""), after.get("/proc/net/dev", ""))
-        iface, _ = netcount.busiest(server)
-        speed = netcount.link_speed(str(after.get(f"/sys/class/net/{iface}/speed", "")))
-        seconds = float(res.get("wall_s") or 0.0)
-        total = dict(res.get("checks", {})).get("clients.total", {})
-        client_mibs = (float(total.get("read_bw_bytes", 0)) + float(total.get("write_bw_bytes", 0))) / netcount.MIB
-        cpu = None
-        if "sys.cpu_user_pct" in metrics or "sys.cpu_sys_pct" in metrics:
-            cpu = float(metrics.get("sys.cpu_user_pct", 0.0)) + float(metrics.get("sys.cpu_sys_pct", 0.0))
-        checks = dict(checks)
-        checks["net.server"] = server
-        checks["net.clients"] = dict(res.get("net_clients", {}))
-        checks["nfs.share"] = dict(
-            nfs_options(test.target).share, server=self.server_address(test.target), port=self.port
-        )
-        checks.update(
-            netcount.judge(
-                seconds=seconds,
-                server=server,
-                speed_mbps=speed,
-                client_mibs=client_mibs,
-                cpu_pct=cpu,
-            )
-        )
-        return m, checks, samples
+        share = dict(nfs_options(test.target).share, server=self.server_address(test.target), port=self.port)
+        return m, {**checks, **network_checks(res, metrics), "nfs.share": share}, samples
 
     def finish(self) -> None:
         """Unmount, remove the mount directories tankbench made, unexport, destroy the datasets (tag read back),
@@ -337,6 +313,22 @@ class NfsDriver(NfsKind, DatasetDriver):
 
     def device_paths(self, test: Test) -> list[str]:
         return super().device_paths(test)  # the pool's disks on the server
+
+
+def network_checks(res: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, Any]:
+    """The server's and each client's network counters over the run, and what limited it (targets/netcount.py)."""
+    before, after = res.get("files_before", {}), res.get("files_after", {})
+    server = netcount.delta(before.get("/proc/net/dev", ""), after.get("/proc/net/dev", ""))
+    iface, _ = netcount.busiest(server)
+    speed = netcount.link_speed(str(after.get(f"/sys/class/net/{iface}/speed", "")))
+    total = dict(res.get("checks", {})).get("clients.total", {})
+    client_mibs = (float(total.get("read_bw_bytes", 0)) + float(total.get("write_bw_bytes", 0))) / netcount.MIB
+    cpu = None
+    if "sys.cpu_user_pct" in metrics or "sys.cpu_sys_pct" in metrics:
+        cpu = float(metrics.get("sys.cpu_user_pct", 0.0)) + float(metrics.get("sys.cpu_sys_pct", 0.0))
+    seconds = float(res.get("wall_s") or 0.0)
+    judged = netcount.judge(seconds=seconds, server=server, speed_mbps=speed, client_mibs=client_mibs, cpu_pct=cpu)
+    return {"net.server": server, "net.clients": dict(res.get("net_clients", {})), **judged}
 
 
 def _net_dev(h: Host) -> str:
