@@ -16,6 +16,7 @@ from tankbench.targets.base import Campaign, TargetKind
 from tankbench.units import fmt_size
 
 if TYPE_CHECKING:
+    from tankbench.agent import FioRunExtras, FioRunRequest
     from tankbench.drivers.zfs import ZfsProvisioner
 
 
@@ -87,7 +88,7 @@ class TargetDriver(TargetKind):
         return self.lay_out(test)
 
     def run_fio(
-        self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None], timeout: float
+        self, test: Test, request: FioRunRequest, on_event: Callable[[dict[str, Any]], None], timeout: float
     ) -> dict[str, Any]:
         """Run the job (the agent's `fio_run` request) and return the agent's result (fio runs on the host)."""
         return self.host.call_agent(request, on_event=on_event, timeout=timeout)
@@ -115,7 +116,7 @@ class TargetDriver(TargetKind):
         """Paths whose physical disks are sampled from /proc/diskstats during a run."""
         return [test.target.path]
 
-    def capture(self, test: Test) -> dict[str, Any]:
+    def capture(self, test: Test) -> FioRunExtras:
         """Extra agent request fields for a run on this kind (files read around fio, commands during it)."""
         return {}
 

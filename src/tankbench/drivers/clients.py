@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.drivers.base import check_directory
 from tankbench.errors import UserError
@@ -18,6 +18,9 @@ from tankbench.hosts.ssh import SshHost
 from tankbench.model import ClientHost, Target, Test
 from tankbench.targets.base import Campaign
 from tankbench.targets.clients import client_options
+
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunRequest
 
 #: what a run records of each client's machine (from its agent's probe)
 MACHINE_FACTS = ("hostname", "cpu_model", "cpu_count", "mem_bytes", "kernel", "fio_version")
@@ -165,7 +168,7 @@ class ClientLoad:
             "clients.layout": per,
         }
 
-    def run(self, test: Test, request: dict[str, Any]) -> dict[str, Any]:
+    def run(self, test: Test, request: FioRunRequest) -> dict[str, Any]:
         """The test's job on every client at once through `fio --client`, while the host observes the window."""
         t = test.target
         servers = self.start(t)
@@ -175,7 +178,7 @@ class ClientLoad:
         def go() -> tuple[int, str, str, float]:
             return servers.run_raw(job, timeout=deadline + 60)
 
-        res, (rc, out, err, wall) = observed(self.host, dict(request, job_text=job), go)
+        res, (rc, out, err, wall) = observed(self.host, {**request, "job_text": job}, go)
         host_wall = float(res.get("wall_s", wall))  # the host's observing window (fio --client's, plus a round trip)
         per: list[ClientResult] = []
         total: ClientResult | None = None

@@ -6,22 +6,25 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.drivers.base import Capture, TargetDriver, Workspace, check_directory, check_room
 from tankbench.drivers.clients import ClientLoad
-from tankbench.fio.layout import KindFacts, layout_request
+from tankbench.fio.layout import KindFacts, file_layout_request, layout_request
 from tankbench.model import Target, Test
 from tankbench.targets.file import FileKind
+
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunExtras, FioRunRequest
 
 
 def lay_out_file(ws: Workspace, test: Test, kind: KindFacts, sync_cmd: list[str] | None = None) -> dict[str, Any]:
     """Have the agent lay out and verify the test file; a failed verification is said, and recorded."""
     t = test.target
-    request: dict[str, Any] = layout_request(test, kind)  # every per-job file, in the test's layout
+    request = file_layout_request(test, kind)  # every per-job file, in the test's layout
     if sync_cmd:
         request["sync_cmd"] = sync_cmd
-    res = ws.host.call_agent(request, timeout=max(600.0, len(request["paths"]) * t.size / (5 << 20)))
+    res = ws.host.call_agent(request, timeout=max(600.0, len(request.get("paths", [])) * t.size / (5 << 20)))
     checks = dict(res["checks"])
     if not checks.get("layout.verified"):
         ws.note(f"warning: test file of target {t.name!r} failed verification: {checks}")
@@ -61,7 +64,7 @@ class FileDriver(FileKind, TargetDriver):
         )  # the clients' disks are not the host's
 
     def run_fio(
-        self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None], timeout: float
+        self, test: Test, request: FioRunRequest, on_event: Callable[[dict[str, Any]], None], timeout: float
     ) -> dict[str, Any]:
         if self.load_from_clients(test.target):
             return self.clients.run(test, request)
@@ -75,10 +78,12 @@ class FileDriver(FileKind, TargetDriver):
     # one on the same files and they were verified, that run needs no prepare round trip of its own.
     _after: tuple[int, str, dict[str, Any]] | None = None
 
-    def capture(self, test: Test) -> dict[str, Any]:
+    def capture(self, test: Test) -> FioRunExtras:
         # not with clients: their files are on the client hosts, the run's host agent only observes
         return (
-            {} if test.is_copy or self.load_from_clients(test.target) else {"layout_after": layout_request(test, self)}
+            {}
+            if test.is_copy or self.load_from_clients(test.target)
+            else {"layout_after": file_layout_request(test, self)}
         )
 
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:

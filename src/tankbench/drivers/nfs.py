@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tankbench.targets.netcount as netcount
 import tankbench.targets.zfsplan as zfsmod
@@ -32,6 +32,9 @@ from tankbench.targets.nfs import (
     mount_argv,
     nfs_options,
 )
+
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunExtras, FioRunRequest
 
 
 class NfsDriver(NfsKind, DatasetDriver):
@@ -256,7 +259,7 @@ class NfsDriver(NfsKind, DatasetDriver):
         return self.clients.lay_out(test, lambda h: lay_out_file(replace(self.ws, host=h), test, self))
 
     def run_fio(
-        self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None], timeout: float
+        self, test: Test, request: FioRunRequest, on_event: Callable[[dict[str, Any]], None], timeout: float
     ) -> dict[str, Any]:
         hosts = self.client_hosts(test.target)
         before = {h.name: _net_dev(h) for h in hosts}
@@ -264,7 +267,7 @@ class NfsDriver(NfsKind, DatasetDriver):
         res["net_clients"] = {h.name: netcount.delta(before[h.name], _net_dev(h)) for h in hosts}
         return res
 
-    def capture(self, test: Test) -> dict[str, Any]:
+    def capture(self, test: Test) -> FioRunExtras:
         cap = super().capture(test)
         cap["capture_files"] = [*cap.get("capture_files", []), "/proc/net/dev", "/sys/class/net/*/speed"]
         return cap

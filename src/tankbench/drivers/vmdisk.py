@@ -36,6 +36,7 @@ from tankbench.targets.vmdisk import (
 from tankbench.units import parse_size
 
 if TYPE_CHECKING:
+    from tankbench.agent import FioRunExtras, FioRunRequest
     from tankbench.drivers.vmfill import FillRun
     from tankbench.guest.testguest import BlockSettings
 
@@ -227,7 +228,7 @@ class VmDiskDriver(VmDiskKind, ZfsDriver):
         res = self.host.run(["grep", "-a", "-F", "-q", "-e", marker, self.backing_path(test)], timeout=3600)
         return {0: True, 1: False}.get(res.returncode)
 
-    def run_copy(self, test: Test, request: dict[str, Any]) -> dict[str, Any]:
+    def run_copy(self, test: Test, request: FioRunRequest) -> dict[str, Any]:
         """cp, rsync or dd in the guest from its read-only source disk onto the layers' file (dd: or the disk),
         observed on the host like fio (guest/guestcopy.py)."""
         assert self.attached is not None and self.layers is not None and self.copies is not None
@@ -250,7 +251,7 @@ class VmDiskDriver(VmDiskKind, ZfsDriver):
         return res
 
     def run_fio(
-        self, test: Test, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None], timeout: float
+        self, test: Test, request: FioRunRequest, on_event: Callable[[dict[str, Any]], None], timeout: float
     ) -> dict[str, Any]:
         """fio in the guest; the host's agent observes the same window (samplers, ZFS capture, drain)."""
 
@@ -267,12 +268,12 @@ class VmDiskDriver(VmDiskKind, ZfsDriver):
         # the job text the guest ran is kept on the host for the record
         res, grun = guestcopy.observed(
             self.host,
-            dict(request, job_text=job),
+            {**request, "job_text": job},
             lambda: self.guest.run_fio(job, timeout=float(request["deadline_s"])),
         )
         return guest_fio_result(res, grun, grun.qemu_cpu_s - cpu_before, dev, self.guest, self.layer_checks)
 
-    def capture(self, test: Test) -> dict[str, Any]:
+    def capture(self, test: Test) -> FioRunExtras:
         return super().capture(backing_test(test))  # the ZFS side: the dataset/zvol the backing lives on
 
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:

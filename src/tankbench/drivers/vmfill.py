@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import tankbench.targets.zfsplan as zfs
 from tankbench.drivers.base import Workspace
@@ -33,6 +33,9 @@ from tankbench.hosts.base import Host
 from tankbench.model import Test
 from tankbench.targets.vmdisk import BALLAST
 from tankbench.units import fmt_size, parse_size
+
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunRequest
 
 
 class GuestDisks(Protocol):
@@ -152,7 +155,7 @@ class FillRun:
         return size, self.available()
 
     # -- the run --------------------------------------------------------------------------------------------
-    def run(self, test: Test, request: dict[str, Any]) -> dict[str, Any]:
+    def run(self, test: Test, request: FioRunRequest) -> dict[str, Any]:
         """Ballast, fill, verify, clean up; the run's result (metrics and checks: see guestconf/fill.py)."""
         assert self.vm.attached is not None
         node = self.vm.attached[1]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.fio.layout import ends_with_fsync, size_based
 from tankbench.hosts.base import Host
@@ -10,6 +10,9 @@ from tankbench.model import Test
 from tankbench.targets.zfsplan import buffer_check, dataset_name, pool_root, zfs_props
 from tankbench.units import parse_size
 from tankbench.zfs.props import REPORTED
+
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunExtras
 
 ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
 #: pool-wide ZIL counters (OpenZFS >= 0.8); per dataset in each objset kstat from 2.2 on
@@ -25,7 +28,7 @@ def txgs_path(pool: str) -> str:
     return f"/proc/spl/kstat/zfs/{pool}/txgs"
 
 
-def zfs_capture(test: Test, pool: str) -> dict[str, Any]:
+def zfs_capture(test: Test, pool: str) -> FioRunExtras:
     """Agent request fields: files read before/after fio, `zpool iostat` streamed during it, properties after,
     and `zpool sync` both before (no dirty data carried in) and after (drain until durable)."""
     ds = dataset_name(test)

@@ -4,7 +4,7 @@ provisioning, recovery after a reboot, the ZFS capture of a run and the pool's f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tankbench.drivers.zfs_metrics as zfs_metrics
 from tankbench.drivers.base import Capture, TargetDriver
@@ -12,6 +12,9 @@ from tankbench.errors import UserError
 from tankbench.model import Target, Test
 from tankbench.targets import traits
 from tankbench.targets.zfsbase import ZfsKind
+
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunExtras
 
 
 class ZfsDriver(ZfsKind, TargetDriver):
@@ -44,7 +47,7 @@ class ZfsDriver(ZfsKind, TargetDriver):
         assert pool is not None
         return list(pool.devices) or zfs_metrics.pool_vdev_paths(self.host, pool.pool_name)
 
-    def capture(self, test: Test) -> dict[str, Any]:
+    def capture(self, test: Test) -> FioRunExtras:
         assert self.ws.spec.pool is not None
         return zfs_metrics.zfs_capture(test, self.ws.spec.pool.pool_name)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tankbench.copytest import copy_script_lines
 from tankbench.fio import layout as fio_layout
@@ -19,6 +19,9 @@ from tankbench.model import Test
 from tankbench.targets import clients as clients_mod
 from tankbench.targets import kind_of
 from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
+
+if TYPE_CHECKING:
+    from tankbench.agent import PrepareFileRequest, PrepareRawRequest
 
 
 def _block(test: Test) -> bool:
@@ -41,7 +44,7 @@ def test_file_paths(test: Test) -> list[str]:
     return fio_layout.test_file_paths(test, kind_of(test.target))
 
 
-def layout_request(test: Test, path: str | None = None) -> dict[str, Any]:
+def layout_request(test: Test, path: str | None = None) -> PrepareFileRequest | PrepareRawRequest:
     """The agent request that lays out and verifies what fio will open (see fio.layout.layout_request)."""
     return fio_layout.layout_request(test, kind_of(test.target), path)
 

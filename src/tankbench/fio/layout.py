@@ -6,9 +6,12 @@ looking it up in the registry, so the kinds can use these helpers without an imp
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tankbench.model import Test
+
+if TYPE_CHECKING:
+    from tankbench.agent import PrepareFileRequest, PrepareRawRequest
 
 
 class Flags(Protocol):
@@ -93,7 +96,7 @@ def test_file_paths(test: Test, kind: KindFacts) -> list[str]:
     return [f"{stem}.fiodata"]
 
 
-def layout_request(test: Test, kind: KindFacts, path: str | None = None) -> dict[str, Any]:
+def layout_request(test: Test, kind: KindFacts, path: str | None = None) -> PrepareFileRequest | PrepareRawRequest:
     """The agent request that lays out and verifies what fio will open, for the test's layout: every per-job
     file of a file/dataset target (`prepare_file`), or the region of a raw device / zvol (`prepare_raw`,
     `path` = the provisioned device). The runner sends it before each run (a write test changes the data)."""
@@ -105,5 +108,10 @@ def layout_request(test: Test, kind: KindFacts, path: str | None = None) -> dict
             "size": test.target.size,
             "layout": layout,
         }
+    return file_layout_request(test, kind)
+
+
+def file_layout_request(test: Test, kind: KindFacts) -> PrepareFileRequest:
+    """The `prepare_file` request of a test's file(s) (every per-job file)."""
     paths = test_file_paths(test, kind)
-    return {"op": "prepare_file", "path": paths[0], "paths": paths, "size": test.target.size, "layout": layout}
+    return {"op": "prepare_file", "path": paths[0], "paths": paths, "size": test.target.size, "layout": layout_of(test)}

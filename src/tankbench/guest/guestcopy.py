@@ -17,7 +17,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tankbench.errors import HostError
 from tankbench.guest.qemu import GuestDisk
@@ -25,6 +25,9 @@ from tankbench.guestconf.copy import SOURCE_FILE, SOURCE_ID, SOURCE_MOUNT, guest
 from tankbench.guestconf.layers import FS_OVERHEAD_FIXED, FS_OVERHEAD_SHARE, MIB, round_up
 from tankbench.hosts.base import Host
 from tankbench.model import Test
+
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunRequest
 
 #: busybox `timeout` ends a copy that outlives its deadline with SIGTERM: the shell sees 128 + 15
 TIMED_OUT_RC = 143
@@ -159,10 +162,11 @@ def copy_result(
 # -- run time ----------------------------------------------------------------------------------------------
 
 
-def observed(host: Host, request: Mapping[str, Any], job: Callable[[], T]) -> tuple[dict[str, Any], T]:
+def observed(host: Host, request: FioRunRequest, job: Callable[[], T]) -> tuple[dict[str, Any], T]:
     """Run `job` (something in the guest) while the host's agent observes the same window: it samples and
     captures from when it says "observing" until told to stop, then drains. (agent, job) results."""
-    observe = {k: v for k, v in request.items() if k != "argv"}
+    observe = request.copy()
+    observe.pop("argv", None)
     observe["observe"] = True
     session = host.start_agent(observe)
     events = session.events()
@@ -245,7 +249,7 @@ class GuestCopies:
     def run(
         self,
         test: Test,
-        request: Mapping[str, Any],
+        request: FioRunRequest,
         dest: str,
         disk: str,
         copy_size: int,

@@ -10,12 +10,34 @@ import shlex
 import subprocess
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from tankbench.errors import HostError
+
+if TYPE_CHECKING:  # the agent's protocol (agent.py ships as one source: its types are for checking only)
+    from tankbench.agent import (
+        AgentRequest,
+        CooldownRequest,
+        DirsRequest,
+        DirsResult,
+        EndPidsRequest,
+        EndPidsResult,
+        FioRunRequest,
+        KeyRequest,
+        KeyResult,
+        LayoutResult,
+        NoiseRequest,
+        PrepareFileRequest,
+        PrepareRawRequest,
+        ProbeRequest,
+        ProbeResult,
+    )
+
+#: what an agent call hands each event before the result (e.g. fio's pid as it starts)
+OnEvent = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -83,7 +105,7 @@ class AgentSession:
     """A running agent: its source and one JSON request in, JSON event lines out; closing stdin tells it to
     stop."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], request: dict[str, Any]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], request: AgentRequest) -> None:
         self.proc = proc
         self._stderr: list[bytes] = []
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -113,7 +135,7 @@ class AgentSession:
             except json.JSONDecodeError:
                 continue
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Mapping[str, object]) -> None:
         """One more JSON line to the running agent (e.g. {"stop": true} to end an observing fio_run)."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(message).encode() + b"\n")
@@ -172,7 +194,7 @@ class SessionSlot:
 
     def call(
         self,
-        request: dict[str, Any],
+        request: AgentRequest,
         on_event: Callable[[dict[str, Any]], None] | None,
         timeout: float | None,
     ) -> dict[str, Any] | None:
@@ -197,7 +219,7 @@ class SessionSlot:
     def _events(
         self,
         session: AgentSession,
-        request: dict[str, Any],
+        request: AgentRequest,
         on_event: Callable[[dict[str, Any]], None] | None,
         timeout: float | None,
     ) -> dict[str, Any]:
@@ -271,7 +293,7 @@ class Host(ABC):
         script = f"umask 022; cat > {shlex.quote(tmp)} && chmod {mode:o} {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}"
         self.run(["sh", "-c", script], input=data, check=True, timeout=120)
 
-    def start_agent(self, request: dict[str, Any]) -> AgentSession:
+    def start_agent(self, request: AgentRequest) -> AgentSession:
         """Start the agent with one request; read its events from the returned session."""
         argv = self.command(agent_argv(self.python))
         proc = subprocess.Popen(
@@ -279,15 +301,46 @@ class Host(ABC):
         )
         return AgentSession(proc, request)
 
+    @overload
+    def call_agent(
+        self, request: ProbeRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> ProbeResult: ...
+    @overload
     def call_agent(
         self,
-        request: dict[str, Any],
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        request: PrepareFileRequest | PrepareRawRequest,
+        on_event: OnEvent | None = None,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """Run one agent request to its final `result` event and return that event's payload: in the host's
-        agent session (SessionSlot: one agent process for many calls) when it is free, else in an agent of
-        its own."""
+    ) -> LayoutResult: ...
+    @overload  # its fields are FioRunResult's; the kinds add theirs to it (drivers/: run_fio)
+    def call_agent(
+        self, request: FioRunRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> dict[str, Any]: ...
+    @overload
+    def call_agent(
+        self, request: EndPidsRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> EndPidsResult: ...
+    @overload
+    def call_agent(
+        self, request: DirsRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> DirsResult: ...
+    @overload
+    def call_agent(
+        self, request: KeyRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> KeyResult: ...
+    @overload
+    def call_agent(
+        self, request: CooldownRequest | NoiseRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> dict[str, Any]: ...
+    def call_agent(
+        self,
+        request: AgentRequest,
+        on_event: OnEvent | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Run one agent request to its final `result` event and return that event's payload (typed per op:
+        agent.py's protocol TypedDicts): in the host's agent session (SessionSlot: one agent process for many
+        calls) when it is free, else in an agent of its own."""
         slot: SessionSlot | None = self.__dict__.get("_agent_slot")
         served = slot.call(request, on_event, timeout) if slot is not None else None
         if served is not None:
@@ -316,7 +369,7 @@ class Host(ABC):
 
     def call_agent_once(
         self,
-        request: dict[str, Any],
+        request: AgentRequest,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.campaign import Spec
 from tankbench.drivers import TargetDriver, Workspace, drivers_for
@@ -14,6 +14,9 @@ from tankbench.errors import UserError
 from tankbench.fio.jobs import run_job_text
 from tankbench.hosts.base import Host
 from tankbench.model import Test
+
+if TYPE_CHECKING:
+    from tankbench.agent import ProbeRequest
 
 
 @dataclass
@@ -86,7 +89,7 @@ def preflight(
         d, b = kinds[t.kind].probe_paths(t)
         dirs += d
         devices += b
-    req: dict[str, Any] = {"op": "probe", "paths": dirs, "block_devices": devices}
+    req: ProbeRequest = {"op": "probe", "paths": dirs, "block_devices": devices}
     if tests is not None:
         req["fio_parse"] = parse_check_jobs(tests)
     probe = host.call_agent(req, timeout=300)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tankbench import preflight as preflight_mod
 from tankbench.coldcache import prepare_cache
@@ -22,8 +22,11 @@ from tankbench.targets import kind_of
 from tankbench.verdict import decide_run
 from tankbench.zfs.checks import direct_io_confirm, run_validity
 
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunRequest, NoiseRequest
+
 #: a noise measurement the next run's own fio_run request makes (preflight.deferrable): (request, pool)
-Deferred = tuple[dict[str, Any], str | None]
+Deferred = tuple["NoiseRequest", str | None]
 
 
 class OneRun:
@@ -114,7 +117,8 @@ class OneRun:
             return {}
         pool = ctx.spec.pool.pool_name if ctx.spec.pool is not None and kind_of(test.target).traits.needs_pool else ""
         devices = self._devices.get(test.target.name) or self.devices(test)
-        req = dict(cooldown_request(c, devices, pool, ctx.pre.load1, self._idle_marks), counters_devices=devices)
+        req = cooldown_request(c, devices, pool, ctx.pre.load1, self._idle_marks)
+        req["counters_devices"] = devices
         res = ctx.host.call_agent(req, timeout=c.fixed_s + c.max_s + 120)
         if isinstance(res.get("counters"), dict):
             self._since = dict(res["counters"], **{"from": "cooldown"})
@@ -158,12 +162,12 @@ class OneRun:
         return path
 
     # -- the run -------------------------------------------------------------------------
-    def fio_request(self, test: Test, checks: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    def fio_request(self, test: Test, checks: dict[str, Any]) -> tuple[FioRunRequest, float]:
         """The agent's fio_run request for the test, and its deadline in seconds."""
         spec = self.ctx.spec
         watch = spec.unattended
         deadline = deadline_s(test, watch.late_max_s, spec.min_throughput)
-        request = {
+        request: FioRunRequest = {
             "op": "fio_run",
             "job_text": run_job_text(test),
             "deadline_s": deadline,
@@ -177,7 +181,8 @@ class OneRun:
             request["argv"] = copy_argv(str(test.params["workload"]), self.copy_source(), test_file_path(test))
             request["sync_cmd"] = ["sync"]
             request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + watch.late_max_s
-        request.update(self.ctx.kinds[test.target.kind].capture(test))
+        # a kind adds its capture (FioRunRequest extends FioRunExtras: the same keys, the same types)
+        request.update(cast("FioRunRequest", self.ctx.kinds[test.target.kind].capture(test)))
         return request, deadline
 
     def execute(self, test: Test, at: Attempt, checks: dict[str, Any]) -> Run:
