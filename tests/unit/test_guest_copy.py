@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tankbench.guest import guestcopy, qemu
-from tankbench.guest.testguest import GuestRun
+from tankbench.guest.records import GuestRun
 from tankbench.guestconf.copy import guest_copy_argv
 from tankbench.guestconf.layers import MIB
 from tankbench.metrics import copy_metrics

@@ -9,7 +9,7 @@ from tankbench import model
 from tankbench.campaign import expand, load_spec
 from tankbench.drivers.vmdisk import settings_mismatches
 from tankbench.fio.jobs import job_text
-from tankbench.guest.testguest import BlockSettings
+from tankbench.guest.records import BlockSettings
 from tankbench.guestconf.layers import backing_test
 from tankbench.targets import kinds
 from tankbench.targets import zfsplan as zfs

@@ -38,7 +38,7 @@ from tankbench.units import parse_size
 if TYPE_CHECKING:
     from tankbench.agent import FioRunExtras, FioRunRequest
     from tankbench.drivers.vmfill import FillRun
-    from tankbench.guest.testguest import BlockSettings
+    from tankbench.guest.records import BlockSettings
 
 
 class VmDiskDriver(VmDiskKind, ZfsDriver):
@@ -340,7 +340,7 @@ def guest_fio_result(
 ) -> dict[str, Any]:
     """The agent's observation of a guest's fio run with what the guest reported: fio's JSON, its exit, the
     guest's clock and device, qemu's CPU time."""
-    from tankbench.guest.testguest import guest_metrics
+    from tankbench.guest.records import guest_metrics
 
     res.update(
         fio_json=json.dumps(grun.fio) if grun.fio else "",

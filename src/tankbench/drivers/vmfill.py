@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import tankbench.targets.zfsplan as zfs
 from tankbench.drivers.base import Workspace
 from tankbench.errors import HostError, UserError
-from tankbench.guest.testguest import GuestRun, OnPause
+from tankbench.guest.records import GuestRun, OnPause
 from tankbench.guestconf.fill import (
     FillOutcome,
     ballast_bytes,
