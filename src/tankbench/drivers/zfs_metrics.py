@@ -79,6 +79,7 @@ def from_capture(
     """(metrics, checks, samples) from what the agent captured around one fio run on a ZFS target
     (`qemu_cache`: the cache mode of the test guest's disk, for vm-disk targets; `zfs_object`: the kind's
     trait, "filesystem" or "volume" when fio opens a dataset's file or a zvol on the host)."""
+    from tankbench.zfs import iostat as ziostat
     from tankbench.zfs import parse as zparse
 
     pool = pool_root(test).split("/")[0]
@@ -88,9 +89,9 @@ def from_capture(
     arc_after = zparse.parse_arcstats(after.get(ARCSTATS, ""))
     metrics.update(zparse.arc_delta(zparse.parse_arcstats(before.get(ARCSTATS, "")), arc_after))
     status = zparse.parse_zpool_status(_after(res, "zpool status"))
-    intervals = zparse.parse_zpool_iostat(res.get("during_output", ""), status)
-    metrics.update(zparse.summarize_iostat(intervals))
-    samples = zparse.iostat_series(intervals)
+    intervals = ziostat.parse_zpool_iostat(res.get("during_output", ""), status)
+    metrics.update(ziostat.summarize_iostat(intervals))
+    samples = ziostat.iostat_series(intervals)
     rows_before = zparse.parse_txgs(before.get(txgs_path(pool), ""))
     last_txg = zparse.last_committed_txg(rows_before)  # the txg open at the start belongs to this run
     metrics.update(zparse.txg_summary(last_txg, zparse.parse_txgs(after.get(txgs_path(pool), ""))))
