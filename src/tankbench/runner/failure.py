@@ -236,7 +236,15 @@ class FailureHandling:
         self.wait_for_host = False
         #: runs of a test in a row that a lost connection interrupted (the host answered with the same boot)
         self.blips: dict[str, int] = {}
-        self.waiter = HostWaiter(ctx.host, ctx.spec.unattended.host_wait_s, ctx.progress.note)
+        self._waiter: HostWaiter | None = None
+
+    @property
+    def waiter(self) -> HostWaiter:
+        """Waits for the host (recovery.py); made at the first failure."""
+        if self._waiter is None:
+            ctx = self.ctx
+            self._waiter = HostWaiter(ctx.host, ctx.spec.unattended.host_wait_s, ctx.progress.note)
+        return self._waiter
 
     def handle(self, test: Test, at: Attempt, f: StepFailed) -> Run:
         """The failed run's row as it ends, once the host (or its test guest) is back; HostError when the campaign
