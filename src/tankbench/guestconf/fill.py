@@ -1,5 +1,5 @@
 """The pool-full experiment (`workload = "fill"`, seed 003), its pure parts: fio jobs, ballast arithmetic,
-what the guest saw, the run's metrics, checks and verdict. targets/vmfill.py runs it.
+what the guest saw, the run's metrics, checks and verdict. drivers/vmfill.py runs it.
 
 Seed 003: with a zvol the guest saw I/O errors when the pool filled; with a qcow2 on a dataset libvirt paused
 the guest, space was freed, the guest resumed and never noticed. tankbench reproduces it small: a tagged
