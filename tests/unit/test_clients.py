@@ -56,9 +56,9 @@ def test_clients_strings_and_tables():
     )
     assert [c.name for c in t.clients] == ["ssh:root@10.0.0.2", "ssh:bench@host-b:2222", "ssh:root@10.0.0.4"]
     assert t.client_port == 9000
-    six = spec('clients = ["root@[fd00::2]:2222", "fd00::3", "[fd00::4]"]').targets[0].clients
+    six = spec('clients = ["root@[fd00::2]:2222", "fd00::3", "[fd00::4]"]').targets[0].options.clients
     assert [(c.address, c.port) for c in six] == [("fd00::2", 2222), ("fd00::3", 22), ("fd00::4", 22)]
-    assert spec('clients = ["10.0.0.2"]').targets[0].client_port == 8765  # fio's own default
+    assert spec('clients = ["10.0.0.2"]').targets[0].options.client_port == 8765  # fio's own default
 
 
 def test_clients_are_part_of_the_test_id_and_a_target_without_them_keeps_its_id():

@@ -14,6 +14,7 @@ from tankbench.cli.presets import resolve_campaign
 from tankbench.doctor.facts import meminfo_total, pool_capacity
 from tankbench.errors import UserError
 from tankbench.safety import check_raw_target
+from tankbench.targets.raw import raw_confirmation
 from tests.conftest import tankbench
 
 ID = "/dev/disk/by-id/"
@@ -46,7 +47,7 @@ def test_more_disks_widen_a_single_group_and_fewer_are_refused():
 def test_raw_target_takes_the_disk_after_the_pool():
     spec = load_spec(resolve_campaign("zvol-issues"), "quick", Overrides(disks=(A, B), log=(L,)))
     raw = [t for t in spec.targets if t.kind == "raw"]
-    assert raw and raw[0].path == B and raw[0].confirm == f"blank:{B}"
+    assert raw and raw[0].path == B and raw_confirmation(raw[0]) == f"blank:{B}"
 
 
 @pytest.mark.parametrize(
