@@ -41,14 +41,14 @@ OVER_LIMIT: dict[str, str] = {
     # the lab's boot path is "ci"'s (snapshot restore)
     "lab/qemu.py:qemu_argv": "ci",
     "lab/vm.py:_boot": "ci",
-    # shape's
-    "agent.py:op_probe": "shape",
-    "agent.py:op_fio_run": "shape",
-    "agent.py:cooldown_wait": "shape",
-    "analysis/figures.py:matrix_heatmaps": "shape",
-    "campaign/parse.py:parse_spec": "shape",
-    "cli/plan.py:cmd_plan": "shape",
-    "schedule/rules.py:places": "shape",
+    # shape's, each also edited this round by the engineer named: split once their change has landed
+    "agent.py:op_probe": "shape (why, hardening edit agent.py)",
+    "agent.py:op_fio_run": "shape (why, hardening edit agent.py)",
+    "agent.py:cooldown_wait": "shape (why, hardening edit agent.py)",
+    "analysis/figures.py:matrix_heatmaps": "shape (reports edits it)",
+    "campaign/parse.py:parse_spec": "shape (claims edits it)",
+    "cli/plan.py:cmd_plan": "shape (hardening, screening, claims edit it)",
+    "schedule/rules.py:places": "shape (claims edits it)",
 }
 
 
