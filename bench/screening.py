@@ -26,6 +26,7 @@ from pathlib import Path
 
 from time_to_answer import MARGIN, tau_beyond_margin
 
+from tankbench.analysis.factormeasure import journal_measure
 from tankbench.analysis.factors import FactorReport, WorkloadFactors, factor_report
 from tankbench.analysis.stats import kendall_tau, t_quantile
 from tankbench.journal.db import Journal
@@ -82,17 +83,16 @@ def runs_of(journal: Path) -> dict[str, float]:
     return {"measured": r[0] or 0, "warmups": r[1] or 0, "tests": r[2] or 0, "span": r[3] or 0.0, "busy": r[4] or 0.0}
 
 
-def leaderboards(journal: Path) -> dict[str, dict[str, list[float]]]:
-    """Test case -> test name -> its measured runs' ranking throughput (MiB/s)."""
-    from tankbench.analysis.factors import measured_values
-
+def leaderboards(journal: Path) -> tuple[dict[str, dict[str, list[float]]], FactorReport | None]:
+    """Test case -> test name -> its measured runs in the figure the report ranks it by (durable MiB/s where runs
+    finished late, fio's MiB/s otherwise), and the journal's factor report fitted to the same figures."""
     with Journal.open_readonly(str(journal)) as j:
-        values = measured_values(j.runs(with_samples=False))
+        measure = journal_measure(j)
         out: dict[str, dict[str, list[float]]] = {}
         for t in j.tests():
-            if values.get(t.id):
-                out.setdefault(t.test_case, {})[t.name] = [v / (1 << 20) for v in values[t.id]]
-        return out
+            if measure.values.get(t.id):
+                out.setdefault(t.test_case, {})[t.name] = list(measure.values[t.id])
+        return out, factor_report(j, measure)
 
 
 def gmean(v: list[float]) -> float:
@@ -100,7 +100,7 @@ def gmean(v: list[float]) -> float:
 
 
 def top_factors(w: WorkloadFactors | None) -> list[str]:
-    return [e.factor for e in w.effects[:TOP]] if w else []
+    return [e.factor for e in w.effects if e.estimated][:TOP] if w else []
 
 
 def pure_error(board: dict[str, list[float]]) -> tuple[float, int]:
@@ -126,14 +126,14 @@ def winner_line(case: str, ex: dict[str, list[float]], sc: dict[str, list[float]
     wx = max(ex, key=lambda n: gmean(ex[n]))
     ws = max(sc, key=lambda n: gmean(sc[n]))
     if wx == ws:
-        return f"  {case}: same winner, {wx} ({gmean(ex[wx]):.1f} MiB/s exhaustive, {gmean(sc[ws]):.1f} screening)"
+        return f"  {case}: same winner, {wx} ({gmean(ex[wx]):.1f} exhaustive, {gmean(sc[ws]):.1f} screening)"
     if ws not in ex:
         return f"  {case}: DIFFERENT: exhaustive {wx}, screening {ws} (not in the exhaustive journal)"
     d = math.log(gmean(ex[wx])) - math.log(gmean(ex[ws]))
     half = t_quantile(0.975, max(df, 1)) * noise * math.sqrt(1 / len(ex[wx]) + 1 / len(ex[ws]))
     verdict = "not significantly different" if d <= half else "SIGNIFICANTLY slower"
     return (
-        f"  {case}: exhaustive {wx} ({gmean(ex[wx]):.1f} MiB/s), screening {ws} ({gmean(ex[ws]):.1f} MiB/s in the "
+        f"  {case}: exhaustive {wx} ({gmean(ex[wx]):.1f}), screening {ws} ({gmean(ex[ws]):.1f} in the "
         f"exhaustive run, {math.exp(-d):.2f}x; 95 % interval of the log difference ±{half:.2f}): {verdict}"
     )
 
@@ -169,11 +169,9 @@ def report(ex: Path, sc: Path) -> int:
     print(
         f"  ratio: runs {total_s / max(total_x, 1):.2f}, lab time {rs['busy'] / max(rx['busy'], 1):.2f} (target <= 0.25)"
     )
-    with Journal.open_readonly(str(ex)) as j:
-        fx = factor_report(j)
-    with Journal.open_readonly(str(sc)) as j:
-        fs = factor_report(j)
-    return compare(fx, fs, leaderboards(ex), leaderboards(sc))
+    lx, fx = leaderboards(ex)
+    ls, fs = leaderboards(sc)
+    return compare(fx, fs, lx, ls)
 
 
 def compare(

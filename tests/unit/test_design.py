@@ -194,6 +194,11 @@ def test_design_table_options() -> None:
     s = spec('{ step = "screening", top = 2, runs = 16, workload = ["rw", "bs", "iodepth"] }')
     assert (s.design.top, s.design.runs, s.design.workload) == (2, 16, ("workload", "rw", "bs", "iodepth"))
     designs = screening(s, expand_matrix(s), include_ids(s))
+    rw_only = spec('{ step = "screening", workload = ["rw"] }')
+    assert {w.name for w in screening(rw_only, expand_matrix(rw_only), include_ids(rw_only))} == {
+        "fio rw=write",
+        "fio rw=randread",
+    }
     assert {w.name for w in designs} == {
         "write seq 4k iodepth=1",
         "write seq 4k iodepth=8",
@@ -249,38 +254,40 @@ def _journal_with_screening(path: str, refine: bool) -> None:
 
 
 def test_factor_report_of_a_screening_and_refine_journal(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tankbench.analysis.factormeasure import journal_measure
     from tankbench.analysis.factors import factor_report
     from tankbench.journal.db import Journal
 
     path = str(tmp_path / "j.sqlite")
     _journal_with_screening(path, refine=True)
     with Journal.open_readonly(path) as j:
-        rep = factor_report(j)
+        rep = factor_report(j, journal_measure(j))
     assert rep is not None and rep.steps == ("screening", "refine")
     w = next(x for x in rep.workloads if x.name == "write seq 4k")
     assert w.candidates == 80 and 12 <= w.measured < 30 and w.runs == 2 * w.measured
     assert {e.factor for e in w.effects[:3]} == {"kind", "recordsize", "sync"}
-    assert "factors have an effect at 95 %" in w.certainty()
+    assert "factors estimated have an effect at 95 %" in w.certainty()
     reasons = {s.reason for s in w.skipped}
     assert len(w.skipped) == w.candidates - w.measured
     assert any(r.startswith("not in the screening design; refine fixed") for r in reasons), reasons
     assert any("sync × logbias" in a and "not separable in the matrix itself" in a for a in w.aliases)
     # the winner is measured: the best test of the matrix (dataset, default records, sync disabled, iodepth 8)
-    assert "sync-disabled" in w.best_measured and w.best_measured_mib_s == pytest.approx(
+    assert "sync-disabled" in w.best_measured and w.best_measured_value == pytest.approx(
         100 * 1.8 * 1.2 * 1.01, rel=0.02
     )
     for p in w.predicted:  # predicted cells carry an interval and are never the named winner
-        assert p.low <= p.mib_s <= p.high and p.name != w.best_measured
+        assert p.low <= p.value <= p.high and p.name != w.best_measured
 
 
 def test_factor_report_of_a_screening_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tankbench.analysis.factormeasure import journal_measure
     from tankbench.analysis.factors import factor_report
     from tankbench.journal.db import Journal
 
     path = str(tmp_path / "j.sqlite")
     _journal_with_screening(path, refine=False)
     with Journal.open_readonly(path) as j:
-        rep = factor_report(j)
+        rep = factor_report(j, journal_measure(j))
     assert rep is not None and rep.steps == ("screening",)
     w = next(x for x in rep.workloads if x.name == "write seq 4k")
     assert w.measured == 12 and all(s.reason.startswith("not in the screening design (") for s in w.skipped)

@@ -82,6 +82,9 @@ class Fit:
     df: int
     n_runs: int
     interactions: list[Interaction]
+    #: +1 when higher values are better (throughput), -1 when lower are (latency): the fit is of sign x log(value),
+    #: so "best" is always the largest level mean and an effect is always "times better"
+    sign: float = 1.0
 
     def row(self, p: Point) -> Matrix:
         return np.asarray(self.coding.matrix([p], self.columns)[0], dtype=np.float64)
@@ -89,12 +92,18 @@ class Fit:
     def t(self) -> float:
         return t_quantile(0.975, self.df) if self.df > 0 else math.inf
 
+    def score(self, p: Point) -> float:
+        """The model's mean of sign x log(value): larger is better, whatever the metric's direction."""
+        return float(self.row(p) @ self.beta)
+
     def predict(self, p: Point) -> Prediction:
+        """The test's value in the metric's own unit (its geometric mean by the model) and 95 % interval."""
         x = self.row(p)
         y = float(x @ self.beta)
         se = math.sqrt(max(float(x @ self.cov @ x), 0.0))
         half = self.t() * se
-        return Prediction(p.id, math.exp(y), math.exp(y - half), math.exp(y + half))
+        lo, hi = sorted((math.exp(self.sign * (y - half)), math.exp(self.sign * (y + half))))
+        return Prediction(p.id, math.exp(self.sign * y), lo, hi)
 
 
 def _ols(x: Matrix, y: Matrix) -> tuple[Matrix, Matrix, float, int]:
@@ -113,14 +122,21 @@ def _t_p(est: float, se: float, df: int) -> float:
     return 2.0 * (1.0 - t_cdf(abs(est) / se, df))
 
 
-def fit(points: Sequence[Point], values: Mapping[str, Sequence[float]], factors: list[Factor], tfac: str) -> Fit | None:
-    """Fit the measured runs (values: test id -> ranking values of its measured runs); None when nothing was
-    measured or the main effects leave no degree of freedom to judge them by."""
+def fit(
+    points: Sequence[Point],
+    values: Mapping[str, Sequence[float]],
+    factors: list[Factor],
+    tfac: str,
+    higher: bool = True,
+) -> Fit | None:
+    """Fit the measured runs (values: test id -> ranking values of its measured runs; `higher`: whether higher is
+    better); None when nothing was measured or the main effects leave no degree of freedom to judge them by."""
+    sign = 1.0 if higher else -1.0
     measured = [p for p in points if values.get(p.id)]
     if not measured or not factors:
         return None
     obs = [p for p in measured for _ in values[p.id]]
-    y = np.log(np.array([max(v, 1e-9) for p in measured for v in values[p.id]], dtype=np.float64))
+    y = sign * np.log(np.array([max(v, 1e-9) for p in measured for v in values[p.id]], dtype=np.float64))
     cod = coding(measured, factors, tfac)
     cols = list(cod.main)
     beta, cov, sigma, df = _ols(cod.matrix(obs, cols), y)
@@ -130,7 +146,7 @@ def fit(points: Sequence[Point], values: Mapping[str, Sequence[float]], factors:
     for _, group in chosen:
         cols = cols + group
     beta, cov, sigma, df = _ols(cod.matrix(obs, cols), y)
-    result = Fit(cod, cols, beta, cov, sigma, df, len(obs), [])
+    result = Fit(cod, cols, beta, cov, sigma, df, len(obs), [], sign)
     result.interactions = [_interaction(result, col) for col, _ in chosen]
     return result
 

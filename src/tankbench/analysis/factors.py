@@ -9,13 +9,14 @@ What the report's factor section renders (every exporter) and what `tankbench re
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tankbench.analysis.factorfit import Effect, Fit, Interaction, effects, fit, ranking_certainty
+from tankbench.analysis.result import Analysis
 from tankbench.journal.db import Journal, TestRow
-from tankbench.model import Run
+from tankbench.metrics import METRICS
 from tankbench.schedule.design import point_from_dict
 from tankbench.schedule.factors import (
     WORKLOAD_AXES,
@@ -28,9 +29,6 @@ from tankbench.schedule.factors import (
     target_factor,
     workload_name,
 )
-from tankbench.schedule.rules import observation
-
-MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -43,10 +41,11 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Predicted:
-    """An unmeasured test the fit puts near the top: predicted MiB/s and its 95 % interval (never a winner)."""
+    """An unmeasured test the fit puts near the top: its predicted value (the workload's figure) and 95 % interval;
+    never a winner."""
 
     name: str
-    mib_s: float
+    value: float
     low: float
     high: float
 
@@ -60,7 +59,7 @@ class WorkloadFactors:
     measured: int
     runs: int
     df: int
-    noise: float  # residual sd of log(throughput): ~ the run-to-run coefficient of variation
+    noise: float  # residual sd of the log of the figure: ~ the run-to-run coefficient of variation
     effects: tuple[Effect, ...]
     certain: tuple[bool, ...]  # ranked[i] is larger than ranked[i+1] at 95 %
     interactions: tuple[Interaction, ...]
@@ -68,8 +67,9 @@ class WorkloadFactors:
     skipped: tuple[Skipped, ...]
     predicted: tuple[Predicted, ...]
     best_measured: str
-    best_measured_mib_s: float
+    best_measured_value: float
     steps: tuple[str, ...]
+    metric: str = "mibs"  # the figure fitted (the workload's leaderboard's: METRICS key)
     note: str = ""
     refine: str = ""  # what the refine step measured in full and what it fixed
 
@@ -79,7 +79,10 @@ class WorkloadFactors:
             return "no ranking: the fit has no degrees of freedom"
         sure = [f"{a.factor} > {b.factor}" for a, b, c in zip(self.effects, self.effects[1:], self.certain) if c]
         sig = [e.factor for e in self.effects if e.significant]
-        head = f"{len(sig)} of {len(self.effects)} factors have an effect at 95 % ({', '.join(sig) or 'none'})"
+        est = [e for e in self.effects if e.estimated]
+        head = f"{len(sig)} of {len(est)} factors estimated have an effect at 95 % ({', '.join(sig) or 'none'})"
+        if len(est) < len(self.effects):
+            head += f"; not estimated (their levels were not measured apart): {', '.join(e.factor for e in self.effects if not e.estimated)}"
         order = (
             f"; separated at 95 %: {', '.join(sure)}"
             if sure
@@ -94,17 +97,39 @@ class FactorReport:
 
     steps: tuple[str, ...]
     workloads: tuple[WorkloadFactors, ...]
-    metric: str = "log of the ranking throughput (MiB/s; copy tests: durable) of every measured run"
+    metric: str = (
+        "the log of each measured run's ranking figure (the leaderboard's: durable MiB/s where runs finished late)"
+    )
 
 
-def measured_values(runs: Iterable[Run]) -> dict[str, list[float]]:
-    """Test id -> the ranking values of its measured runs that are done."""
-    out: dict[str, list[float]] = {}
-    for r in runs:
-        o = observation(r)
-        if not r.warmup and o.value is not None and o.value > 0:
-            out.setdefault(r.test_id, []).append(o.value)
-    return out
+@dataclass(frozen=True)
+class Measure:
+    """What the factors are fitted to: each test's measured runs in the figure its leaderboard ranks by (auto:
+    durable MiB/s where runs finished late, fio's MiB/s otherwise), that figure per test, and its direction."""
+
+    values: Mapping[str, Sequence[float]]
+    metric: Mapping[str, str]
+    higher: Mapping[str, bool]
+
+    def of(self, points: Sequence[Point]) -> tuple[str, bool]:
+        """The figure a workload is fitted to (its tests' leaderboard's) and whether higher is better."""
+        key = next((self.metric[p.id] for p in points if p.id in self.metric), "mibs")
+        return key, next((self.higher[p.id] for p in points if p.id in self.higher), True)
+
+
+def measure_of(a: Analysis) -> Measure:
+    """The Measure of an Analysis: its leaderboards' figures, per test."""
+    values: dict[str, list[float]] = {}
+    metric: dict[str, str] = {}
+    higher: dict[str, bool] = {}
+    for lb in a.leaderboards:
+        up = METRICS[lb.metric].higher_is_better is not False
+        for row in lb.rows:
+            t = row.test
+            metric[t.id], higher[t.id] = lb.metric, up
+            vals = [r.values.get(lb.metric) for r in t.runs if not r.warmup and r.status == "done"]
+            values[t.id] = [float(v) for v in vals if v is not None and v > 0]
+    return Measure(values, metric, higher)
 
 
 def workload_candidates(
@@ -119,13 +144,13 @@ def workload_candidates(
     return [(workload_name(k, ps), ps, {}) for k, ps in group_workloads(pts, WORKLOAD_AXES).items()]
 
 
-def factor_report(journal: Journal) -> FactorReport | None:
-    """The factor analysis of a journal; None when no workload has two factors to rank."""
+def factor_report(journal: Journal, measure: Measure) -> FactorReport | None:
+    """The factor analysis of a journal, fitted to `measure` (the report's leaderboards' figures: measure_of, or
+    analysis/factormeasure.py's journal_measure); None when no workload has two factors to rank."""
     steps = journal.design_steps()
-    values = measured_values(journal.runs(with_samples=False))
     out = []
     for name, points, record in workload_candidates(steps, journal.tests()):
-        w = analyse_workload(name, points, values, record, steps)
+        w = analyse_workload(name, points, measure, record, steps)
         if w is not None:
             out.append(w)
     if not out:
@@ -134,7 +159,7 @@ def factor_report(journal: Journal) -> FactorReport | None:
 
 
 def workload_fit(
-    points: Sequence[Point], values: Mapping[str, Sequence[float]], record: Mapping[str, Any]
+    points: Sequence[Point], measure: Measure, record: Mapping[str, Any]
 ) -> tuple[Fit | None, list[Factor], str]:
     """The fit of one workload's measured tests, its factors and the target factor's name."""
     tfac = target_factor(points)
@@ -145,23 +170,26 @@ def workload_fit(
         factors = factors_of(matrix, WORKLOAD_AXES, tfac)
     if len(factors) < 2:
         return None, factors, tfac
-    return fit(matrix, values, factors, tfac), factors, tfac
+    return fit(matrix, measure.values, factors, tfac, measure.of(matrix)[1]), factors, tfac
 
 
 def analyse_workload(
     name: str,
     points: list[Point],
-    values: Mapping[str, Sequence[float]],
+    measure: Measure,
     record: Mapping[str, Any],
     steps: Sequence[Mapping[str, Any]],
 ) -> WorkloadFactors | None:
-    f, factors, tfac = workload_fit(points, values, record)
+    f, factors, tfac = workload_fit(points, measure, record)
     if len(factors) < 2:
         return None
+    values = measure.values
+    metric, higher = measure.of(points)
     matrix = [p for p in points if not p.forced]
     measured = [p for p in points if values.get(p.id)]
     ranked = effects(f, matrix) if f is not None else []
-    best = max(measured, key=lambda p: _gmean(values[p.id]), default=None)
+    sign = 1.0 if higher else -1.0
+    best = max(measured, key=lambda p: sign * math.log(_gmean(values[p.id])), default=None)
     return WorkloadFactors(
         name=name,
         candidates=len(points),
@@ -174,9 +202,10 @@ def analyse_workload(
         interactions=tuple(f.interactions) if f else (),
         aliases=tuple(_aliases(record)),
         skipped=tuple(skipped(points, values, steps, name, tfac)),
-        predicted=tuple(_predicted(f, matrix, values, best, values.get(best.id, ()) if best else ())) if f else (),
+        predicted=tuple(_predicted(f, matrix, values, _gmean(values[best.id]) if best else 0.0)) if f else (),
         best_measured=best.name if best else "",
-        best_measured_mib_s=_gmean(values[best.id]) / MIB if best else 0.0,
+        best_measured_value=_gmean(values[best.id]) if best else 0.0,
+        metric=metric,
         steps=tuple(dict.fromkeys(s["step"] for s in steps)) or ("exhaustive",),
         note="" if f else "too few measured tests for a fit with an interval (the main effects need one more)",
         refine=_refine_note(name, steps),
@@ -243,16 +272,10 @@ def skipped(
     return out
 
 
-def _predicted(
-    f: Fit,
-    matrix: Sequence[Point],
-    values: Mapping[str, Sequence[float]],
-    best: Point | None,
-    best_vals: Sequence[float],
-) -> list[Predicted]:
+def _predicted(f: Fit, matrix: Sequence[Point], values: Mapping[str, Sequence[float]], bar: float) -> list[Predicted]:
     """Unmeasured tests whose predicted interval reaches the best measured test's value (at most 5, best first):
     the tests a refine has not settled."""
-    bar = _gmean(best_vals) if best is not None else 0.0
     preds = [(p, f.predict(p)) for p in matrix if not values.get(p.id)]
-    near = sorted((x for x in preds if x[1].high >= bar), key=lambda x: -x[1].value)[:5]
-    return [Predicted(p.name, pr.value / MIB, pr.low / MIB, pr.high / MIB) for p, pr in near]
+    reach = [(p, pr) for p, pr in preds if (pr.high >= bar if f.sign > 0 else pr.low <= bar)]
+    near = sorted(reach, key=lambda x: -f.sign * math.log(x[1].value))[:5]
+    return [Predicted(p.name, pr.value, pr.low, pr.high) for p, pr in near]

@@ -81,7 +81,7 @@ def choose(name: str, fit: Fit, points: Sequence[Point], k: int) -> WorkloadRefi
         if exact:
             chosen += [p.id for p in exact]
             continue
-        pick = max(group, key=lambda p: fit.predict(p).value)
+        pick = max(group, key=fit.score)
         chosen.append(pick.id)
         cell_s = ", ".join(f"{f}={lv}" for f, lv in zip(top, cell) if lv is not None)
         notes.append(

@@ -8,7 +8,8 @@ import argparse
 import sys
 from typing import Any
 
-from tankbench.analysis.factors import measured_values, workload_candidates, workload_fit
+from tankbench.analysis.factormeasure import journal_measure
+from tankbench.analysis.factors import workload_candidates, workload_fit
 from tankbench.analysis.refine import WorkloadRefine, choose
 from tankbench.campaign import Spec
 from tankbench.campaign.expand import expand_matrix
@@ -96,10 +97,10 @@ def choose_refine(path: str, journal: Journal, step: dict[str, Any], top: int) -
             f"{path}: {len(left)} of the screening's tests have no finished run yet (e.g. {left[0]})",
             "finish the screening first: run the campaign again with the same --journal (it resumes)",
         )
-    values = measured_values(runs)
+    measure = journal_measure(journal)  # the figures `tankbench report` ranks by (durable MiB/s where runs ran late)
     out = []
     for name, points, record in workload_candidates([step], journal.tests()):
-        fit, factors, _ = workload_fit(points, values, record)
+        fit, factors, _ = workload_fit(points, measure, record)
         if fit is None:  # every test ran in the screening already (or nothing to rank): nothing to add
             out.append(WorkloadRefine(name, (), {}, (), (), ("no fit: the screening measured every test it could",)))
             continue
