@@ -12,8 +12,8 @@ import argparse
 import json
 import sys
 
-from tankbench.lab import vm
-from tankbench.lab.diskmodels import MIB, MODELS, LabMachine
+from tankbench.diskmodels import MIB, MODELS, LabMachine
+from tankbench.lab import control, vm
 
 #: (label, fio options, block size): the four workloads of issue 17
 JOBS = (
@@ -58,13 +58,13 @@ def main() -> int:
     if args.lab:
         host = vm.ssh_host(vm.require_up(name))
     else:
-        host = vm.lab_host(name, disks=1, slog=False, progress=lambda m: print(m, file=sys.stderr))
+        host = control.lab_host(name, disks=1, slog=False, progress=lambda m: print(m, file=sys.stderr))
     disk = vm.lab_data_disks(name)[0]
     wrong = 0
     try:
         print(f"{'model':<8} {'workload':<19} {'modelled':>14} {'measured':>14} {'ratio':>6}")
         for model in [m for m in args.models.split(",") if m]:
-            vm.apply_machine(name, host, LabMachine(disk_model=model), lambda m: None)
+            control.apply_machine(name, host, LabMachine(disk_model=model), lambda m: None)
             for label, opts, bs in JOBS:
                 iops, mib = fio(host, disk, opts, bs, args.runtime)
                 ops, mib_model = MODELS[model].rate(bs)
@@ -80,7 +80,7 @@ def main() -> int:
                     + ("  <- off by more than 15 %" if bad else ""),
                     flush=True,
                 )
-        vm.apply_machine(name, host, LabMachine(), lambda m: None)
+        control.apply_machine(name, host, LabMachine(), lambda m: None)
     finally:
         host.close()
         if not args.lab:

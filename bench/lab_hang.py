@@ -30,8 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from tankbench.diskmodels import LabMachine
 from tankbench.lab import vm
-from tankbench.lab.diskmodels import LabMachine
 
 JOB = [
     "fio",

@@ -30,7 +30,203 @@ from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:  # typing-only names (TypedDict is 3.8+): never imported on the host
     from collections.abc import Callable, Iterable, Iterator, Sequence
-    from typing import TypedDict
+    from typing import Literal, Required, TypedDict, Union
+
+    # -- the protocol: each op's request and its result event, shared with tankbench's callers ----------------
+    # One JSON line in, event lines out: the request is one of these TypedDicts (a plain dict on the wire, so
+    # this file stays one source that ships on stdin), checked by mypy at every caller (`host.call_agent` is
+    # overloaded on the request type and returns the op's result type). The op names are the `op` literals.
+
+    class SessionRequest(TypedDict):
+        """Keep the agent for many requests (serve())."""
+
+        op: Literal["session"]
+
+    class DirsRequest(TypedDict, total=False):
+        """Secure subdirectories of the agent's state root (e.g. "work", "keys")."""
+
+        op: Required[Literal["dirs"]]
+        names: Required[list[str]]
+        root: str
+
+    class DirsResult(TypedDict):
+        event: str
+        dirs: dict[str, str]
+
+    class KeyRequest(TypedDict, total=False):
+        """Ensure (or, with action = "remove", remove) a ZFS key file."""
+
+        op: Required[Literal["key"]]
+        dir: Required[str]
+        name: Required[str]
+        action: Literal["ensure", "remove"]
+
+    class KeyResult(TypedDict, total=False):
+        event: str
+        path: str
+        created: bool
+        removed: bool
+
+    class ProbeRequest(TypedDict, total=False):
+        """Fingerprint facts, and what the runner needs to know of each path and block device."""
+
+        op: Required[Literal["probe"]]
+        paths: Required[list[str]]
+        block_devices: Required[list[str]]
+        #: job files for `fio --parse-only` (the campaign's distinct jobs)
+        fio_parse: list[str]
+
+    class ProbeResult(TypedDict):
+        event: str
+        fio_parse: dict[str, Any] | None
+        fingerprint: dict[str, Any]
+        paths: dict[str, dict[str, Any]]
+        block_devices: dict[str, dict[str, Any]]
+        zfs_params: dict[str, str]
+        load1: float
+        dirty_bytes: int
+        swap_used_bytes: int
+        zfs: bool
+        boot_id: str
+
+    class PrepareFileRequest(TypedDict, total=False):
+        """Lay out and verify a test's file(s)."""
+
+        op: Required[Literal["prepare_file"]]
+        path: Required[str]
+        paths: list[str]
+        size: Required[int]
+        layout: str
+        force: bool
+        sync_cmd: list[str]
+
+    class PrepareRawRequest(TypedDict, total=False):
+        """Lay out and verify a region of a block device."""
+
+        op: Required[Literal["prepare_raw"]]
+        path: Required[str]
+        size: Required[int]
+        layout: str
+        force: bool
+
+    class LayoutResult(TypedDict):
+        event: str
+        checks: dict[str, Any]
+
+    class NoiseRequest(TypedDict, total=False):
+        """Scrub/resilver, other I/O on the disks, swap traffic, load over a window (also a fio_run's `noise`)."""
+
+        op: Literal["noise"]
+        pool: str | None
+        devices: list[str]
+        window_s: float
+        since: dict[str, Any]
+        since_from: str
+        confirm: dict[str, Any]
+
+    class CooldownRequest(TypedDict, total=False):
+        """Wait until the host is quiet (fixed, or auto: txg, disks, dirty, load)."""
+
+        op: Required[Literal["cooldown"]]
+        fixed_s: float
+        max_s: float
+        load1: float | None
+        dirty_bytes: int | None
+        mode: Literal["fixed", "auto"]
+        devices: list[str]
+        pool: str
+        idle_iops: float
+        idle_s: float
+        idle_from: dict[str, list[dict[str, Any]]]
+        poll_s: float
+        counters_devices: list[str]
+
+    class FioRunExtras(TypedDict, total=False):
+        """What a target kind adds to a run's fio_run request (its `capture`): files read around fio, a command
+        during it and commands after it, the sync that makes it durable, the layout to measure after it."""
+
+        capture_files: list[str]
+        during_cmd: list[str]
+        after_cmds: list[list[str]]
+        sync_cmd: list[str]
+        layout_after: PrepareFileRequest
+
+    class FioRunRequest(FioRunExtras, total=False):
+        """fio (or a copy command) once under the watchdog with samplers; or, with `observe`, only the samplers
+        and captures while the job runs elsewhere (a test guest)."""
+
+        op: Required[Literal["fio_run"]]
+        job_text: str
+        argv: list[str]
+        deadline_s: Required[float]
+        hung_after_s: float
+        workdir: Required[str]
+        devices: list[str]
+        interval: float
+        drain_max_s: float
+        drain_threshold_bytes: int
+        noise: NoiseRequest
+        observe: bool
+
+    class FioRunResult(TypedDict, total=False):
+        event: str
+        io_log_last: dict[str, Any]
+        exit_status: int | None
+        timed_out: bool
+        wall_s: float | None
+        drain_s: float
+        fio_json: str
+        stderr_tail: str
+        samples: dict[str, list[float]]
+        metrics: dict[str, float]
+        checks: dict[str, Any]
+        counters: dict[str, Any]
+        counters_exit: dict[str, Any]
+        noise: dict[str, Any] | None
+        pid: int
+        files_before: dict[str, Any]
+        files_after: dict[str, Any]
+        during_output: str
+        after_outputs: list[dict[str, Any]]
+        layout_after: dict[str, Any] | None
+
+    class EndPidsRequest(TypedDict):
+        """End fio processes of this campaign by pid (each with the job file it must have open)."""
+
+        op: Literal["end_pids"]
+        pids: list[tuple[int, str]]
+
+    class EndPidsResult(TypedDict):
+        event: str
+        ended: list[int]
+
+    class HoldersRequest(TypedDict):
+        """Who holds a dataset (files under `dirs`) or a zvol (`devices`); `marker` names tankbench's own fio."""
+
+        op: Literal["holders"]
+        devices: list[str]
+        dirs: list[str]
+        marker: str
+
+    class HoldersResult(TypedDict):
+        event: str
+        holders: list[dict[str, Any]]
+        kernel: list[str]
+
+    #: every request the agent takes
+    AgentRequest = Union[
+        SessionRequest,
+        DirsRequest,
+        KeyRequest,
+        ProbeRequest,
+        PrepareFileRequest,
+        PrepareRawRequest,
+        NoiseRequest,
+        CooldownRequest,
+        FioRunRequest,
+        EndPidsRequest,
+        HoldersRequest,
+    ]
 
     #: device name -> (reads, read_sectors, writes, write_sectors), from /proc/diskstats
     DiskStats = dict[str, tuple[int, int, int, int]]
@@ -393,7 +589,7 @@ def secure_dir(path: str) -> str:
     return os.path.realpath(path)
 
 
-def op_dirs(req: dict[str, Any]) -> None:
+def op_dirs(req: DirsRequest) -> None:
     """Secure the named subdirectories of state_root() (e.g. "work", "keys") and return their paths."""
     root = req.get("root") or state_root()
     try:
@@ -408,7 +604,7 @@ def op_dirs(req: dict[str, Any]) -> None:
     emit("result", dirs=dirs)
 
 
-def op_key(req: dict[str, Any]) -> None:
+def op_key(req: KeyRequest) -> None:
     """Ensure (or remove) a 32-byte raw ZFS key file, mode 0600, in a secure directory."""
     directory = secure_dir(req["dir"])
     name = req["name"]
@@ -516,7 +712,7 @@ def fio_parse_only(chunks: list[str]) -> dict[str, Any]:
     return {"ok": True}
 
 
-def op_probe(req: dict[str, Any]) -> None:
+def op_probe(req: ProbeRequest) -> None:
     """Fingerprint facts, plus what the runner needs to know about each path it will use."""
     uname = os.uname()
     cpu_model = ""
@@ -552,8 +748,8 @@ def op_probe(req: dict[str, Any]) -> None:
         paths[p] = entry
     blocks = {p: block_info(p) for p in req.get("block_devices", [])}
     models: dict[str, str] = {}
-    for p in list(paths.values()):
-        for d in p["devices"]:
+    for info in list(paths.values()):
+        for d in info["devices"]:
             models[d] = read_text(SYS + "/block/%s/device/model" % d).strip()
     for b in blocks.values():
         if b.get("name"):
@@ -832,7 +1028,7 @@ def layout_checks(
     return c
 
 
-def op_prepare_file(req: dict[str, Any]) -> None:
+def op_prepare_file(req: PrepareFileRequest) -> None:
     """Lay out the test file(s) with the requested layout (random by default), then measure and verify them:
     apparent vs allocated vs data bytes (holes vs compression), sampled content, and on ZFS the dataset's
     logical vs physical space."""
@@ -880,7 +1076,7 @@ def op_prepare_file(req: dict[str, Any]) -> None:
     )
 
 
-def layout_state(req: dict[str, Any]) -> dict[str, Any]:
+def layout_state(req: PrepareFileRequest) -> dict[str, Any]:
     """The layout checks of a prepare_file request's files as they are now, writing nothing: what the next run
     on them would find (fio_run's `layout_after`, measured after its drain, spares that run a prepare call)."""
     paths = list(req.get("paths") or [req["path"]])
@@ -948,7 +1144,7 @@ def _region_ok(path: str, size: int, layout: str, space: dict[str, Any]) -> tupl
     return True, ""
 
 
-def op_prepare_raw(req: dict[str, Any]) -> None:
+def op_prepare_raw(req: PrepareRawRequest) -> None:
     """Lay out a confirmed raw device's test region or a zvol with the requested layout (random by default)
     unless samples show it already is; measure the device size and, for a zvol, logical vs physical bytes.
 
@@ -1205,7 +1401,7 @@ def io_log_last(workdir: str) -> dict[str, str]:
     return out
 
 
-def op_fio_run(req: dict[str, Any]) -> None:
+def op_fio_run(req: FioRunRequest) -> None:
     """Run fio (or a given command) once under a watchdog with samplers; measure wall time and drain; return everything."""
     t_req = time.monotonic()
     workdir = req["workdir"]
@@ -1573,20 +1769,21 @@ def hang_checks(
     return out
 
 
-def op_noise(req: dict[str, Any]) -> None:
+def op_noise(req: NoiseRequest) -> None:
     """Facts about what else is going on before a run (see noise_facts). Judged by tankbench.preflight."""
     emit("result", **noise_facts(req))
 
 
-def noise_facts(req: dict[str, Any]) -> dict[str, Any]:
+def noise_facts(req: NoiseRequest) -> dict[str, Any]:
     """The pool's `zpool status` (scrub/resilver), I/O on the given disks and swap traffic over a window, load
     and dirty memory. The window starts at `since` (counters of an earlier request: no wait) when usable; if
     that borrowed window shows I/O or swapping beyond `confirm` (it may hold tankbench's own layout), or there
     is none, the op watches a fresh window of `window_s`."""
     status: dict[str, Any] | None = None
-    if req.get("pool"):
+    pool = req.get("pool")
+    if pool:
         try:
-            cp = subprocess.run(["zpool", "status", req["pool"]], capture_output=True, text=True, timeout=60)
+            cp = subprocess.run(["zpool", "status", pool], capture_output=True, text=True, timeout=60)
             status = {"rc": cp.returncode, "stdout": cp.stdout, "stderr": cp.stderr[-2000:]}
         except (OSError, subprocess.TimeoutExpired) as e:
             status = {"rc": -1, "stdout": "", "stderr": str(e)}
@@ -1687,7 +1884,7 @@ def _quiet_conditions(
 
 
 def cooldown_wait(
-    req: dict[str, Any],
+    req: CooldownRequest,
     root: str = "",
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
@@ -1796,12 +1993,12 @@ def idle_start(
     return since, "+".join(labels), round(now - max(t for _, _, t in starts), 3)
 
 
-def op_cooldown(req: dict[str, Any]) -> None:
+def op_cooldown(req: CooldownRequest) -> None:
     """Wait until the host is quiet (see cooldown_wait) and report how long and why the wait ended."""
     emit("result", **cooldown_wait(req))
 
 
-def op_end_pids(req: dict[str, Any]) -> None:
+def op_end_pids(req: EndPidsRequest) -> None:
     """End processes a crashed campaign left behind: only the given pids, only if still fio with our job."""
     ended = [pid for pid, marker in req.get("pids", []) if _is_our_fio(int(pid), marker)]
     end_trees([int(p) for p in ended])  # fio and its job processes (they are in sessions of their own)
@@ -1847,7 +2044,7 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def op_holders(req: dict[str, Any]) -> None:
+def op_holders(req: HoldersRequest) -> None:
     """Who holds a dataset or zvol (`tankbench clean`, issue 34 item 2): every process with a block device of
     `devices` open or a file, cwd or mapping under one of `dirs`, and the kernel holders of the devices (a
     device-mapper or md device, a partition in use). A fio process whose command line names `marker` (the
@@ -1886,7 +2083,8 @@ def op_holders(req: dict[str, Any]) -> None:
     emit("result", holders=held, kernel=kernel)
 
 
-OPS = {
+#: op name -> its function (the `op` literal of each request type above)
+OPS: dict[str, Callable[[Any], None]] = {
     "holders": op_holders,
     "probe": op_probe,
     "prepare_file": op_prepare_file,

@@ -215,7 +215,7 @@ def open_fleet_host(fh: FleetHost, note: Callable[[str], None]) -> Host:
 
         return LocalHost()
     if fh.kind == "lab":
-        from tankbench.lab.vm import lab_host
+        from tankbench.lab.control import lab_host
 
         return lab_host(fh.lab_name, progress=note)
     from tankbench.hosts.ssh import SshHost

@@ -398,7 +398,7 @@ def _fill(key: str, raw: str, name: str, unit: str, formula: str, scale: float =
     return Metric(key, name, unit, None, formula, FILL_SOURCE, (raw,), _key(raw, scale), (FILL,), "fill")
 
 
-#: the pool-full experiment (workload = "fill", guest/fill.py): sizes of a write until the pool is full, not
+#: the pool-full experiment (workload = "fill", guestconf/fill.py): sizes of a write until the pool is full, not
 #: throughput; they never enter leaderboards
 FILL_METRICS = (
     _fill(

@@ -13,7 +13,7 @@ from typing import Any
 RUN_STATUSES = ("running", "done", "failed", "timeout", "crashed", "interrupted")
 #: `workload` values that copy a random-filled source with a command instead of running an fio job
 COPY_WORKLOADS = ("cp", "rsync", "dd")
-#: `workload = "fill"`: the pool-full experiment of a vm-disk target (seed 003, guest/fill.py)
+#: `workload = "fill"`: the pool-full experiment of a vm-disk target (seed 003, guestconf/fill.py)
 FILL = "fill"
 IO_MODES = ("buffered", "direct")
 SYNC_MODES = ("async", "sync", "fsync", "fdatasync")
@@ -54,42 +54,38 @@ class ClientHost:
 
 
 @dataclass(frozen=True)
+class TargetOptions:
+    """A target kind's own settings of a target: each kind declares a frozen subclass with its fields (the ZFS
+    kinds' props and pool, a raw disk's confirmation, a file target's clients, a share's export and mount). The
+    shared model has no field of any kind's; `canonical` says which of them identify the target in a test id."""
+
+    def canonical(self) -> dict[str, Any]:
+        """The settings that change what is measured (they go into the test id)."""
+        return {}
+
+
+@dataclass(frozen=True)
 class Target:
-    """What fio hits. `path` is a device (raw, zvol: assigned at provision) or a directory (file)."""
+    """What fio hits. `path` is a device (raw, zvol: assigned at provision) or a directory (file); `options` are
+    the kind's own settings (targets/<kind>.py declares their type)."""
 
     name: str
     kind: str
     path: str = ""
     size: int = 0
-    confirm: str = ""
-    props: Mapping[str, str] = field(default_factory=frozen_map)
-    pool: str = ""
-    #: hosts whose fio (client/server mode) generates the load, each on its own copy of `path`; () = the host
-    clients: tuple[ClientHost, ...] = ()
-    #: the TCP port of fio's server on each client (loopback only; reached through ssh)
-    client_port: int = 0
-    #: a network share's settings (`kind = "nfs"`: nfs_version, export, mount_options, server_address); {} otherwise
-    share: Mapping[str, str] = field(default_factory=frozen_map)
+    options: TargetOptions = field(default_factory=TargetOptions)
 
     def __post_init__(self) -> None:
         if not self.kind.replace("-", "").isalpha():  # which kinds exist is the targets registry's business
             raise ValueError(f"invalid target kind {self.kind!r}")
         if self.size < 0:
             raise ValueError("negative size")
-        object.__setattr__(self, "props", frozen_map(self.props))
-        object.__setattr__(self, "share", frozen_map(self.share))
 
     def canonical(self) -> dict[str, Any]:
-        """What identifies the target in a test id (not `confirm`: it is a permission, not a setting)."""
+        """What identifies the target in a test id: its name, kind, path, size and its kind's settings that change
+        what is measured (not a permission like a raw disk's `confirm`)."""
         d: dict[str, Any] = {"name": self.name, "kind": self.kind, "path": self.path, "size": self.size}
-        if self.props:
-            d["props"] = dict(self.props)
-        if self.pool:
-            d["pool"] = self.pool
-        if self.clients:  # who generates the load is part of the test; how we reach them (keys, port) is not
-            d["clients"] = [c.name for c in self.clients]
-        if self.share:  # how the share is exported and mounted is part of what is measured
-            d["share"] = dict(self.share)
+        d.update(self.options.canonical())
         return d
 
 

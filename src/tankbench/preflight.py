@@ -24,12 +24,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import SpecError
-from tankbench.hosts.base import Host
 from tankbench.units import fmt_duration, parse_duration, parse_size
+
+if TYPE_CHECKING:  # the campaign parser reads the policies here without loading hosts
+    from tankbench.hosts.base import Host
 from tankbench.zfs.parse import parse_zpool_status
+
+if TYPE_CHECKING:
+    from tankbench.agent import NoiseRequest
 
 ACTIONS = ("wait", "refuse", "warn", "off")
 
@@ -336,17 +341,18 @@ def measure(
 ) -> NoiseFacts:
     """One `noise` measurement on the host: over policy.window_s, or with no wait over the time since `since`
     (the agent's counters at the previous run's end or the cooldown's start; `since["from"]` names which)."""
-    req = dict(noise_request(pool, devices, policy, since), op="noise")
+    req = noise_request(pool, devices, policy, since)
+    req["op"] = "noise"
     return facts_from_agent(host.call_agent(req, timeout=policy.window_s + 120), pool)
 
 
 def noise_request(
     pool: str | None, devices: Sequence[str], policy: PreflightPolicy, since: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+) -> NoiseRequest:
     """What the agent's noise measurement needs (the `noise` op, or the `noise` field of a `fio_run`). With
     `since` the window starts there (no wait); disk or swap noise seen in such a borrowed window (it may hold
     tankbench's own layout I/O) is watched again over a fresh window before it counts (`confirm`)."""
-    req: dict[str, Any] = {"pool": pool, "devices": list(devices), "window_s": policy.window_s}
+    req: NoiseRequest = {"pool": pool, "devices": list(devices), "window_s": policy.window_s}
     if since:
         req["since"] = dict(since)
         req["since_from"] = str(since.get("from", "earlier"))

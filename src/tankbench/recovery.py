@@ -2,8 +2,9 @@
 
 When a host stops answering, the runner journals the run (or the layout, provisioning, … step) as crashed and
 calls `HostWaiter.wait`: it polls the host's boot id with a backoff until it answers or `campaign.host_wait`
-has passed (then HostError: the campaign stops, exit status 3). A lab whose qemu is gone (its kernel panicked:
-panic=-1 and -no-reboot make qemu exit) or whose console shows a panic is booted again on the disks it had. A
+has passed (then HostError: the campaign stops, exit status 3). A machine tankbench runs is booted again when it
+died (`Host.revive`: a lab whose qemu is gone — its kernel panicked: panic=-1 and -no-reboot make qemu exit — or
+whose console shows a panic is booted again on the disks it had). A
 new boot id is a reboot (the kernel's log of the crash is kept: the lab's console log, `journalctl -k -b -1` on
 a real host); the same boot id a network blip. See docs/unattended.md.
 """
@@ -17,7 +18,6 @@ from typing import Any
 
 from tankbench.errors import HostError
 from tankbench.hosts.base import Host
-from tankbench.hosts.lab import LabHost
 from tankbench.journal.db import Journal
 from tankbench.units import fmt_duration
 
@@ -106,8 +106,7 @@ class HostWaiter:
         delay = FIRST_DELAY_S
         while True:
             back.tries += 1
-            if isinstance(self.host, LabHost):
-                self.relaunch_if_dead(self.host, back)
+            self.revive(back)
             boot = self.boot_id()
             if boot is not None:
                 back.boot_id, back.down_s = boot, time.monotonic() - t0
@@ -131,32 +130,16 @@ class HostWaiter:
             )
             time.sleep(wait)
             delay = min(delay * 2, MAX_DELAY_S)
-        if back.rebooted and not back.kernel_log and not isinstance(self.host, LabHost):
+        if back.rebooted and not back.kernel_log and not self.host.managed:
             back.kernel_log = self.previous_boot_log()
         return back
 
-    def relaunch_if_dead(self, host: LabHost, back: Back) -> None:
-        """A lab whose qemu exited, or whose console shows a kernel panic, is booted again on its disks."""
-        from tankbench.lab import vm
-        from tankbench.lab.qemu import is_our_qemu
-        from tankbench.lab.state import console, lab_fingerprint, read_state
-
-        state = read_state(host.lab_name)
-        if state is None:
-            raise HostError(f"lab {host.lab_name} was shut down (`tankbench lab down`?); the campaign stops")
-        text = console(host.lab_dir)
-        alive = is_our_qemu(state.pid, host.lab_name)
-        if alive and not any(m in text for m in ("Kernel panic", "end Kernel panic")):
-            return
-        back.kernel_log = tail(text)
-        self.note(
-            f"lab {host.lab_name}: "
-            + ("its kernel panicked" if alive else "its qemu exited (the kernel crashed or qemu was killed)")
-            + "; booting it again on its disks"
-        )
-        new = vm.reboot(host.lab_name, self.note)
-        host.rebind(new.ssh_port, lab_fingerprint(new))
-        back.relaunched = True
+    def revive(self, back: Back) -> None:
+        """A machine tankbench runs that died is booted again (Host.revive); its console's tail is the kernel log."""
+        crashed = self.host.revive(self.note)
+        if crashed is not None:
+            back.kernel_log = tail(crashed)
+            back.relaunched = True
 
     def previous_boot_log(self) -> str:
         """A real host's kernel log of the boot that crashed (kept only if its journal is persistent)."""

@@ -6,15 +6,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from tankbench.errors import UserError
-from tankbench.model import Target
 
 STABLE_PREFIX = "/dev/disk/by-id/"
 #: the confirmation of a disk named on the command line without --confirm: usable only while blank
 BLANK_PREFIX = "blank:"
 
 
-def check_raw_target(target: Target, info: Mapping[str, Any], spec_path: str) -> None:
-    """Raise UserError unless fio may write to this device.
+def check_raw_target(name: str, path: str, confirm: str, info: Mapping[str, Any], spec_path: str) -> None:
+    """Raise UserError unless fio may write to the device `path` of target `name`, given the campaign's `confirm`.
 
     Refused always: a missing or non-block path, a mounted device (or partition, or swap), a device with
     holders (LVM, md, dm-crypt). Refused unless named by /dev/disk/by-id/ and confirmed with that same id:
@@ -22,8 +21,8 @@ def check_raw_target(target: Target, info: Mapping[str, Any], spec_path: str) ->
     confirmation, naming it again in `confirm`. `confirm = "blank:<id>"` (a disk named with --disks but not
     --confirm) accepts the device only while it carries no signature.
     """
-    where = f"{spec_path}: target {target.name!r} path = {target.path!r}"
-    confirm_hint = f'add confirm = "{target.path}" to the target once you are sure its contents may be destroyed'
+    where = f"{spec_path}: target {name!r} path = {path!r}"
+    confirm_hint = f'add confirm = "{path}" to the target once you are sure its contents may be destroyed'
     if not info.get("exists"):
         raise UserError(f"{where}: no such device", "check the path (ls -l /dev/disk/by-id/)")
     if not info.get("is_block"):
@@ -51,23 +50,23 @@ def check_raw_target(target: Target, info: Mapping[str, Any], spec_path: str) ->
         )
     signatures = list(info.get("signatures", []))
     if signatures:
-        if not target.path.startswith(STABLE_PREFIX):
+        if not path.startswith(STABLE_PREFIX):
             raise UserError(
                 f"{where}: the device carries data ({', '.join(signatures)})",
                 f"name it by its stable id under {STABLE_PREFIX} and confirm with that same id",
             )
-        if target.confirm == BLANK_PREFIX + target.path:
+        if confirm == BLANK_PREFIX + path:
             raise UserError(
                 f"{where}: the device carries data ({', '.join(signatures)}); naming it with --disks/--log/--cache "
                 "accepts only a blank disk",
-                f"if its contents may be destroyed, confirm it by its id: --confirm {target.path}",
+                f"if its contents may be destroyed, confirm it by its id: --confirm {path}",
             )
-        if target.confirm != target.path:
+        if confirm != path:
             raise UserError(
                 f"{where}: the device carries data ({', '.join(signatures)}) and is not confirmed", confirm_hint
             )
         return
-    if target.confirm not in (target.path, BLANK_PREFIX + target.path):
+    if confirm not in (path, BLANK_PREFIX + path):
         raise UserError(f"{where}: writing to a raw device needs confirmation", confirm_hint)
 
 

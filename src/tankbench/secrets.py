@@ -8,7 +8,10 @@ checks both on the host (hosts.base.Host.private_dir, agent op `key`).
 
 from __future__ import annotations
 
-from tankbench.hosts.base import Host
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the key names are pure: export scripts and the plan read them without loading hosts
+    from tankbench.hosts.base import Host
 
 #: the private directory (under ~/.cache/tankbench on the host) that holds key files
 KEY_DIR = "keys"

@@ -7,11 +7,13 @@ import json
 import shlex
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import UserError
-from tankbench.hosts.base import Host
 from tankbench.model import Test
+
+if TYPE_CHECKING:  # the campaign parser reads the canonical form here without loading hosts
+    from tankbench.hosts.base import Host
 
 
 def canonical_tunables(values: Mapping[str, str]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from tankbench.fio.layout import ends_with_fsync, size_based
 from tankbench.fio.parse import FioOutputError, end_fsync_seconds, load_fio_json, metrics_from_fio
-from tankbench.guest.fill import fill_status
+from tankbench.guestconf.fill import fill_status
 from tankbench.metrics import copy_metrics, derive, fio_ran_s
 from tankbench.model import Test
 
@@ -65,7 +65,7 @@ def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, copy
     metrics registry (metrics.py), the one definition every output uses.
     """
     metrics: dict[str, float] = dict(res.get("metrics", {}))
-    if test.is_fill:  # the pool-full experiment: what the guest saw is its result (guest/fill.py)
+    if test.is_fill:  # the pool-full experiment: what the guest saw is its result (guestconf/fill.py)
         status, fill_notes = fill_status(metrics, res.get("checks", {}))
         if res.get("timed_out"):
             status, fill_notes = "timeout", (*fill_notes, watchdog_note(test, res))
@@ -77,27 +77,7 @@ def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, copy
     if test.is_copy:
         metrics.update(copy_metrics(copy_size, wall, float(res.get("drain_s", 0.0))))
     else:
-        try:
-            doc = load_fio_json(res.get("fio_json", ""))
-            metrics.update(metrics_from_fio(doc))
-            blocks = [j.get("steadystate") for j in doc.get("jobs", []) if isinstance(j, dict)]
-            steady = bool(blocks) and all(isinstance(b, dict) and b.get("attained") for b in blocks)
-            if ends_with_fsync(test):  # fio counts its final fsync in the runtime and reports nothing else of it
-                tail = end_fsync_seconds(
-                    doc,
-                    int(test.params.get("numjobs", 1)),
-                    test.runtime,
-                    not size_based(test),
-                    res.get("io_log_last"),
-                )
-                if tail is not None:
-                    metrics["sync.end_fsync_s"] = tail
-            if metrics.get("fio.error"):
-                status = "failed"
-                notes.append(f"fio reported error {int(metrics['fio.error'])}")
-        except FioOutputError as e:
-            status = "failed"
-            notes.append(str(e))
+        status, steady = read_fio(test, res, metrics, notes)
     if res.get("exit_status") not in (0, None) and status == "done":
         status = "failed"
     if res.get("exit_status"):
@@ -126,3 +106,26 @@ def decide_run(test: Test, res: Mapping[str, Any], timing_threshold: float, copy
         derived.pop("timing.excess_s", None)
     metrics.update(derived)
     return Verdict(status=status, wall_s=wall, metrics=metrics, checks=checks, notes=tuple(notes))
+
+
+def read_fio(test: Test, res: Mapping[str, Any], metrics: dict[str, float], notes: list[str]) -> tuple[str, bool]:
+    """fio's JSON of a run into `metrics` (and the time of its final fsync); (status, whether fio's steady state
+    ended every job early). `failed` when the JSON is missing or unreadable, or fio reports an error."""
+    steady = False
+    try:
+        doc = load_fio_json(res.get("fio_json", ""))
+        metrics.update(metrics_from_fio(doc))
+        blocks = [j.get("steadystate") for j in doc.get("jobs", []) if isinstance(j, dict)]
+        steady = bool(blocks) and all(isinstance(b, dict) and b.get("attained") for b in blocks)
+        if ends_with_fsync(test):  # fio counts its final fsync in the runtime and reports nothing else of it
+            numjobs = int(test.params.get("numjobs", 1))
+            tail = end_fsync_seconds(doc, numjobs, test.runtime, not size_based(test), res.get("io_log_last"))
+            if tail is not None:
+                metrics["sync.end_fsync_s"] = tail
+    except FioOutputError as e:
+        notes.append(str(e))
+        return "failed", steady
+    if metrics.get("fio.error"):
+        notes.append(f"fio reported error {int(metrics['fio.error'])}")
+        return "failed", steady
+    return "done", steady

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from tankbench.errors import HostError
-from tankbench.guest.fill import fill_job, fio_pass, verifiable_bytes, verify_job
 from tankbench.guest.qemu import GuestDisk
-from tankbench.guest.testguest import OnPause, TestGuest, upload_artefacts
+from tankbench.guest.records import OnPause
+from tankbench.guest.testguest import TestGuest, upload_artefacts
+from tankbench.guestconf.fill import fill_job, fio_pass, verifiable_bytes, verify_job
 from tankbench.hosts.local import LocalHost
 from tankbench.lab import build
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from tankbench import agent
 from tankbench.campaign import expand, load_spec
+from tankbench.drivers.file import _layout_key
 from tankbench.fio.jobs import job_text
 from tankbench.hosts.local import LocalHost
 from tankbench.journal import Journal
 from tankbench.progress import Progress
 from tankbench.runner import CampaignRunner, preflight
-from tankbench.targets.file import _layout_key
 
 CAMPAIGN = """
 [campaign]

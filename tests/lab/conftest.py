@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tankbench.hosts.lab import LabHost
-from tankbench.lab import vm
+from tankbench.lab import control, vm
 
 #: this test session's own lab (parallel sessions and CI on one machine must not stop each other's lab);
 #: TANKBENCH_TEST_LAB names it explicitly, e.g. to keep one booted lab across pytest invocations
@@ -26,7 +26,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def lab() -> Iterator[LabHost]:
     """This session's running lab (2 data disks + a log disk), its SshHost; powered off afterwards."""
-    host = vm.lab_host(LAB, disks=2, slog=True)
+    host = control.lab_host(LAB, disks=2, slog=True)
     pid = vm.require_up(LAB).pid
     try:
         yield host

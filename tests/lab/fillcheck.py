@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tankbench.guest.fill import SAW
-from tankbench.guest.pauses import WERROR_VALUES
+from tankbench.guestconf.fill import SAW
+from tankbench.guestconf.pauses import WERROR_VALUES
 
 MIB = 1 << 20
 #: (test name, params, status, checks, metrics) of a measured run

@@ -19,7 +19,7 @@ from tankbench.fio.clientserver import FioServers
 from tankbench.fio.parse import load_fio_json, metrics_from_fio
 from tankbench.hosts.lab import LabHost
 from tankbench.hosts.ssh import SshHost
-from tankbench.lab import vm
+from tankbench.lab import control, vm
 from tests.lab.shell import sh
 
 from .conftest import LAB, LAB_B
@@ -219,7 +219,7 @@ def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost, monke
 
     monkeypatch.setattr(vm, "free_port", first_port_taken)
     messages: list[str] = []
-    other = vm.lab_host(LAB_B, disks=1, progress=messages.append)
+    other = control.lab_host(LAB_B, disks=1, progress=messages.append)
     assert not taken and any("port was taken" in m for m in messages), messages
     try:
         a, b = vm.status(LAB), vm.status(LAB_B)

@@ -23,10 +23,10 @@ import pytest
 from tankbench.campaign import expand, parse_spec
 from tankbench.cli.presets import preset_path
 from tankbench.coldcache import make_cold
+from tankbench.diskmodels import LabMachine
 from tankbench.errors import UserError
 from tankbench.hosts.ssh import SshHost
-from tankbench.lab import vm
-from tankbench.lab.diskmodels import LabMachine
+from tankbench.lab import control, vm
 from tankbench.tunables import Tunables
 from tests.conftest import tankbench
 from tests.lab.conftest import LAB
@@ -41,7 +41,7 @@ QUICK_RUNS = {"tuning-matrix": 8, "compression-cache": 6, "recordsize-mix": 8}
 
 @pytest.fixture(scope="module")
 def lab5() -> Iterator[SshHost]:
-    host = vm.lab_host(LAB_P, disks=4, slog=True, machine=LabMachine(l2arc=True))
+    host = control.lab_host(LAB_P, disks=4, slog=True, machine=LabMachine(l2arc=True))
     try:
         yield host
     finally:
@@ -206,11 +206,11 @@ tunables = [{{}}, {{ {name} = {wanted} }}]
     spec = parse_spec(text, str(campaign))
     # a campaign process that set the tunable, then dies by kill -9 before it could restore anything
     code = (
-        f"from tankbench.lab import vm\nfrom tankbench.campaign import expand, load_spec\n"
+        f"from tankbench.lab import control\nfrom tankbench.campaign import expand, load_spec\n"
         f"from tankbench.tunables import Tunables\n"
-        f"from tankbench.lab.diskmodels import LabMachine\n"
+        f"from tankbench.diskmodels import LabMachine\n"
         f"spec = load_spec({str(campaign)!r})\n"
-        f"host = vm.lab_host({LAB_P!r}, disks=4, slog=True, machine=LabMachine(l2arc=True))\n"
+        f"host = control.lab_host({LAB_P!r}, disks=4, slog=True, machine=LabMachine(l2arc=True))\n"
         f"print(Tunables(host, spec.campaign_id, spec.path).apply(expand(spec)[1]), flush=True)\n"
         f"import time\ntime.sleep(600)\n"
     )

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from tankbench import gitversion
+from tankbench.diskmodels import LabMachine
 from tankbench.hosts.lab import LabHost
-from tankbench.lab import vm
-from tankbench.lab.diskmodels import LabMachine
+from tankbench.lab import control, vm
 from tankbench.lab.state import labs_dir
 from tests.lab.conftest import LAB
 
@@ -187,7 +187,7 @@ udevadm settle; mkfs.ext4 -q -b 4096 /dev/zvol/tbclean/vm"""
     try:
         res = sh(f"{tb} run quickstart --host lab:{LAB}", env, home)
     finally:  # the session lab's other tests expect unthrottled disks and the module's ARC
-        vm.apply_machine(LAB, lab, LabMachine(), lambda s: None)
+        control.apply_machine(LAB, lab, LabMachine(), lambda s: None)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert (home / "tankbench-results/quickstart/report/index.html").is_file()
     summary = (home / "tankbench-results/quickstart/report/summary.md").read_text()

@@ -1,5 +1,5 @@
 """Each seed's finding reproduced in the lab, from the seed's own preset at its `ci` scale, on modelled disks
-(lab/diskmodels.py): one lab for the module with the disks the seeds need (3 data disks, a log and a cache
+(diskmodels.py): one lab for the module with the disks the seeds need (3 data disks, a log and a cache
 disk); each campaign applies its preset's disk models and ARC size over QMP at its start (no reboot).
 The seed-vs-lab table is docs/seeds-in-the-lab.md."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.diskmodels import LabMachine
 from tankbench.hosts.lab import LabHost
-from tankbench.lab import vm
-from tankbench.lab.diskmodels import LabMachine
+from tankbench.lab import control, vm
 from tests.conftest import tankbench
 from tests.lab.conftest import LAB
 
@@ -28,7 +28,7 @@ SHAPE = {"kind": "lab", "name": SEEDS_LAB, "disks": 3, "slog": True, "l2arc": Tr
 
 @pytest.fixture(scope="module")
 def seeds_lab() -> Iterator[LabHost]:
-    host = vm.lab_host(SEEDS_LAB, disks=3, slog=True, machine=LabMachine(l2arc=True))
+    host = control.lab_host(SEEDS_LAB, disks=3, slog=True, machine=LabMachine(l2arc=True))
     try:
         yield host
     finally:

@@ -120,7 +120,7 @@ def assert_guest_runs(rows: list[dict[str, Any]]) -> None:
         assert metrics["sync.end_fsync_s"] >= 0 and "sync.early_ack" in checks
         assert checks["zfs.dataset"].startswith("tbvm/")  # the host side was captured in the same run
         assert checks["guest.accelerator"] == "tcg"
-        # the guest's processor as it reported it (guest/machine.py): the CI form's 1 vCPU; TCG's max has AES-NI
+        # the guest's processor as it reported it (guestconf/machine.py): the CI form's 1 vCPU; TCG's max has AES-NI
         assert checks["guest.nproc"] == 1 and checks["guest.cpu_aes"] is True, (name, checks)
     assert guest["zfs-vm-zvol-randwrite-4k"]["checks"]["guest.backing"].startswith("/dev/zvol/tbvm/")
 

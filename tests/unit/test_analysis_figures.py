@@ -23,6 +23,7 @@ from tankbench.model import Fingerprint, Run, Target
 from tankbench.model import Test as TbTest
 from tankbench.reports.html import render_html
 from tankbench.reports.markdown import summary_markdown
+from tankbench.zfs.props import ZfsOptions
 from tests.reportdata import LAB_ZFS_JOURNAL, lab_zfs_journal
 
 
@@ -95,7 +96,7 @@ def _test(n: int, target: Target, **params: Any) -> TbTest:
 
 
 RAW = Target("synthetic-disk", "raw", "/dev/synthetic", 1 << 30)
-DS = Target("synthetic-fs", "dataset", "", 1 << 30, props={"compression": "lz4"}, pool="synthetic/pool")
+DS = Target("synthetic-fs", "dataset", "", 1 << 30, ZfsOptions(props={"compression": "lz4"}, pool="synthetic/pool"))
 
 
 def test_tuning_matrix_iops_and_p99_against_iodepth(tmp_path: Path) -> None:

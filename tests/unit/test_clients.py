@@ -10,6 +10,7 @@ import pytest
 from tankbench.analysis.analyse import analyse_dataset, load
 from tankbench.campaign import expand
 from tankbench.campaign.parse import parse_spec
+from tankbench.drivers.clients import refuse_server_as_client, without_logs
 from tankbench.errors import SpecError, UserError
 from tankbench.fio.jobs import run_job_text
 from tankbench.hosts.local import LocalHost
@@ -17,7 +18,7 @@ from tankbench.journal.clientruns import ClientRun, client_runs
 from tankbench.journal.db import Journal
 from tankbench.model import ClientHost, Run
 from tankbench.reports.write import write_all
-from tankbench.targets.clients import refuse_server_as_client, without_logs
+from tankbench.targets.clients import ClientOptions
 from tests.reportdata import clients_markdown, local_journal
 
 CAMPAIGN = """
@@ -48,7 +49,8 @@ def test_clients_strings_and_tables():
         'clients = ["root@10.0.0.2", "ssh:bench@host-b:2222", { address = "10.0.0.4", identity = "~/k", '
         'known_hosts = "/kh" }]\nclient_port = 9000'
     )
-    t = s.targets[0]
+    t = s.targets[0].options
+    assert isinstance(t, ClientOptions)  # the file kind owns its clients (targets/clients.py)
     assert t.clients == (
         ClientHost("10.0.0.2"),
         ClientHost("host-b", user="bench", port=2222),
@@ -56,9 +58,9 @@ def test_clients_strings_and_tables():
     )
     assert [c.name for c in t.clients] == ["ssh:root@10.0.0.2", "ssh:bench@host-b:2222", "ssh:root@10.0.0.4"]
     assert t.client_port == 9000
-    six = spec('clients = ["root@[fd00::2]:2222", "fd00::3", "[fd00::4]"]').targets[0].clients
+    six = spec('clients = ["root@[fd00::2]:2222", "fd00::3", "[fd00::4]"]').targets[0].options.clients
     assert [(c.address, c.port) for c in six] == [("fd00::2", 2222), ("fd00::3", 22), ("fd00::4", 22)]
-    assert spec('clients = ["10.0.0.2"]').targets[0].client_port == 8765  # fio's own default
+    assert spec('clients = ["10.0.0.2"]').targets[0].options.client_port == 8765  # fio's own default
 
 
 def test_clients_are_part_of_the_test_id_and_a_target_without_them_keeps_its_id():

@@ -36,28 +36,14 @@ OVER_LIMIT: dict[str, str] = {
     # the lab's boot path is "ci"'s (snapshot restore)
     "lab/qemu.py:qemu_argv": "ci",
     "lab/vm.py:_boot": "ci",
-    # shape's
-    "agent.py:op_probe": "shape",
-    "agent.py:op_fio_run": "shape",
-    "agent.py:cooldown_wait": "shape",
-    "analysis/figures.py:matrix_heatmaps": "shape",
-    "campaign/parse.py:parse_spec": "shape",
-    "campaign/pool.py:parse_pool": "shape",
-    "cli/lab.py:register": "shape",
-    "cli/plan.py:cmd_plan": "shape",
-    "guest/layers.py": "shape",
-    "guest/qemu.py:guest_argv": "shape",
-    "guest/testguest.py": "shape",
-    "guest/testguest.py:TestGuest": "shape",
-    "journal/db.py": "shape",
-    "journal/db.py:Journal": "shape",
-    "lab/vm.py": "shape",
-    "schedule/rules.py:places": "shape",
-    "targets/nfs.py:NfsKind": "shape",
-    "targets/vmdisk.py": "shape",
-    "targets/vmdisk.py:VmDiskKind": "shape",
-    "verdict.py:decide_run": "shape",
-    "zfs/parse.py": "shape",
+    # shape's, each also edited this round by the engineer named: split once their change has landed
+    "agent.py:op_probe": "shape (why, hardening edit agent.py)",
+    "agent.py:op_fio_run": "shape (why, hardening edit agent.py)",
+    "agent.py:cooldown_wait": "shape (why, hardening edit agent.py)",
+    "analysis/figures.py:matrix_heatmaps": "shape (reports edits it)",
+    "campaign/parse.py:parse_spec": "shape (claims edits it)",
+    "cli/plan.py:cmd_plan": "shape (hardening, screening, claims edit it)",
+    "schedule/rules.py:places": "shape (claims edits it)",
 }
 
 

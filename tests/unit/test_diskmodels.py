@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tankbench.diskmodels import MIB, MODELS, LabMachine, fingerprint, parse_host_keys, summary
 from tankbench.errors import SpecError
 from tankbench.lab import qemu
-from tankbench.lab.diskmodels import MIB, MODELS, LabMachine, fingerprint, parse_host_keys, summary
 
 
 def err(key: str, value: object, problem: str, hint: str) -> Exception:

@@ -67,7 +67,9 @@ def test_toml_example_parses(where: str, code: str) -> None:
 
 
 def test_the_checker_catches_a_stale_import() -> None:
-    assert missing_imports("from tankbench.lab.vm import lab_host, no_such_function\nimport tankbench.nope\n") == [
+    assert missing_imports(
+        "from tankbench.lab.vm import lab_data_disks, no_such_function\nimport tankbench.nope\n"
+    ) == [
         "tankbench.lab.vm.no_such_function",
         "tankbench.nope",
     ]

@@ -27,6 +27,7 @@ from tankbench.schedule.estimate import (
     run_class,
 )
 from tankbench.schedule.scheduler import Scheduler, history_from_runs
+from tankbench.zfs.props import zfs_options
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 SEED_DAYS = 8.8
@@ -275,7 +276,7 @@ def test_the_lab_measurement_campaign_is_zvol_issues_machine_and_axes_scaled() -
     b, p = bench.host.lab_machine, preset.host.lab_machine
     assert (b.disk_model, b.slog_model) == (p.disk_model, p.slog_model) == ("hdd", "ssd")
     fs = next(t for t in tests if t.target.kind == "dataset")
-    assert dict(fs.target.props) == {"compression": "lz4", "encryption": "aes-256-gcm"}
+    assert dict(zfs_options(fs.target).props) == {"compression": "lz4", "encryption": "aes-256-gcm"}
     assert bench.schedule.ss == preset.schedule.ss == "iops:5%"
     assert preset.runtime / bench.runtime == 7.5 and preset.schedule.ss_dur_s / bench.schedule.ss_dur_s == 7.5
 
@@ -293,4 +294,4 @@ def test_the_real_window_campaign_is_zvol_issues_machine_at_its_own_window() -> 
     assert (bench.ramp, bench.runtime) == (preset.ramp, preset.runtime) == (10.0, 90.0)
     assert bench.schedule.ss == "" and preset.schedule.ss == "iops:5%"
     assert dict(bench.fio) == {"write_iops_log": "ivl", "write_bw_log": "ivl", "log_avg_msec": 1000}
-    assert all(dict(t.target.props) == {"compression": "lz4", "encryption": "aes-256-gcm"} for t in tests)
+    assert all(dict(zfs_options(t.target).props) == {"compression": "lz4", "encryption": "aes-256-gcm"} for t in tests)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tankbench.errors import UserError
-from tankbench.guest.fill import (
+from tankbench.guest.qemu import GuestDisk, device
+from tankbench.guestconf.fill import (
     FillOutcome,
     FioPass,
     ballast_bytes,
@@ -23,8 +24,7 @@ from tankbench.guest.fill import (
     verifiable_bytes,
     verify_job,
 )
-from tankbench.guest.pauses import effective_werror, parse_io_errors, parse_pauses, pause_record
-from tankbench.guest.qemu import GuestDisk, device
+from tankbench.guestconf.pauses import effective_werror, parse_io_errors, parse_pauses, pause_record
 
 MIB = 1 << 20
 

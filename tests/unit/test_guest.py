@@ -12,15 +12,8 @@ import pytest
 
 from tankbench.errors import UserError
 from tankbench.guest import initramfs, qemu
-from tankbench.guest.testguest import (
-    GuestRun,
-    TestGuest,
-    cache_mode,
-    cpu_khz,
-    parse_devices,
-    parse_diskstats,
-    parse_stat,
-)
+from tankbench.guest.records import GuestRun, cache_mode, parse_devices, parse_diskstats, parse_stat
+from tankbench.guest.testguest import TestGuest, cpu_khz
 from tankbench.hosts.local import LocalHost
 from tests.conftest import tiny_initramfs
 

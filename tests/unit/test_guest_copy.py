@@ -7,20 +7,21 @@ from pathlib import Path
 from typing import Any
 
 from tankbench.guest import guestcopy, qemu
-from tankbench.guest.layers import MIB
-from tankbench.guest.testguest import GuestRun
+from tankbench.guest.records import GuestRun
+from tankbench.guestconf.copy import guest_copy_argv
+from tankbench.guestconf.layers import MIB
 from tankbench.metrics import copy_metrics
 
 
 def test_copy_in_the_guest_is_the_host_argv_with_debian_programs() -> None:
-    assert guestcopy.guest_copy_argv("cp", "/mnt/tbx/tankbench.fiodata") == [
+    assert guest_copy_argv("cp", "/mnt/tbx/tankbench.fiodata") == [
         "/usr/bin/cp",
         "--",
         "/mnt/tbsrc/copy-source.bin",
         "/mnt/tbx/tankbench.fiodata",
     ]
-    assert guestcopy.guest_copy_argv("rsync", "/mnt/x/f")[:2] == ["/usr/bin/rsync", "--whole-file"]
-    assert guestcopy.guest_copy_argv("dd", "/dev/mapper/tbx") == [
+    assert guest_copy_argv("rsync", "/mnt/x/f")[:2] == ["/usr/bin/rsync", "--whole-file"]
+    assert guest_copy_argv("dd", "/dev/mapper/tbx") == [
         "/usr/bin/dd",
         "if=/mnt/tbsrc/copy-source.bin",
         "of=/dev/mapper/tbx",

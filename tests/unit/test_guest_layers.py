@@ -5,15 +5,18 @@ from __future__ import annotations
 import pytest
 
 from tankbench import model
-from tankbench.guest import layers
-from tankbench.guest.layers import MIB, Layers
+from tankbench.guestconf import layers
+from tankbench.guestconf.layers import MIB, Layers
+from tankbench.zfs.props import ZfsOptions
 from tests.conftest import FIXTURES
 
 GIB = 1 << 30
 
 
 def _test(size: int = 64 * MIB, props: dict[str, str] | None = None, **params: object) -> model.Test:
-    target = model.Target(name="guest", kind="vm-disk", size=size, props=props or {}, pool="tank/tb-1")
+    target = model.Target(
+        name="guest", kind="vm-disk", size=size, options=ZfsOptions(props=props or {}, pool="tank/tb-1")
+    )
     base: dict[str, object] = {"backing": "zvol", "rw": "randwrite", "bs": "4k"}
     base.update(params)
     return model.Test(number=1, name="t", target=target, params=base, fio_options={}, runtime=3, ramp=0)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tankbench.campaign import expand, load_spec
-from tankbench.guest import machine, qemu
+from tankbench.guest import qemu
+from tankbench.guestconf import machine
 from tankbench.targets.vmdisk import config_key, disk_id
 
 CAMPAIGN = """

@@ -88,7 +88,8 @@ def test_initramfs_holds_the_userland_at_its_debian_paths(tmp_path: Path) -> Non
 
 
 def test_userland_covers_what_the_guest_scripts_call() -> None:
-    from tankbench.guest import guestcopy, layers
+    from tankbench.guestconf import copy as guestcopy
+    from tankbench.guestconf import layers
 
     called = {layers.CRYPTSETUP, layers.BLKID, *(argv[0] for argv in layers.MKFS.values())}
     called |= set(guestcopy.GUEST_PROGRAMS.values())

@@ -7,6 +7,8 @@ call time (importlib / pkgutil, like the target registry) counts as importing ea
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,10 +24,23 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reports",),
     ("analysis",),
     ("campaign", "schedule", "progress", "verdict", "fio.jobs"),
-    ("targets",),
+    ("targets", "drivers"),
     ("guest", "lab", "preflight", "secrets", "tunables", "coldcache", "fio.clientserver"),
     ("hosts",),
-    ("fio", "fio.parse", "fio.layout", "fio.importer", "zfs", "journal", "metrics", "copytest", "safety"),
+    (
+        "fio",
+        "fio.parse",
+        "fio.layout",
+        "fio.importer",
+        "fio.server",
+        "zfs",
+        "journal",
+        "metrics",
+        "copytest",
+        "safety",
+        "guestconf",
+        "diskmodels",
+    ),
     # "": the package itself (its version)
     ("model", "units", "errors", "keys", "agent", "analysis.stats", "bootlog", "bulk", "colour", "gitversion", ""),
 )
@@ -210,12 +225,95 @@ def test_the_checker_sees_function_level_typing_and_dynamic_imports(tmp_path: Pa
 
 @pytest.mark.parametrize("module", ["hosts.lab", "reports.html", "runner"])
 def test_the_edges_issue_16_named_stay_fixed(module: str) -> None:
-    """hosts <-> lab, runner -> targets.zfs (host-wide features in a target module), reports.html -> journal
-    (fio.jobs <-> targets is test_no_import_cycles')."""
+    """hosts <-> lab, runner -> the ZFS kinds' modules (host-wide features in a target module), reports.html ->
+    journal (fio.jobs <-> targets is test_no_import_cycles')."""
     graph = import_graph()
     forbidden = {
         "hosts.lab": ("lab",),
         "reports.html": ("journal", "fio"),
-        "runner": ("targets.zfs",),
+        "runner": ("targets.zfsplan", "drivers.zfs"),
     }[module]
     assert not [d for d in graph[module] if any(d == f or d.startswith(f + ".") for f in forbidden)]
+
+
+def lab_checks(root: Path = PACKAGE) -> list[str]:
+    """`isinstance(…, LabHost)` (or issubclass) outside hosts/: the lab special-cased from outside instead of asking
+    the Host (managed, nat_address, revive, after_reboot, forward_port, leave)."""
+    out = []
+    for name, path in module_files(root).items():
+        if name == "hosts" or name.startswith("hosts."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("isinstance", "issubclass"):
+                named = (
+                    {getattr(n, "id", getattr(n, "attr", "")) for n in ast.walk(node.args[1])}
+                    if node.args[1:]
+                    else set()
+                )
+                if "LabHost" in named:
+                    out.append(f"{name}:{node.lineno}")
+    return out
+
+
+def test_the_lab_is_asked_through_the_host_interface() -> None:
+    found = lab_checks()
+    assert not found, f"isinstance(…, LabHost) outside hosts/ (ask the Host's capabilities instead): {found}"
+
+
+def test_the_lab_check_sees_isinstance_with_a_tuple_and_an_attribute(tmp_path: Path) -> None:
+    pkg = tmp_path / "tankbench"
+    (pkg / "hosts").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "hosts" / "__init__.py").write_text("")
+    (pkg / "hosts" / "lab.py").write_text("x = isinstance(1, LabHost)\n")
+    (pkg / "runner.py").write_text("a = isinstance(h, (int, lab.LabHost))\nb = isinstance(h, int)\n")
+    assert lab_checks(pkg) == ["runner:1"]
+
+
+#: what `import tankbench.analysis.analyse` must not load (the test guest, hosts, the lab, any kind's driver)
+RUN_TIME_PACKAGES = ("guest", "hosts", "lab", "drivers")
+#: who may import a kind's driver: the runner (and the commands that clean up after it)
+DRIVER_USERS = ("runner", "cli", "drivers")
+
+
+def loaded_by(module: str) -> list[str]:
+    """The tankbench modules a fresh interpreter has loaded after `import tankbench.<module>`."""
+    code = f"import sys, tankbench.{module}; print('\\n'.join(sorted(m for m in sys.modules if m.startswith('tankbench'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
+def run_time(mods: list[str]) -> list[str]:
+    return [m for m in mods if any(m == f"tankbench.{p}" or m.startswith(f"tankbench.{p}.") for p in RUN_TIME_PACKAGES)]
+
+
+def test_the_analysis_loads_no_run_time_code() -> None:
+    """The analysis imports the kinds' declarations (pure), never a driver, the test guest, a host or the lab:
+    what `python -X importtime -c "import tankbench.analysis.analyse"` lists (issue 30)."""
+    mods = loaded_by("analysis.analyse")
+    assert "tankbench.targets.vmdisk" in mods, "the registry loads every kind's declaration"
+    assert not run_time(mods), f"import tankbench.analysis.analyse loads run-time code: {run_time(mods)}"
+
+
+def test_the_parser_and_the_plan_load_no_run_time_code() -> None:
+    for module in ("campaign", "fio.jobs", "cli.plan"):
+        bad = run_time(loaded_by(module))
+        assert not bad, f"import tankbench.{module} loads run-time code: {bad}"
+
+
+def test_only_the_runner_imports_drivers() -> None:
+    graph = import_graph()
+    bad = [
+        f"{m} imports {d}"
+        for m, deps in sorted(graph.items())
+        if not any(m == u or m.startswith(u + ".") for u in DRIVER_USERS)
+        for d in sorted(deps)
+        if d == "drivers" or d.startswith("drivers.")
+    ]
+    assert not bad, "a kind's driver is run-time code the runner loads (drivers/__init__.py):\n" + "\n".join(bad)
+
+
+def test_the_run_time_check_sees_a_driver() -> None:
+    assert run_time(["tankbench.guestconf.fill", "tankbench.drivers.raw", "tankbench.hostsx"]) == [
+        "tankbench.drivers.raw"
+    ]

@@ -9,13 +9,13 @@ import pytest
 
 from tankbench.campaign import expand
 from tankbench.campaign.parse import parse_spec
+from tankbench.drivers.clients import refuse_server_as_client
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import run_job_text
 from tankbench.hosts.lab import LabHost
 from tankbench.model import ClientHost
 from tankbench.targets import netcount, traits_of
-from tankbench.targets.clients import refuse_server_as_client
-from tankbench.targets.nfs import export_line, mount_argv
+from tankbench.targets.nfs import export_line, mount_argv, nfs_options
 
 CAMPAIGN = """
 [campaign]
@@ -47,9 +47,9 @@ def spec(extra: str = ""):
 def test_defaults_and_keys():
     t = spec().targets[0]
     assert t.path == "/mnt/tankbench-nfs-share"
-    assert dict(t.share) == {"nfs_version": "4.2", "export": "sync", "mount_options": ""}
+    assert dict(nfs_options(t).share) == {"nfs_version": "4.2", "export": "sync", "mount_options": ""}
     t = spec('nfs_version = 3\nexport = "async"\nmount_options = "rsize=65536, wsize=65536"\nserver_address = "nfs1"')
-    assert dict(t.targets[0].share) == {
+    assert dict(nfs_options(t.targets[0]).share) == {
         "nfs_version": "3",
         "export": "async",
         "mount_options": "rsize=65536,wsize=65536",

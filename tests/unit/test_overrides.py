@@ -13,8 +13,8 @@ from tankbench.campaign.overrides import Overrides, relative_sizes, toml_value
 from tankbench.cli.presets import resolve_campaign
 from tankbench.doctor.facts import meminfo_total, pool_capacity
 from tankbench.errors import UserError
-from tankbench.model import Target
 from tankbench.safety import check_raw_target
+from tankbench.targets.raw import raw_confirmation
 from tests.conftest import tankbench
 
 ID = "/dev/disk/by-id/"
@@ -47,7 +47,7 @@ def test_more_disks_widen_a_single_group_and_fewer_are_refused():
 def test_raw_target_takes_the_disk_after_the_pool():
     spec = load_spec(resolve_campaign("zvol-issues"), "quick", Overrides(disks=(A, B), log=(L,)))
     raw = [t for t in spec.targets if t.kind == "raw"]
-    assert raw and raw[0].path == B and raw[0].confirm == f"blank:{B}"
+    assert raw and raw[0].path == B and raw_confirmation(raw[0]) == f"blank:{B}"
 
 
 @pytest.mark.parametrize(
@@ -100,10 +100,10 @@ def test_pure_helpers():
 
 
 def test_blank_confirmation_refuses_a_disk_with_data_and_names_the_fix():
-    t = Target(name="disk", kind="raw", path=A, confirm=f"blank:{A}")
-    check_raw_target(t, {"exists": True, "is_block": True, "signatures": []}, "c.toml")  # blank: accepted
+    blank = f"blank:{A}"
+    check_raw_target("disk", A, blank, {"exists": True, "is_block": True, "signatures": []}, "c.toml")  # accepted
     with pytest.raises(UserError) as e:
-        check_raw_target(t, {"exists": True, "is_block": True, "signatures": ["zfs_member"]}, "c.toml")
+        check_raw_target("disk", A, blank, {"exists": True, "is_block": True, "signatures": ["zfs_member"]}, "c.toml")
     assert "accepts only a blank disk" in e.value.message and e.value.hint.endswith(f"--confirm {A}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tankbench.campaign import expand, load_spec
 from tankbench.cli.presets import resolve_campaign
+from tankbench.zfs.props import zfs_options
 
 
 def test_recordsize_mix_has_the_seeds_queue_depths_and_its_uncompressed_dataset():
@@ -36,7 +37,7 @@ def test_recordsize_mix_small_forms_keep_their_cost():
 
 def test_zvol_vs_qcow2_is_the_seeds_machine_and_its_size_based_jobs():
     from tankbench.fio import jobs
-    from tankbench.guest import layers
+    from tankbench.guestconf import layers
     from tankbench.targets.vmdisk import VmDiskKind
 
     spec = load_spec(resolve_campaign("zvol-vs-qcow2"))
@@ -46,7 +47,7 @@ def test_zvol_vs_qcow2_is_the_seeds_machine_and_its_size_based_jobs():
     guest = [t for t in tests if t.target.kind == "vm-disk" and not t.is_fill]
     assert guest and all(t.params["guest_cpus"] == 2 and t.params["numjobs"] == 16 for t in guest)
     assert all(t.params.get("mode") == "size" for t in tests if not t.is_fill)
-    assert all(t.target.props["atime"] == "off" for t in tests)
+    assert all(zfs_options(t.target).props["atime"] == "off" for t in tests)
     t = guest[0]
     assert jobs.job_bytes(t) == 256 << 20  # the seed's --size=256m per job
     path = VmDiskKind.fio_filename(t)
@@ -64,7 +65,7 @@ def test_zvol_vs_qcow2_small_forms_stay_time_based_without_a_filesystem():
         for t in expand(spec):
             if t.target.kind == "vm-disk" and not t.is_fill:
                 from tankbench.fio import jobs
-                from tankbench.guest import layers
+                from tankbench.guestconf import layers
 
                 assert t.params.get("mode", "time") == "time" and t.params["guest_fs"] == "none"
                 assert layers.job_files(t, "/dev/x") == ["/dev/x"]
@@ -72,7 +73,7 @@ def test_zvol_vs_qcow2_small_forms_stay_time_based_without_a_filesystem():
 
 
 def test_tuning_matrix_has_the_seeds_vm_half_in_its_order():
-    from tankbench.guest import machine
+    from tankbench.guestconf import machine
 
     spec = load_spec(resolve_campaign("tuning-matrix"))
     vm = [t for t in expand(spec) if t.target.kind == "vm-disk"]

@@ -96,7 +96,7 @@ def test_fill_room_is_part_of_the_test() -> None:
 
 
 def test_a_guest_zvol_and_the_filesystem_of_its_images_have_different_names() -> None:
-    from tankbench.targets.zfs import dataset_name
+    from tankbench.targets.zfsplan import dataset_name
 
     zvol, qcow2 = _tests('workload = ["fill"]\nbacking = ["zvol", "qcow2"]')
     assert dataset_name(zvol) != dataset_name(qcow2)

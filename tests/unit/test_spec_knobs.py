@@ -9,7 +9,7 @@ from tankbench.campaign import expand, parse_spec
 from tankbench.errors import SpecError
 from tankbench.fio import jobs
 from tankbench.fio.jobs import deadline_s, job_script, job_text, layout_request
-from tankbench.targets.zfs import buffer_check, create_pool_argv
+from tankbench.targets.zfsplan import buffer_check, create_pool_argv
 from tankbench.tunables import canonical_tunables, parse_tunables
 
 ID = "/dev/disk/by-id/virtio-tbdata"

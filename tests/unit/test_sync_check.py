@@ -11,6 +11,7 @@ from tankbench.fio.parse import IO_LOG_MSEC, end_fsync_seconds
 from tankbench.model import Target
 from tankbench.zfs.checks import sync_check
 from tankbench.zfs.parse import kstat_dataset_name, zil_run_delta
+from tankbench.zfs.props import ZfsOptions
 from tests.conftest import ROOT
 
 ZFS = ROOT / "tests" / "fixtures" / "zfs"
@@ -127,12 +128,12 @@ def test_sync_check_flags_seed_003s_long_final_fsync() -> None:
 
 
 def test_copies_are_judged_in_a_guest_only() -> None:
-    from tankbench.targets.zfs_metrics import sync_checks
+    from tankbench.drivers.zfs_metrics import sync_checks
 
     cp = model.Test(
         number=1,
         name="c",
-        target=Target(name="g", kind="vm-disk", size=1 << 26, pool="tb"),
+        target=Target(name="g", kind="vm-disk", size=1 << 26, options=ZfsOptions(pool="tb")),
         params={"backing": "zvol", "workload": "cp", "copy_size": "32M", "guest_fs": "ext4"},
         fio_options={},
         runtime=0,

@@ -11,11 +11,13 @@ import pytest
 from tankbench import model, targets
 from tankbench.campaign import expand, load_spec
 from tankbench.targets.base import TargetKind
+from tankbench.zfs.props import ZfsOptions
 from tests.conftest import FIXTURES, ROOT
 
 
-def _t(kind: str, **kw: Any) -> model.Target:
-    return model.Target(name=kw.pop("name", "x"), kind=kind, **kw)
+def _t(kind: str, pool: str = "", **kw: Any) -> model.Target:
+    options = ZfsOptions(pool=pool) if pool else targets.kinds()[kind].options()
+    return model.Target(name=kw.pop("name", "x"), kind=kind, options=options, **kw)
 
 
 def _test(target: model.Target, **params: Any) -> model.Test:

@@ -7,17 +7,18 @@ from pathlib import Path
 
 from tankbench import model
 from tankbench.campaign import expand, load_spec
+from tankbench.drivers.vmdisk import settings_mismatches
 from tankbench.fio.jobs import job_text
-from tankbench.guest.layers import backing_test
-from tankbench.guest.testguest import BlockSettings
-from tankbench.targets import kinds, zfs
+from tankbench.guest.records import BlockSettings
+from tankbench.guestconf.layers import backing_test
+from tankbench.targets import kinds
+from tankbench.targets import zfsplan as zfs
 from tankbench.targets.vmdisk import (
     VmDiskKind,
     config_key,
     disk_id,
     disk_settings,
     image_create_argv,
-    settings_mismatches,
 )
 from tests.conftest import ROOT
 

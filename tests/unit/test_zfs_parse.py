@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from tankbench.zfs.iostat import iostat_series, parse_zpool_iostat, summarize_iostat
 from tankbench.zfs.parse import (
     arc_delta,
-    iostat_series,
     last_committed_txg,
     parse_arcstats,
     parse_module_params,
     parse_txgs,
     parse_zfs_get,
-    parse_zpool_iostat,
     parse_zpool_status,
     pool_ashift,
-    summarize_iostat,
     txg_summary,
     zfs_get_sources,
     zfs_version,

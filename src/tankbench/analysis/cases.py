@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
 from tankbench.bulk import gc_paused
-from tankbench.guest.fill import FILL_CHECK_KEYS
+from tankbench.guestconf.fill import FILL_CHECK_KEYS
 from tankbench.journal.db import INPUT_COLUMNS, Journal, TestRow
 from tankbench.metrics import METRICS, Times, applicable, fio_ran_s, raw_keys, run_values
 from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES, Fingerprint, test_case_for

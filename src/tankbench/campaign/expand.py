@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from tankbench.campaign.schema import Spec
@@ -123,8 +122,8 @@ def include_ids(spec: Spec) -> set[str]:
     """The ids of the [[include]] points' tests (a design always runs them)."""
     out = set()
     for target, params in _include_points(spec):
-        if kind_of(target).needs_pool:
-            target = replace(target, pool=spec.zfs_root)
+        if kind_of(target).traits.needs_pool:
+            target = kind_of(target).on_pool(target, spec.zfs_root)
         out.add(_test(spec, 0, "", target, params).id)
     return out
 
@@ -159,7 +158,7 @@ def _matrix_points(spec: Spec, axes: list[str]) -> list[tuple[Target, dict[str, 
             params = kind.adjust(run_settings(copy_params(dict(zip(t_axes, combo)), spec), spec))
             if not kind.accepts(params):
                 continue  # e.g. rsync replaces the destination file: it cannot write into a block device
-            if params.get("layout") == "unwritten" and kind.block_device and not kind.needs_pool:
+            if params.get("layout") == "unwritten" and kind.traits.block_device and not kind.traits.needs_pool:
                 continue  # a user's disk is never discarded: its blocks cannot be un-written
             if not any(_matches(rule, target, params) for rule in spec.excludes):
                 points.append((target, params))
@@ -197,8 +196,8 @@ def _numbered(spec: Spec, points: list[tuple[Target, dict[str, Any]]], varying: 
     names: set[str] = set()
     for target, params in points:
         name = test_name(target, params, varying, several.get(target.kind, False))
-        if kind_of(target).needs_pool:
-            target = replace(target, pool=spec.zfs_root)
+        if kind_of(target).traits.needs_pool:
+            target = kind_of(target).on_pool(target, spec.zfs_root)
         test = _test(spec, 0, name, target, params)
         if test.id in seen:
             continue

@@ -1,4 +1,4 @@
-"""Campaign rules of `workload = "fill"` (the pool-full experiment, guest/fill.py): pure, called by parse.py.
+"""Campaign rules of `workload = "fill"` (the pool-full experiment, guestconf/fill.py): pure, called by parse.py.
 
 A fill test fills the campaign's pool on purpose, so it runs only where that harms nobody and means
 something: in the guest of a vm-disk target, on a pool tankbench creates, with a guest disk larger than
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tankbench.errors import SpecError
-from tankbench.guest.fill import WRITE_PER_ROOM
+from tankbench.guestconf.fill import WRITE_PER_ROOM
 from tankbench.model import FILL, Target
 from tankbench.targets import traits, traits_of
 from tankbench.units import fmt_size

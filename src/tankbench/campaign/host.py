@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from tankbench.campaign.schema import HostSpec
+import os
+
+from tankbench import diskmodels
+from tankbench.campaign.schema import HostSpec, Spec
 from tankbench.campaign.vocab import HOST_KEYS, HOST_KINDS, NAME_RE
 from tankbench.keys import Keys
-from tankbench.lab import diskmodels
 
 
 def parse_host(keys: Keys, shortcut: object, table: object) -> HostSpec:
@@ -46,3 +48,13 @@ def parse_host(keys: Keys, shortcut: object, table: object) -> HostSpec:
     if not NAME_RE.match(spec.lab_name):
         raise keys.err("host.name", spec.lab_name, "must be letters, digits, '.', '_' or '-'", 'e.g. "default"')
     return spec
+
+
+def local_has_zfs() -> bool:
+    """Whether this machine's kernel has ZFS (`host = "auto"` is then local, else the lab VM)."""
+    return os.path.exists("/sys/module/zfs")
+
+
+def default_journal_path(spec: Spec) -> str:
+    """Where results go unless --journal says otherwise: ./tankbench-results/<campaign>/journal.sqlite."""
+    return os.path.join("tankbench-results", spec.name, "journal.sqlite")

@@ -12,9 +12,9 @@ import pkgutil
 from typing import Any
 
 from tankbench import campaign as _pkg
+from tankbench import diskmodels
 from tankbench.campaign import vocab
 from tankbench.campaign.hosts import ENTRY_KEYS
-from tankbench.lab import diskmodels
 from tankbench.preflight import ACTIONS, PREFLIGHT_KEYS
 from tankbench.targets import kind_names, kinds
 from tankbench.targets.clients import CLIENT_KEYS

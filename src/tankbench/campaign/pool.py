@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from tankbench.campaign.schema import PoolSpec
 from tankbench.campaign.vocab import POOL_KEYS, VDEV_CLASSES, VDEV_GROUPS
@@ -41,10 +42,33 @@ def parse_pool(keys: Keys, value: object, targets: tuple[Target, ...]) -> PoolSp
         raise keys.err("pool.name", name, "not a valid pool name", 'e.g. "tbpool"')
     if parent and not re.match(r"^[A-Za-z][A-Za-z0-9_.:/-]*[A-Za-z0-9_.:-]$", parent):
         raise keys.err("pool.parent", parent, "not a dataset name", 'e.g. "tank/bench"')
+    lists = _pool_devices(keys, value, bool(name), targets)
+    ashift = keys.integer("pool.ashift", value.get("ashift", 12), 9, 16)
+    props = value.get("properties", {})
+    if not isinstance(props, dict):
+        raise keys.err("pool.properties", props, "must be a table", '{ compression = "off" }')
+    return PoolSpec(
+        name=name,
+        vdevs=lists["vdevs"],
+        log=lists["log"],
+        confirm=lists["confirm"],
+        ashift=ashift,
+        properties={k: str(v) for k, v in props.items()},
+        parent=parent,
+        cache=lists["cache"],
+        special=lists["special"],
+    )
+
+
+def _pool_devices(
+    keys: Keys, value: dict[str, Any], creates: bool, targets: tuple[Target, ...]
+) -> dict[str, tuple[str, ...]]:
+    """The pool's device lists by class (and `confirm`): a pool tankbench creates needs vdevs, an existing parent
+    takes none, no device twice, no raw target on one of them."""
     lists = {key: _vdev_list(keys, key, value.get(key, [])) for key in VDEV_CLASSES + ("confirm",)}
-    if name and not lists["vdevs"]:
+    if creates and not lists["vdevs"]:
         raise keys.err("pool.vdevs", [], "a pool tankbench creates needs vdevs", '["/dev/disk/by-id/virtio-tbdata0"]')
-    if parent and any(lists[k] for k in VDEV_CLASSES):
+    if not creates and any(lists[k] for k in VDEV_CLASSES):
         given = [d for k in VDEV_CLASSES for d in lists[k]]
         raise keys.err(
             "pool.vdevs",
@@ -62,21 +86,7 @@ def parse_pool(keys: Keys, value: object, targets: tuple[Target, ...]) -> PoolSp
                 "is also a device of [pool]",
                 "a raw target needs a disk of its own: tankbench's pool lives on the pool's devices",
             )
-    ashift = keys.integer("pool.ashift", value.get("ashift", 12), 9, 16)
-    props = value.get("properties", {})
-    if not isinstance(props, dict):
-        raise keys.err("pool.properties", props, "must be a table", '{ compression = "off" }')
-    return PoolSpec(
-        name=name,
-        vdevs=lists["vdevs"],
-        log=lists["log"],
-        confirm=lists["confirm"],
-        ashift=ashift,
-        properties={k: str(v) for k, v in props.items()},
-        parent=parent,
-        cache=lists["cache"],
-        special=lists["special"],
-    )
+    return lists
 
 
 def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:

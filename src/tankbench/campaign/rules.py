@@ -7,7 +7,7 @@ from typing import Any
 
 from tankbench.campaign.schema import PoolSpec
 from tankbench.campaign.vocab import VDEV_GROUPS
-from tankbench.guest import layers as guest_layers
+from tankbench.guestconf import layers as guest_layers
 from tankbench.keys import Keys
 from tankbench.model import Target
 from tankbench.targets import traits_of

@@ -11,7 +11,7 @@ from tankbench.campaign.hosts import FleetSpec
 from tankbench.campaign.report import Settings
 from tankbench.campaign.unattended import Unattended
 from tankbench.campaign.vocab import VDEV_GROUPS
-from tankbench.lab.diskmodels import LabMachine
+from tankbench.diskmodels import LabMachine
 from tankbench.model import Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy
 
@@ -32,7 +32,7 @@ class HostSpec:
     lab_name: str = "default"
     lab_disks: int = 2
     lab_slog: bool = True
-    #: the lab's disk models and ARC size (lab/diskmodels.py)
+    #: the lab's disk models and ARC size (diskmodels.py)
     lab_machine: LabMachine = LabMachine()
 
 

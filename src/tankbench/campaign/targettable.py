@@ -30,8 +30,8 @@ def parse_targets(keys: Keys, value: object) -> tuple[Target, ...]:
         kind = keys.choice(p + "kind", t.get("kind"), kind_names())
         cls = kinds()[kind]
         target = cls.parse_table(keys, t, p, name)
-        if cls.block_device and target.path:
-            twin = next((o for o in out if kinds()[o.kind].block_device and o.path == target.path), None)
+        if cls.traits.block_device and target.path:
+            twin = next((o for o in out if kinds()[o.kind].traits.block_device and o.path == target.path), None)
             if twin is not None:  # two baselines on one disk: each run would overwrite the other's layout
                 raise keys.err(
                     p + "path",

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tankbench import diskmodels
 from tankbench.campaign.unattended import UNATTENDED_KEYS
-from tankbench.lab import diskmodels
 from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES
 from tankbench.targets import kind_axes, kind_names, kinds
 

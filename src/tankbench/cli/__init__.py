@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 from tankbench import version_line
 from tankbench.errors import HostError, UserError
-from tankbench.journal.faults import is_fault
 
 # The order subcommands are listed in --help; modules not named here are appended alphabetically.
 ORDER = [
@@ -102,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as e:  # a full or read-only filesystem under an output: the cause, not a traceback
+        # imported here: the build backend imports tankbench.cli (completion, man page) before any dependency is
+        # installed, and the journal package needs orjson
+        from tankbench.journal.faults import is_fault
+
         if not is_fault(e):
             raise
         where = f" {e.filename}" if e.filename else ""

@@ -57,8 +57,8 @@ def _journal_of(args: argparse.Namespace) -> str:
     except OSError:
         pass
     from tankbench.campaign import load_spec
+    from tankbench.campaign.host import default_journal_path
     from tankbench.cli.presets import resolve_campaign
-    from tankbench.runner import default_journal_path
 
     return default_journal_path(load_spec(resolve_campaign(src)))
 

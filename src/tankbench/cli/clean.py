@@ -6,9 +6,10 @@ import argparse
 import sys
 
 from tankbench.cli._campaign import add_campaign_options, load_campaign
+from tankbench.drivers.zfs import ZfsProvisioner
 from tankbench.errors import UserError
 from tankbench.runner import open_host
-from tankbench.targets.zfs import TAG, ZfsProvisioner
+from tankbench.targets.zfsplan import TAG
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

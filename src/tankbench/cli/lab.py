@@ -34,6 +34,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p.set_defaults(func=show_help)
 
+    _register_build_up(sub)
+    _register_status_ssh_down(sub)
+
+
+def _register_build_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`lab build` and `lab up`."""
     b = sub.add_parser(
         "build",
         help="build (or check) the lab image",
@@ -61,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     u.add_argument("--cpus", type=int, help="guest CPUs (default 2)")
     u.set_defaults(func=cmd_up)
 
+
+def _register_status_ssh_down(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`lab status`, `lab ssh` and `lab down`."""
     s = sub.add_parser(
         "status", help="show a lab's state", description="Show whether a lab is up, its ports, disks and accelerator."
     )

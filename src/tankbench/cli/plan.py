@@ -8,6 +8,7 @@ import sys
 
 from tankbench.campaign import Spec
 from tankbench.campaign.expand import expand_matrix, include_ids
+from tankbench.campaign.host import default_journal_path, local_has_zfs
 from tankbench.campaign.hosts import FleetHost
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli._common import print_json
@@ -17,7 +18,6 @@ from tankbench.fio.jobs import job_script, job_text
 from tankbench.journal import Journal
 from tankbench.model import Run, Test
 from tankbench.progress import fmt_estimate
-from tankbench.runner import default_journal_path, local_has_zfs
 from tankbench.schedule.design import select, step_spec
 from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs

@@ -78,8 +78,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write(resolved_sizes(spec))
         sys.stderr.write(lab_note(spec))
     if spec.design.step == "screening":  # its choice of tests goes into the journal first (tankbench refine reads it)
+        from tankbench.campaign.host import default_journal_path
         from tankbench.cli._design import record_screening
-        from tankbench.runner import default_journal_path
 
         record_screening(spec, args.journal or default_journal_path(spec), campaign_ref(args))
     if args.resume_at_boot or args.no_resume_at_boot or spec.unattended.resume_at_boot:
@@ -103,8 +103,8 @@ def cmd_run_resumable(spec: Spec, args: argparse.Namespace) -> int:
     """--resume-at-boot: checked before anything is written, the unit kept for the campaign's lifetime;
     --no-resume-at-boot: this campaign's unit removed first."""
     from tankbench import resumeboot
+    from tankbench.campaign.host import default_journal_path, local_has_zfs
     from tankbench.journal.lock import JournalLock
-    from tankbench.runner import default_journal_path, local_has_zfs
 
     def note(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

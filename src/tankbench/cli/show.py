@@ -39,8 +39,8 @@ def journal_path(args: argparse.Namespace) -> str:
         return str(args.journal)
     if args.campaign:
         from tankbench.campaign import load_spec
+        from tankbench.campaign.host import default_journal_path
         from tankbench.cli.presets import resolve_campaign
-        from tankbench.runner import default_journal_path
 
         return default_journal_path(load_spec(resolve_campaign(args.campaign)))
     raise UserError("no journal given", "pass CAMPAIGN or --journal PATH")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tankbench.copytest import copy_script_lines
 from tankbench.fio import layout as fio_layout
@@ -14,16 +14,19 @@ from tankbench.fio.layout import layout_of as layout_of
 from tankbench.fio.layout import numjobs_of as numjobs_of
 from tankbench.fio.layout import size_based as size_based
 from tankbench.fio.parse import IO_LOG_MSEC
-from tankbench.guest.fill import fill_job, fill_size
+from tankbench.guestconf.fill import fill_job, fill_size
 from tankbench.model import Test
 from tankbench.targets import clients as clients_mod
 from tankbench.targets import kind_of
 from tankbench.units import fmt_seconds_fio, fmt_size, parse_size
 
+if TYPE_CHECKING:
+    from tankbench.agent import PrepareFileRequest, PrepareRawRequest
+
 
 def _block(test: Test) -> bool:
     """fio opens a block device (raw, zvol): one region shared by the jobs, no file to create."""
-    return kind_of(test.target).block_device
+    return kind_of(test.target).traits.block_device
 
 
 def per_job_files(test: Test) -> bool:
@@ -41,7 +44,7 @@ def test_file_paths(test: Test) -> list[str]:
     return fio_layout.test_file_paths(test, kind_of(test.target))
 
 
-def layout_request(test: Test, path: str | None = None) -> dict[str, Any]:
+def layout_request(test: Test, path: str | None = None) -> PrepareFileRequest | PrepareRawRequest:
     """The agent request that lays out and verifies what fio will open (see fio.layout.layout_request)."""
     return fio_layout.layout_request(test, kind_of(test.target), path)
 
@@ -256,9 +259,9 @@ def job_script(test: Test, fio_name: str, campaign_id: str = "") -> str:
     ]
     kind = kind_of(test.target)
     lines += kind.script_lines(test, campaign_id)
-    if test.target.clients:  # fio client/server on the target's client hosts, as `run` does it
+    if kind.load_from_clients(test.target):  # fio client/server on the target's client hosts, as `run` does it
         return "\n".join(lines + clients_mod.script_lines(test, fio_name)) + "\n"
-    if kind.runs_in_guest:
+    if kind.traits.runs_in_guest:
         what = "the copy" if test.is_copy else f"{fio_name} with fio"
         return "\n".join(lines + [f"echo 'run {what} inside the test guest (see above)' >&2"]) + "\n"
     if (

@@ -17,23 +17,18 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tankbench.copytest import copy_argv
 from tankbench.errors import HostError
-from tankbench.guest.layers import FS_OVERHEAD_FIXED, FS_OVERHEAD_SHARE, MIB, round_up
 from tankbench.guest.qemu import GuestDisk
+from tankbench.guestconf.copy import SOURCE_FILE, SOURCE_ID, SOURCE_MOUNT, guest_copy_argv
+from tankbench.guestconf.layers import FS_OVERHEAD_FIXED, FS_OVERHEAD_SHARE, MIB, round_up
 from tankbench.hosts.base import Host
 from tankbench.model import Test
-from tankbench.units import fmt_size, parse_size
 
-#: the source disk's id (its serial: the guest finds it by it) and where the guest mounts it
-SOURCE_ID = "tbsrc"
-SOURCE_MOUNT = "/mnt/tbsrc"
-#: the random-filled file the runner lays out in the campaign's work directory (runner.copy_source)
-SOURCE_FILE = "copy-source.bin"
-#: Debian's programs in the guest (busybox's cp and dd come first in its PATH and behave differently)
-GUEST_PROGRAMS = {"cp": "/usr/bin/cp", "rsync": "/usr/bin/rsync", "dd": "/usr/bin/dd"}
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunRequest
+
 #: busybox `timeout` ends a copy that outlives its deadline with SIGTERM: the shell sees 128 + 15
 TIMED_OUT_RC = 143
 
@@ -76,12 +71,6 @@ def mount_source_script(device: str) -> str:
         f"modprobe -a crc32c_generic ext4 2>&1; mkdir -p {SOURCE_MOUNT} && "
         f"mount -t ext4 -o ro,noload {device} {SOURCE_MOUNT}\n"
     )
-
-
-def guest_copy_argv(workload: str, dest: str) -> list[str]:
-    """The copy command in the guest: the same argv as on a host (copytest.copy_argv), Debian's programs."""
-    argv = copy_argv(workload, f"{SOURCE_MOUNT}/{SOURCE_FILE}", dest)
-    return [GUEST_PROGRAMS[workload], *argv[1:]]
 
 
 def copy_script(argv: list[str], deadline_s: float) -> str:
@@ -170,27 +159,14 @@ def copy_result(
     return res
 
 
-def script_comment_lines(test: Test, dest: str) -> list[str]:
-    """`plan --export` comment lines of a copy test in the guest: its source disk and the timed commands."""
-    size = parse_size(str(test.params["copy_size"]))
-    argv = guest_copy_argv(str(test.params["workload"]), dest)
-    return [
-        f"# The copy source: a raw image outside the pool holding ext4 with a {fmt_size(size)} random-filled "
-        f"{SOURCE_FILE} (mke2fs -t ext4 -d), attached read-only (virtio-scsi, cache=writeback, serial {SOURCE_ID}),",
-        f"# mounted with `mount -o ro,noload` at {SOURCE_MOUNT}. Then, in the guest, timed by its clock:",
-        "#   sync; echo 3 > /proc/sys/vm/drop_caches",
-        f"#   {shlex.join(argv)}",
-        "#   sync",
-    ]
-
-
 # -- run time ----------------------------------------------------------------------------------------------
 
 
-def observed(host: Host, request: Mapping[str, Any], job: Callable[[], T]) -> tuple[dict[str, Any], T]:
+def observed(host: Host, request: FioRunRequest, job: Callable[[], T]) -> tuple[dict[str, Any], T]:
     """Run `job` (something in the guest) while the host's agent observes the same window: it samples and
     captures from when it says "observing" until told to stop, then drains. (agent, job) results."""
-    observe = {k: v for k, v in request.items() if k != "argv"}
+    observe = request.copy()
+    observe.pop("argv", None)
     observe["observe"] = True
     session = host.start_agent(observe)
     events = session.events()
@@ -273,7 +249,7 @@ class GuestCopies:
     def run(
         self,
         test: Test,
-        request: Mapping[str, Any],
+        request: FioRunRequest,
         dest: str,
         disk: str,
         copy_size: int,

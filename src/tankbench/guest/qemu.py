@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from tankbench.errors import UserError
-from tankbench.guest.pauses import WERROR_VALUES
+from tankbench.guestconf.pauses import WERROR_VALUES
 
 BUSES = ("virtio-blk", "virtio-scsi")
 CACHE_MODES = ("none", "writeback", "writethrough", "directsync", "unsafe")
@@ -240,17 +240,8 @@ def guest_argv(
         str(memory_mb),
         "-smp",
         str(cpus),
-        "-nodefaults",
-        "-no-user-config",
-        "-display",
-        "none",
-        "-vga",
-        "none",
-        "-nic",
-        "none",
-        "-no-reboot",
-        "-monitor",
-        "none",
+        *("-nodefaults", "-no-user-config", "-display", "none", "-vga", "none", "-nic", "none", "-no-reboot"),
+        *("-monitor", "none"),
         "-serial",
         f"file:{run_dir}/console.log",
         "-qmp",
@@ -268,13 +259,24 @@ def guest_argv(
         "-device",
         f"virtserialport,bus=vser.0,chardev=ctl,name={CONTROL_PORT}",
     ]
-    if hotplug:
-        # a spare SCSI controller for hot-plugged virtio-scsi disks (a controller itself cannot be
-        # hot-plugged on microvm); on q35 also empty PCIe root ports for hot-plugged virtio-blk disks
-        argv += ["-device", "virtio-scsi-pci,id=scsihp" if pci else "virtio-scsi-device,id=scsihp"]
-    if hotplug and machine == "q35":
+    return argv + hotplug_args(machine, hotplug) + disk_args(disks, machine)
+
+
+def hotplug_args(machine: str, hotplug: bool) -> list[str]:
+    """A spare SCSI controller for hot-plugged virtio-scsi disks (a controller itself cannot be hot-plugged on
+    microvm); on q35 also empty PCIe root ports for hot-plugged virtio-blk disks."""
+    if not hotplug:
+        return []
+    argv = ["-device", "virtio-scsi-pci,id=scsihp" if machine != "microvm" else "virtio-scsi-device,id=scsihp"]
+    if machine == "q35":
         for i in range(HOTPLUG_PORTS):
             argv += ["-device", f"pcie-root-port,id=hp{i},chassis={i + 1},slot={i + 1}"]
+    return argv
+
+
+def disk_args(disks: tuple[GuestDisk, ...] | list[GuestDisk], machine: str) -> list[str]:
+    """The disks a guest boots with: their iothreads, block nodes and devices."""
+    argv: list[str] = []
     for disk in disks:
         if disk.iothread:
             argv += ["-object", f"iothread,id=io-{disk.id}"]

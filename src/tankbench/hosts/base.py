@@ -10,12 +10,36 @@ import shlex
 import subprocess
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from tankbench.errors import HostError
+
+if TYPE_CHECKING:  # the agent's protocol (agent.py ships as one source: its types are for checking only)
+    from tankbench.agent import (
+        AgentRequest,
+        CooldownRequest,
+        DirsRequest,
+        DirsResult,
+        EndPidsRequest,
+        EndPidsResult,
+        FioRunRequest,
+        HoldersRequest,
+        HoldersResult,
+        KeyRequest,
+        KeyResult,
+        LayoutResult,
+        NoiseRequest,
+        PrepareFileRequest,
+        PrepareRawRequest,
+        ProbeRequest,
+        ProbeResult,
+    )
+
+#: what an agent call hands each event before the result (e.g. fio's pid as it starts)
+OnEvent = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -83,7 +107,7 @@ class AgentSession:
     """A running agent: its source and one JSON request in, JSON event lines out; closing stdin tells it to
     stop."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], request: dict[str, Any]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], request: AgentRequest) -> None:
         self.proc = proc
         self._stderr: list[bytes] = []
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -113,7 +137,7 @@ class AgentSession:
             except json.JSONDecodeError:
                 continue
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Mapping[str, object]) -> None:
         """One more JSON line to the running agent (e.g. {"stop": true} to end an observing fio_run)."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(message).encode() + b"\n")
@@ -172,7 +196,7 @@ class SessionSlot:
 
     def call(
         self,
-        request: dict[str, Any],
+        request: AgentRequest,
         on_event: Callable[[dict[str, Any]], None] | None,
         timeout: float | None,
     ) -> dict[str, Any] | None:
@@ -197,7 +221,7 @@ class SessionSlot:
     def _events(
         self,
         session: AgentSession,
-        request: dict[str, Any],
+        request: AgentRequest,
         on_event: Callable[[dict[str, Any]], None] | None,
         timeout: float | None,
     ) -> dict[str, Any]:
@@ -271,7 +295,7 @@ class Host(ABC):
         script = f"umask 022; cat > {shlex.quote(tmp)} && chmod {mode:o} {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}"
         self.run(["sh", "-c", script], input=data, check=True, timeout=120)
 
-    def start_agent(self, request: dict[str, Any]) -> AgentSession:
+    def start_agent(self, request: AgentRequest) -> AgentSession:
         """Start the agent with one request; read its events from the returned session."""
         argv = self.command(agent_argv(self.python))
         proc = subprocess.Popen(
@@ -279,15 +303,50 @@ class Host(ABC):
         )
         return AgentSession(proc, request)
 
+    @overload
+    def call_agent(
+        self, request: ProbeRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> ProbeResult: ...
+    @overload
     def call_agent(
         self,
-        request: dict[str, Any],
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        request: PrepareFileRequest | PrepareRawRequest,
+        on_event: OnEvent | None = None,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """Run one agent request to its final `result` event and return that event's payload: in the host's
-        agent session (SessionSlot: one agent process for many calls) when it is free, else in an agent of
-        its own."""
+    ) -> LayoutResult: ...
+    @overload  # its fields are FioRunResult's; the kinds add theirs to it (drivers/: run_fio)
+    def call_agent(
+        self, request: FioRunRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> dict[str, Any]: ...
+    @overload
+    def call_agent(
+        self, request: EndPidsRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> EndPidsResult: ...
+    @overload
+    def call_agent(
+        self, request: DirsRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> DirsResult: ...
+    @overload
+    def call_agent(
+        self, request: HoldersRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> HoldersResult: ...
+    @overload
+    def call_agent(
+        self, request: KeyRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> KeyResult: ...
+    @overload
+    def call_agent(
+        self, request: CooldownRequest | NoiseRequest, on_event: OnEvent | None = None, timeout: float | None = None
+    ) -> dict[str, Any]: ...
+    def call_agent(
+        self,
+        request: AgentRequest,
+        on_event: OnEvent | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Run one agent request to its final `result` event and return that event's payload (typed per op:
+        agent.py's protocol TypedDicts): in the host's agent session (SessionSlot: one agent process for many
+        calls) when it is free, else in an agent of its own."""
         slot: SessionSlot | None = self.__dict__.get("_agent_slot")
         served = slot.call(request, on_event, timeout) if slot is not None else None
         if served is not None:
@@ -316,7 +375,7 @@ class Host(ABC):
 
     def call_agent_once(
         self,
-        request: dict[str, Any],
+        request: AgentRequest,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
@@ -349,6 +408,34 @@ class Host(ABC):
     def fingerprint_extra(self) -> dict[str, object]:
         """Facts about this host that belong in every run's fingerprint beyond what the agent probes."""
         return {}
+
+    # -- what a machine tankbench runs itself can do (the lab VM: hosts/lab.py); a host of the user's cannot ------
+    #: tankbench runs this machine (the lab VM): it boots without services and tankbench may start them; its
+    #: crashed kernel's log is its console, not a journal on its disk
+    managed: bool = False
+    #: the address this host sees other machines' connections come from, which is also where other guests behind
+    #: the same NAT reach this machine (a lab: slirp's gateway); "" when connections come straight
+    nat_address: str = ""
+
+    def revive(self, note: Callable[[str], None]) -> str | None:
+        """Boot the host again if tankbench runs it and it is dead (its qemu exited, its kernel panicked): the
+        crashed kernel's console; None when it is alive, or not tankbench's to boot (then it is waited for)."""
+        return None
+
+    def after_reboot(self, note: Callable[[str], None]) -> None:
+        """Set again what tankbench had set on the machine and a reboot took (a lab's disk models and ARC size)."""
+
+    def forward_port(self, port: int) -> tuple[int, str]:
+        """A port of this machine's loopback forwarded to the host's `port`: (the local port, the rule to give
+        `unforward`). Only a machine tankbench runs has one; another host is reached at its own address."""
+        raise HostError(f"{self.name}: no port of this machine can be forwarded to it (reach it at its address)")
+
+    def unforward(self, rule: str) -> None:
+        """Remove a forward that `forward_port` (of this or an earlier run) made."""
+
+    def leave(self, keep: bool, note: Callable[[str], None]) -> None:
+        """The campaign is over on this host (after close): a lab this process booted is shut down unless
+        `keep`, and one that stays up is said; nothing for another host."""
 
     def private_dir(self, name: str) -> str:
         """A directory only this host's user can change (~/.cache/tankbench/NAME there, mode 0700, its owner

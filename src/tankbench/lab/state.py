@@ -195,6 +195,6 @@ def lab_fingerprint(state: LabState) -> dict[str, object]:
         "lab_zfs": state.zfs_version,
         "lab_emulated": state.accelerator != "kvm",
         "lab_l2arc": state.config.l2arc,
-        # the disk models and the ARC size applied at campaign start (lab/diskmodels.py, lab/vm.py)
+        # the disk models and the ARC size applied at campaign start (diskmodels.py, lab/vm.py)
         **dict(state.extra.get("machine") or {}),  # type: ignore[call-overload]
     }

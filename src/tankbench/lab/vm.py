@@ -13,14 +13,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tankbench import bootlog
 from tankbench.errors import HostError, UserError
 from tankbench.hosts.lab import LabHost
 from tankbench.lab import build as labbuild
-from tankbench.lab import diskmodels
-from tankbench.lab.diskmodels import MODELS, LabMachine
 from tankbench.lab.qemu import (
     INITS,
     guest_disk_paths,
@@ -31,7 +28,6 @@ from tankbench.lab.qemu import (
     make_root_overlay,
     proc_alive,
     qemu_argv,
-    qmp,
     reap,
     start_qemu,
 )
@@ -49,7 +45,6 @@ from tankbench.lab.state import (
     read_state,
     write_state,
 )
-from tankbench.units import fmt_size
 
 Progress = Callable[[str], None]
 
@@ -156,10 +151,10 @@ def up(
 ) -> LabState:
     """Boot a lab (or return the running one): returns once ssh answers and zfs is loaded. A running lab with
     other disks is an error when `strict`, else it is returned as it runs."""
-    return _up(name, config, progress, reuse=reuse, strict=strict)[0]
+    return up_booted(name, config, progress, reuse=reuse, strict=strict)[0]
 
 
-def _up(
+def up_booted(
     name: str, config: LabConfig | None, progress: Progress | None, *, reuse: bool = True, strict: bool = True
 ) -> tuple[LabState, bool]:
     """(state, booted here). A lab already up is reused when `reuse`; with `strict`, only if it has the
@@ -411,86 +406,6 @@ def status(name: str = "default") -> dict[str, object]:
         "ssh_key": str(d / "id_ed25519"),
     }
     return doc
-
-
-# ----------------------------------------------------------------------------- API for the runner
-
-
-def lab_host(
-    name: str = "default",
-    *,
-    disks: int = 2,
-    slog: bool = False,
-    machine: LabMachine | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> LabHost:
-    """The lab as a Host: builds the image if missing, boots the lab unless it is up, applies the campaign's
-    disk models and ARC size (`machine`; no models and the module's ARC when None), returns its LabHost
-    (`started_here` tells whether this call booted it)."""
-    machine = machine or LabMachine()
-    state, booted = _up(name, LabConfig(disks=disks, slog=slog, l2arc=machine.l2arc), progress)
-    host = ssh_host(state, started_here=booted)
-    try:
-        state = apply_machine(name, host, machine, progress or _stderr)
-    except BaseException:
-        host.close()
-        raise
-    host.facts = lab_fingerprint(state)
-    return host
-
-
-def apply_machine(name: str, host: LabHost, machine: LabMachine, progress: Progress) -> LabState:
-    """Throttle each of a running lab's drives to its model (QMP block_set_io_throttle: at once, no reboot)
-    and set the ARC's maximum; read both back and record them in the lab's state (the runs' fingerprint).
-
-    Every drive is set, to `none` too, so a lab reused from an earlier campaign never keeps its models."""
-    with locked(name) as d:
-        state = require_up(name)
-        models = machine.models(state.config.disks, state.config.slog)
-        for drive, model in models.items():
-            qmp(d, "block_set_io_throttle", {"device": drive, **MODELS[model].throttle()})
-        applied = {str(b["device"]): b for b in _block_info(d) if str(b.get("device", "")) in models}
-        for drive, model in models.items():
-            want = MODELS[model].throttle()
-            got = applied.get(drive, {})
-            if got.get("bps", 0) != want["bps"] or got.get("iops", 0) != want["iops"]:
-                raise HostError(f"lab {name}: drive {drive} did not take disk model {model!r} (QMP says {got})")
-        # the module's own c_max, read before anything changed it (zfs_arc_max = 0 does not restore it)
-        if "arc_default" not in state.extra:
-            state.extra["arc_default"] = _arc_c_max(name, host, "")
-        default = int(state.extra["arc_default"])  # type: ignore[call-overload]
-        arc = machine.arc_max or default
-        c_max = _arc_c_max(name, host, f"echo {arc} > /sys/module/zfs/parameters/zfs_arc_max && ")
-        if c_max != arc:
-            raise HostError(
-                f"lab {name}: zfs_arc_max {arc} was not taken (the ARC's c_max is {c_max}); "
-                "it cannot be set below zfs_arc_min (1/32 of the guest's memory)"
-            )
-        state.extra["machine"] = diskmodels.fingerprint(models, machine.arc_max, c_max)
-        write_state(d, state)
-    progress(
-        f"lab {name}: disks {diskmodels.summary(models)}; ARC max "
-        + (fmt_size(c_max) if machine.arc_max else f"{fmt_size(c_max)} (the module's default)")
-    )
-    return state
-
-
-def _arc_c_max(name: str, host: LabHost, before: str) -> int:
-    """The ARC's c_max in the guest, after the shell command `before` (e.g. setting zfs_arc_max)."""
-    res = host.run(["sh", "-c", before + "awk '$1 == \"c_max\" {print $3}' /proc/spl/kstat/zfs/arcstats"], timeout=60)
-    if res.returncode != 0 or not res.stdout.strip().isdigit():
-        raise HostError(f"lab {name}: could not set or read the ARC's size: {res.stderr.strip()}")
-    return int(res.stdout.strip())
-
-
-def _block_info(d: Path) -> list[dict[str, Any]]:
-    """query-block's drives with their throttle settings: [{'device': id, 'bps': .., 'iops': ..}, ...]."""
-    out: list[dict[str, Any]] = []
-    blocks = qmp(d, "query-block")
-    for b in blocks if isinstance(blocks, list) else []:
-        inserted = b.get("inserted") or {}
-        out.append({"device": b.get("device", ""), "bps": inserted.get("bps", 0), "iops": inserted.get("iops", 0)})
-    return out
 
 
 def lab_data_disks(name: str = "default") -> list[str]:

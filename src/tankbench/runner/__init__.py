@@ -6,17 +6,15 @@ one host: `CampaignRunner`), `run` (one run of a test), `failure` (host and gues
 with typed states), `probe` (the checks before anything is written), `context` (what those parts share),
 `outcome` (the counts and the lines that say them)."""
 
+from tankbench.campaign.host import default_journal_path, local_has_zfs
 from tankbench.runner.loop import CampaignRunner
 from tankbench.runner.outcome import Outcome, describe, stop_status, summary_line
 from tankbench.runner.probe import Preflight, fio_refusal, parse_check_jobs, preflight, target_kinds
 from tankbench.runner.session import (
     Session,
     Stale,
-    default_journal_path,
     end_stale,
     leave_host,
-    leave_lab,
-    local_has_zfs,
     open_host,
     ready_journal,
     run_campaign,
@@ -33,7 +31,6 @@ __all__ = [
     "end_stale",
     "fio_refusal",
     "leave_host",
-    "leave_lab",
     "local_has_zfs",
     "open_host",
     "parse_check_jobs",

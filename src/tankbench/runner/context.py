@@ -12,6 +12,7 @@ from typing import Any
 
 from tankbench import __version__
 from tankbench.campaign import Spec
+from tankbench.drivers import Workspace
 from tankbench.errors import HostError
 from tankbench.hooks import call_hook
 from tankbench.hosts.base import Host, agent_sha256, work_root
@@ -20,7 +21,6 @@ from tankbench.model import Fingerprint, Run
 from tankbench.progress import Progress
 from tankbench.runner.outcome import Outcome
 from tankbench.runner.probe import Preflight, target_kinds
-from tankbench.targets import Workspace
 from tankbench.tunables import Tunables
 
 

@@ -23,17 +23,19 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from tankbench.drivers import TargetDriver
 from tankbench.errors import HostError, HostHung
 from tankbench.hangrecovery import lab_hang, reboot_lab, reboot_over_ssh, wait_new_boot
 from tankbench.hosts.base import work_root
-from tankbench.hosts.lab import LabHost
 from tankbench.model import Run, Test
 from tankbench.recovery import Back, HostWaiter, connection_lost
 from tankbench.runner.context import Attempt, CrashedRow, HostRun, Step, StepFailed
-from tankbench.targets import TargetKind
 from tankbench.units import fmt_duration
+
+if TYPE_CHECKING:
+    from tankbench.hosts.lab import LabHost
 
 #: runs of a test in a row that a lost connection may interrupt (the host answering with the same boot)
 MAX_BLIPS = 3
@@ -82,7 +84,7 @@ class Failed(Ongoing):
             return self.stopped(h)
         if isinstance(self.error, HostHung):
             return Hung(self, self.crashed or h.crashed_row(self))
-        if isinstance(h.ctx.host, LabHost) and connection_lost(str(self.error)) and (hang := lab_hang(h.ctx.host)):
+        if h.ctx.host.managed and connection_lost(str(self.error)) and (hang := lab_hang(cast("LabHost", h.ctx.host))):
             # a command did not finish and the lab's kernel says its tasks wait for I/O: it hangs (CI's lab hangs)
             hung = replace(self, error=HostHung(f"{self.error}; {hang}"))
             return Hung(hung, self.crashed or h.crashed_row(hung))
@@ -128,7 +130,7 @@ class GuestDied(Ongoing):
 
     failed: Failed
     crashed: CrashedRow
-    kind: TargetKind
+    kind: TargetDriver
     why: str
 
     def next(self, h: FailureHandling) -> State:
@@ -164,9 +166,9 @@ class Hung(Ongoing):
         crashed = replace(self.crashed, run=replace(self.crashed.run, checks=checks))
         ctx.journal.finish_run(crashed.row, crashed.run)
         down = HostDown(self.failed, crashed, 0)
-        if isinstance(ctx.host, LabHost):
+        if ctx.host.managed:
             ctx.hook("host-down", f"{ctx.host.name} hangs: tankbench reboots it", test=test.name)
-            return Rebooted(down, reboot_lab(ctx.host, ctx.pre.boot_id, ctx.progress.note))
+            return Rebooted(down, reboot_lab(cast("LabHost", ctx.host), ctx.pre.boot_id, ctx.progress.note))
         if ctx.spec.unattended.on_hang != "reboot" or ctx.host.name == "local":
             return Stopped(HostError(hang_stop_message(ctx.host.name, self.failed.error.evidence)))
         ctx.hook("host-down", f"{ctx.host.name} hangs: tankbench reboots it (campaign.on_hang)", test=test.name)
@@ -294,7 +296,15 @@ class FailureHandling:
         self.wait_for_host = False
         #: runs of a test in a row that a lost connection interrupted (the host answered with the same boot)
         self.blips: dict[str, int] = {}
-        self.waiter = HostWaiter(ctx.host, ctx.spec.unattended.host_wait_s, ctx.progress.note)
+        self._waiter: HostWaiter | None = None
+
+    @property
+    def waiter(self) -> HostWaiter:
+        """Waits for the host (recovery.py); made at the first failure."""
+        if self._waiter is None:
+            ctx = self.ctx
+            self._waiter = HostWaiter(ctx.host, ctx.spec.unattended.host_wait_s, ctx.progress.note)
+        return self._waiter
 
     def handle(self, test: Test, at: Attempt, f: StepFailed) -> Run:
         """The failed run's row as it ends, once the host (or its test guest) is back; HostError when the campaign
@@ -334,7 +344,7 @@ class FailureHandling:
         ctx.journal.finish_run(row, run)
         return CrashedRow(row, run, None)
 
-    def crashed_guest(self) -> tuple[TargetKind, str] | None:
+    def crashed_guest(self) -> tuple[TargetDriver, str] | None:
         """The kind whose test guest died while the host stayed up, and why (None when no guest did)."""
         for kind in self.ctx.kinds.values():
             try:
@@ -361,10 +371,7 @@ class FailureHandling:
         ctx.host.__dict__.pop("_private_dirs", None)
         ctx.ws.workdir = f"{work_root(ctx.host)}/{ctx.spec.campaign_id}"
         self.on_reboot()
-        if isinstance(ctx.host, LabHost):
-            from tankbench.lab import vm
-
-            vm.apply_machine(ctx.host.lab_name, ctx.host, ctx.spec.host.lab_machine, ctx.progress.note)
+        ctx.host.after_reboot(ctx.progress.note)
 
     def during_setup(self, kinds: list[str], e: HostError) -> None:
         """The host failed during the kinds' setup: no test is to blame, so no row; wait for it as during a run and
@@ -372,11 +379,11 @@ class FailureHandling:
         up, HostError when it does not come back."""
         ctx = self.ctx
         down_since = time.monotonic()
-        if isinstance(ctx.host, LabHost) and connection_lost(str(e)) and (hang := lab_hang(ctx.host)):
+        if ctx.host.managed and connection_lost(str(e)) and (hang := lab_hang(cast("LabHost", ctx.host))):
             ctx.progress.note(f"the lab's I/O hung during the setup ({', '.join(kinds)}): {e}; {hang}")
             ctx.outcome.host_failures += 1
             ctx.hook("crash", f"the lab's I/O hung during the setup: {hang}")
-            back = reboot_lab(ctx.host, ctx.pre.boot_id, ctx.progress.note)
+            back = reboot_lab(cast("LabHost", ctx.host), ctx.pre.boot_id, ctx.progress.note)
             ctx.pre.boot_id = back.boot_id
             self.reset_after_reboot()
             ctx.hook("host-back", f"{ctx.host.name} is back (rebooted); the setup is done again")

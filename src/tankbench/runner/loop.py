@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tankbench.campaign import Spec
+from tankbench.drivers import TargetDriver, Workspace
 from tankbench.errors import HostError
 from tankbench.hosts.base import Host
 from tankbench.journal import Journal
@@ -20,7 +21,6 @@ from tankbench.schedule.configs import config_key
 from tankbench.schedule.estimate import Estimator, priors_for
 from tankbench.schedule.rules import FINISHED, Decision, observation
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
-from tankbench.targets import TargetKind, Workspace
 from tankbench.tunables import Tunables
 
 
@@ -47,7 +47,7 @@ class CampaignRunner:
         return self.ctx.spec
 
     @property
-    def kinds(self) -> dict[str, TargetKind]:
+    def kinds(self) -> dict[str, TargetDriver]:
         return self.ctx.kinds
 
     @property

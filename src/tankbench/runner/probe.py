@@ -6,14 +6,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.campaign import Spec
+from tankbench.drivers import TargetDriver, Workspace, drivers_for
 from tankbench.errors import UserError
 from tankbench.fio.jobs import run_job_text
 from tankbench.hosts.base import Host
 from tankbench.model import Test
-from tankbench.targets import TargetKind, Workspace, kind_of
+
+if TYPE_CHECKING:
+    from tankbench.agent import ProbeRequest
 
 
 @dataclass
@@ -28,9 +31,9 @@ class Preflight:
     boot_id: str = ""
 
 
-def target_kinds(ws: Workspace) -> dict[str, TargetKind]:
-    """One instance of each target kind the campaign uses, sharing the workspace."""
-    return {t.kind: kind_of(t)(ws) for t in ws.spec.targets if t.kind}
+def target_kinds(ws: Workspace) -> dict[str, TargetDriver]:
+    """One driver of each target kind the campaign uses, sharing the workspace."""
+    return drivers_for(ws, ws.spec.targets)
 
 
 #: job-file options that name files: left out of the parse check (fio never opens a file with --parse-only, and
@@ -75,7 +78,7 @@ def fio_refusal(spec: Spec, host: Host, said: str) -> UserError:
 
 
 def preflight(
-    host: Host, spec: Spec, kinds: dict[str, TargetKind] | None = None, tests: Sequence[Test] | None = None
+    host: Host, spec: Spec, kinds: dict[str, TargetDriver] | None = None, tests: Sequence[Test] | None = None
 ) -> Preflight:
     """Read-only checks of every target on the host, and of the campaign's fio jobs by the host's fio (`fio
     --parse-only`); raise UserError before anything is written."""
@@ -86,7 +89,7 @@ def preflight(
         d, b = kinds[t.kind].probe_paths(t)
         dirs += d
         devices += b
-    req: dict[str, Any] = {"op": "probe", "paths": dirs, "block_devices": devices}
+    req: ProbeRequest = {"op": "probe", "paths": dirs, "block_devices": devices}
     if tests is not None:
         req["fio_parse"] = parse_check_jobs(tests)
     probe = host.call_agent(req, timeout=300)

@@ -6,23 +6,27 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tankbench import preflight as preflight_mod
 from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
+from tankbench.drivers import TargetDriver
 from tankbench.errors import HostError, HostHung, UserError
 from tankbench.fio.jobs import deadline_s, run_job_text, test_file_path
 from tankbench.model import Run, Test
 from tankbench.runner.context import Attempt, CrashedRow, HostRun, Step, StepFailed, during
 from tankbench.schedule.cooldown import cooldown_checks, cooldown_request, idle_marks
 from tankbench.schedule.steady import steady_state_from_text
-from tankbench.targets import TargetKind, kind_of
+from tankbench.targets import kind_of
 from tankbench.verdict import decide_run
 from tankbench.zfs.checks import direct_io_confirm, run_validity
 
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunRequest, NoiseRequest
+
 #: a noise measurement the next run's own fio_run request makes (preflight.deferrable): (request, pool)
-Deferred = tuple[dict[str, Any], str | None]
+Deferred = tuple["NoiseRequest", str | None]
 
 
 class OneRun:
@@ -64,7 +68,7 @@ class OneRun:
         checks.update(tunables)
         step("prepare")
         pool = ctx.spec.pool.name if ctx.spec.pool is not None and ctx.spec.pool.creates else None
-        pool = pool if kind_of(test.target).cold_cache_cycles_pool else None
+        pool = pool if kind_of(test.target).traits.cold_cache_cycles_pool else None
         with during(Step.CACHE):
             checks.update(prepare_cache(ctx.host, test, pool))  # after the layout: cold means cold
         step("cache")
@@ -82,7 +86,9 @@ class OneRun:
     def prepare(self, test: Test) -> dict[str, Any]:
         """Provision and lay out the test's target; return the checks that prove it (verified, not assumed)."""
         kind = self.ctx.kinds[test.target.kind]
-        if type(kind).prepare is TargetKind.prepare and not test.is_copy:  # the two steps apart: a crash names its step
+        if (
+            type(kind).prepare is TargetDriver.prepare and not test.is_copy
+        ):  # the two steps apart: a crash names its step
             with during(Step.PROVISIONING):
                 kind.provision(test)
             with during(Step.LAYOUT):
@@ -109,9 +115,10 @@ class OneRun:
         c = ctx.spec.cooldown
         if not c.active:
             return {}
-        pool = ctx.spec.pool.pool_name if ctx.spec.pool is not None and kind_of(test.target).needs_pool else ""
+        pool = ctx.spec.pool.pool_name if ctx.spec.pool is not None and kind_of(test.target).traits.needs_pool else ""
         devices = self._devices.get(test.target.name) or self.devices(test)
-        req = dict(cooldown_request(c, devices, pool, ctx.pre.load1, self._idle_marks), counters_devices=devices)
+        req = cooldown_request(c, devices, pool, ctx.pre.load1, self._idle_marks)
+        req["counters_devices"] = devices
         res = ctx.host.call_agent(req, timeout=c.fixed_s + c.max_s + 120)
         if isinstance(res.get("counters"), dict):
             self._since = dict(res["counters"], **{"from": "cooldown"})
@@ -124,9 +131,9 @@ class OneRun:
         policy = ctx.spec.preflight
         if all(getattr(policy, k) == "off" for k in ("scrub", "disk_io", "swap", "load")):
             return {}
-        pool = ctx.spec.pool.pool_name if ctx.spec.pool is not None and kind_of(test.target).needs_pool else None
+        pool = ctx.spec.pool.pool_name if ctx.spec.pool is not None and kind_of(test.target).traits.needs_pool else None
         # measured by the run's own request (one round trip less), where that request is the host agent's fio_run
-        if preflight_mod.deferrable(policy, pool) and not kind_of(test.target).runs_in_guest:
+        if preflight_mod.deferrable(policy, pool) and not kind_of(test.target).traits.runs_in_guest:
             self._noise = (preflight_mod.noise_request(pool, devices, policy, self._since), pool)
             return {}
         verdict = preflight_mod.before_run(ctx.host, pool, devices, policy, note=ctx.progress.note, since=self._since)
@@ -155,12 +162,12 @@ class OneRun:
         return path
 
     # -- the run -------------------------------------------------------------------------
-    def fio_request(self, test: Test, checks: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    def fio_request(self, test: Test, checks: dict[str, Any]) -> tuple[FioRunRequest, float]:
         """The agent's fio_run request for the test, and its deadline in seconds."""
         spec = self.ctx.spec
         watch = spec.unattended
         deadline = deadline_s(test, watch.late_max_s, spec.min_throughput)
-        request = {
+        request: FioRunRequest = {
             "op": "fio_run",
             "job_text": run_job_text(test),
             "deadline_s": deadline,
@@ -174,7 +181,8 @@ class OneRun:
             request["argv"] = copy_argv(str(test.params["workload"]), self.copy_source(), test_file_path(test))
             request["sync_cmd"] = ["sync"]
             request["deadline_s"] = deadline = spec.copy_size / (1 << 20) + watch.late_max_s
-        request.update(self.ctx.kinds[test.target.kind].capture(test))
+        # a kind adds its capture (FioRunRequest extends FioRunExtras: the same keys, the same types)
+        request.update(cast("FioRunRequest", self.ctx.kinds[test.target.kind].capture(test)))
         return request, deadline
 
     def execute(self, test: Test, at: Attempt, checks: dict[str, Any]) -> Run:

@@ -13,12 +13,12 @@ from typing import Any
 from tankbench import resumeboot
 from tankbench.analysis.cases import index_for_reports
 from tankbench.campaign import Spec, expand
+from tankbench.campaign.host import default_journal_path, local_has_zfs
 from tankbench.campaign.unattended import legacy_grace_note, on_hang_note
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text
 from tankbench.hooks import call_hook
 from tankbench.hosts.base import Host, work_root
-from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Test
@@ -31,15 +31,6 @@ from tankbench.runner.probe import Preflight, preflight
 
 #: a run found `running` on start: (row, test id, its fio's pid, its host)
 Stale = tuple[int, str, int | None, str]
-
-
-def default_journal_path(spec: Spec) -> str:
-    """Where results go unless --journal says otherwise: ./tankbench-results/<campaign>/journal.sqlite."""
-    return os.path.join("tankbench-results", spec.name, "journal.sqlite")
-
-
-def local_has_zfs() -> bool:
-    return os.path.exists("/sys/module/zfs")
 
 
 def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host:
@@ -58,7 +49,7 @@ def open_host(spec: Spec, progress: Callable[[str], None] | None = None) -> Host
 
         return LocalHost()
     if kind == "lab":
-        from tankbench.lab.vm import lab_host
+        from tankbench.lab.control import lab_host
 
         return lab_host(h.lab_name, disks=h.lab_disks, slog=h.lab_slog, machine=h.lab_machine, progress=progress)
     from tankbench.hosts.ssh import SshHost
@@ -194,44 +185,9 @@ class Session:
 
 
 def leave_host(host: Host, keep: bool, note: Callable[[str], None]) -> None:
-    """Close the host; shut down a lab this run booted (unless asked to keep it)."""
+    """Close the host; a lab this run booted is shut down unless `keep` (Host.leave)."""
     host.close()
-    if isinstance(host, LabHost):
-        leave_lab(host, keep, note)
-
-
-def leave_lab(host: LabHost, keep: bool, note: Callable[[str], None]) -> None:
-    """Shut down a lab this run booted (unless asked to keep it); say so when a lab stays up (~3 GB resident)."""
-    name = host.lab_name
-    how = "tankbench lab down" + ("" if name == "default" else f" --name {name}")
-    if host.started_here and not keep:
-        from tankbench.lab import vm
-
-        vm.down(name, note)
-    else:
-        unmodel(host, note)
-        if host.started_here:
-            note(f"lab {name} is still up (--keep-lab): stop it with `{how}`")
-        else:
-            note(f"lab {name} was up before this run and is still up: stop it with `{how}`")
-
-
-def unmodel(host: LabHost, note: Callable[[str], None]) -> None:
-    """A lab that stays up keeps no disk model or ARC size of this campaign: a later campaign that reaches it as an
-    ssh host (a host file) sets none, and would measure throttled disks without knowing (docs/unattended.md)."""
-    from tankbench.lab import vm
-    from tankbench.lab.diskmodels import LabMachine
-    from tankbench.lab.state import read_state
-
-    state = read_state(host.lab_name)
-    machine = dict(state.extra.get("machine", {})) if state is not None else {}  # type: ignore[call-overload]
-    modelled = any(": not modelled" not in str(d) for d in dict(machine.get("lab_disk_models", {})).values())
-    if not (modelled or machine.get("lab_arc_max")):
-        return
-    try:
-        vm.apply_machine(host.lab_name, host, LabMachine(), note)
-    except HostError as e:  # a lab that went away meanwhile has nothing to keep
-        note(f"lab {host.lab_name}: its disk models could not be set back to none ({e})")
+    host.leave(keep, note)
 
 
 def run_campaign(
@@ -252,7 +208,7 @@ def run_campaign(
     if legacy := legacy_grace_note(spec.unattended):
         progress.note(legacy)
     host = host or open_host(spec, progress.note)
-    kind = "lab" if isinstance(host, LabHost) else "local" if host.name == "local" else "ssh"
+    kind = "lab" if host.managed else "local" if host.name == "local" else "ssh"
     if said := on_hang_note(spec.unattended, kind):
         progress.note(said)
     journal_path = journal_path or default_journal_path(spec)

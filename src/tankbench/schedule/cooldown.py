@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.campaign.parse import Cooldown
+
+if TYPE_CHECKING:
+    from tankbench.agent import CooldownRequest
 
 
 def cooldown_request(
@@ -14,13 +17,13 @@ def cooldown_request(
     pool: str,
     preflight_load1: float,
     marks: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-) -> dict[str, Any]:
+) -> CooldownRequest:
     """The agent's `cooldown` request for this campaign's cooldown (auto mode: txg, disks, dirty, load). `marks`
     (see idle_marks): where each disk's idle window can start, so the wait need not watch it again."""
     load1 = c.load1
     if c.load1_auto:
         load1 = max(1.0, preflight_load1 + 1.0)
-    req: dict[str, Any] = {
+    req: CooldownRequest = {
         "op": "cooldown",
         "fixed_s": c.fixed_s,
         "max_s": c.max_s,
@@ -31,7 +34,7 @@ def cooldown_request(
         req.update(
             {"mode": "auto", "devices": list(devices), "pool": pool, "idle_iops": c.idle_iops, "idle_s": c.idle_s}
         )
-        known = {d: list(marks[d]) for d in devices if marks and d in marks}
+        known = {d: [dict(m) for m in marks[d]] for d in devices if marks and d in marks}
         if known:
             req["idle_from"] = known
     return req

@@ -74,7 +74,7 @@ def classify(params: Mapping[str, object], props: Mapping[str, str]) -> str:
 
 def run_class(test: Test) -> str:
     """The class (RUN_CLASSES) a test's runs are priced by."""
-    return classify(test.params, test.target.props)
+    return classify(test.params, kind_of(test.target).properties(test.target))
 
 
 @dataclass(frozen=True)
@@ -223,14 +223,14 @@ class Estimator:
         # (nor for an unwritten layout: a sparse file or a discarded zvol, no data written)
         writes = not (test.is_copy or test.is_fill or test.params.get("layout") == "unwritten")
         layout = test.target.size / self.priors.layout_bytes_per_s if writes else 0.0
-        zfs = self.priors.config_s if kind.needs_pool else 0.0
-        guest = self.priors.guest_config_s if kind.runs_in_guest else 0.0
+        zfs = self.priors.config_s if kind.traits.needs_pool else 0.0
+        guest = self.priors.guest_config_s if kind.traits.runs_in_guest else 0.0
         return _triple(self.config_costs.get(cost_kind(test), []), layout + zfs + guest)
 
     def setup_cost(self, tests: Iterable[Test]) -> tuple[float, float, float]:
         """(low, likely, high) seconds before the first run of a `run`: booting a test guest when a test still
         to run needs one (each `run` boots its own, resumed or not)."""
-        if not self.setup_done and any(kind_of(t.target).runs_in_guest for t in tests):
+        if not self.setup_done and any(kind_of(t.target).traits.runs_in_guest for t in tests):
             return _triple([], self.priors.guest_boot_s)
         return 0.0, 0.0, 0.0
 

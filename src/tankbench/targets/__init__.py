@@ -1,7 +1,8 @@
-"""Target kinds: one module each, found here by name (a new kind is a new module, not a new branch).
+"""Target kinds: one declaration module each, found here by name (a new kind is a new module, not a new branch).
 
-Everything outside this package asks the registry about a kind (its class, its traits, its axes) and never
-compares kind names.
+Everything outside this package asks the registry about a kind (its declaration, its traits, its axes) and never
+compares kind names. The registry loads declarations only (pure); a kind's run-time code is its driver
+(drivers/, loaded by the runner).
 """
 
 from __future__ import annotations
@@ -9,15 +10,15 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Iterable
+from dataclasses import replace
 from functools import cache
 
 from tankbench.model import Target
-from tankbench.targets.base import KindTraits, TargetKind, Workspace
+from tankbench.targets.base import KindTraits, TargetKind
 
 __all__ = [
     "KindTraits",
     "TargetKind",
-    "Workspace",
     "kind_axes",
     "kind_names",
     "kind_of",
@@ -29,7 +30,7 @@ __all__ = [
 
 @cache
 def kinds() -> dict[str, type[TargetKind]]:
-    """Every target kind in this package, by name (each module defines one concrete TargetKind)."""
+    """Every target kind in this package, by name (each declaration module defines one concrete TargetKind)."""
     found: dict[str, type[TargetKind]] = {}
     for mod in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{mod.name}")
@@ -59,7 +60,7 @@ def kind_of(target: Target) -> type[TargetKind]:
 @cache
 def traits() -> dict[str, KindTraits]:
     """Every kind's traits by name: what campaign/, analysis/ and reports/ ask instead of comparing names."""
-    return {name: kinds()[name].traits() for name in kind_names()}
+    return {name: replace(kinds()[name].traits, name=name) for name in kind_names()}
 
 
 def traits_of(kind: str) -> KindTraits:

@@ -10,29 +10,41 @@ are the run's metrics, each client's are in its checks (`clients.results`) and i
 Everything a client can be refused for is checked before anything is created (the preflight): an entry that
 is not an ssh host, a client named twice, a client that is the campaign's host, an unreachable client, a
 directory that is not usable there, fio versions that differ. (`client_port` is read, checked and kept in the
-test's id, so campaign files and journals from before stay valid; no server listens on a port any more.)
+test's id, so campaign files and journals from before stay valid; no server listens on a port any more.) This module
+is the pure part (the options, parsing, campaign rules, export lines); drivers/clients.py drives the clients.
 """
 
 from __future__ import annotations
 
 import shlex
-import socket
-import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from tankbench.errors import UserError
-from tankbench.fio.clientserver import DEFAULT_PORT, SERVER_SCRIPT, ClientResult, FioServers
-from tankbench.fio.parse import FioOutputError
-from tankbench.guest.guestcopy import observed
-from tankbench.hosts.base import Host
-from tankbench.hosts.ssh import SshHost
+from tankbench.fio.server import DEFAULT_PORT, SERVER_SCRIPT
 from tankbench.keys import Keys
-from tankbench.model import ClientHost, Target, Test
-from tankbench.targets.base import Campaign, check_directory
+from tankbench.model import ClientHost, Target, TargetOptions, Test
 
-#: what a run records of each client's machine (from its agent's probe)
-MACHINE_FACTS = ("hostname", "cpu_model", "cpu_count", "mem_bytes", "kernel", "fio_version")
+
+@dataclass(frozen=True)
+class ClientOptions(TargetOptions):
+    """A target's client hosts (fio client/server) and the port their fio servers listen on (loopback only)."""
+
+    clients: tuple[ClientHost, ...] = ()
+    #: the TCP port of fio's server on each client (loopback only; reached through ssh)
+    client_port: int = 0
+
+    def canonical(self) -> dict[str, Any]:
+        # who generates the load is part of the test; how we reach them (keys, port) is not
+        return {"clients": [c.name for c in self.clients]} if self.clients else {}
+
+
+def client_options(target: Target) -> ClientOptions:
+    """A target's client settings (none for a kind without clients)."""
+    o = target.options
+    return o if isinstance(o, ClientOptions) else ClientOptions()
+
+
 #: keys of a client's inline table
 CLIENT_KEYS = ("address", "user", "port", "identity", "known_hosts")
 _EXAMPLE = 'e.g. clients = ["root@10.0.0.2", "root@10.0.0.3"] or [{ address = "10.0.0.2", identity = "~/.ssh/id" }]'
@@ -107,19 +119,19 @@ def check_client_targets(
 ) -> None:
     """Campaign-wide rules for targets with clients (pure): no copy or fill workloads (they run on the
     campaign's host), no fleet (hosts sharing one set of clients would start their servers on one port)."""
-    named = [(i, t) for i, t in enumerate(targets) if t.clients]
+    named = [(i, t) for i, t in enumerate(targets) if client_options(t).clients]
     if not named:
         return
     i, t = named[0]
     owner: dict[tuple[str, int], tuple[int, Target]] = {}
     for n, x in named:  # one fio server per client and port: targets that share one share the whole set
-        for c in x.clients:
-            first = owner.setdefault((c.name, x.client_port), (n, x))
-            if first[1].clients != x.clients:
+        for c in client_options(x).clients:
+            first = owner.setdefault((c.name, client_options(x).client_port), (n, x))
+            if client_options(first[1]).clients != client_options(x).clients:
                 raise keys.err(
                     f"target[{n}].clients",
-                    [c.name for c in x.clients],
-                    f"shares client {c.name} (port {x.client_port}) with target[{first[0]}], whose clients differ",
+                    [c.name for c in client_options(x).clients],
+                    f"shares client {c.name} (port {client_options(x).client_port}) with target[{first[0]}], whose clients differ",
                     "give both targets the same clients, or this one another client_port",
                 )
     odd = [w for w in matrix.get("workload", ()) if w != "fio"]
@@ -144,219 +156,10 @@ def check_client_targets(
     if fleet:
         raise keys.err(
             f"target[{i}].clients",
-            [c.name for c in t.clients],
+            [c.name for c in client_options(t).clients],
             "client targets run on one campaign host, not with campaign.hosts",
             "name one host ([host] or campaign.host) for a campaign with client targets",
         )
-
-
-def ssh_client(c: ClientHost) -> SshHost:
-    """The SshHost of a client (the same options an ssh campaign host gets)."""
-    from os.path import expanduser
-
-    return SshHost(
-        c.address,
-        user=c.user,
-        port=c.port,
-        identity=expanduser(c.identity) if c.identity else None,
-        known_hosts=expanduser(c.known_hosts) if c.known_hosts else None,
-    )
-
-
-def local_addresses() -> set[str]:
-    """This machine's IP addresses (`ip -o addr`), loopback included."""
-    try:
-        out = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        out = ""
-    found = {"::1", "localhost"}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) > 3 and parts[2] in ("inet", "inet6"):
-            found.add(parts[3].split("/")[0])
-    return found
-
-
-def resolve(address: str) -> set[str]:
-    """The IP addresses a name resolves to (itself when it does not resolve: the ssh check says why)."""
-    try:
-        return {str(info[4][0]) for info in socket.getaddrinfo(address, None)} | {address}
-    except OSError:
-        return {address}
-
-
-def server_addresses(host: Host) -> set[str]:
-    """Addresses under which the campaign's host could be named as a client (a lab is reached through a port
-    forward of this machine: no client address is the lab's)."""
-    address = str(getattr(host, "address", ""))
-    if host.name == "local":
-        return local_addresses()
-    return resolve(address) if address and not host.name.startswith("lab") else set()
-
-
-def refuse_server_as_client(where: Callable[[int], str], host: Host, clients: tuple[ClientHost, ...]) -> None:
-    """UserError when a client is the campaign's host (its load would compete with the server it measures)."""
-    server = server_addresses(host)
-    for j, c in enumerate(clients):
-        addresses = resolve(c.address)
-        loopback = host.name == "local" and any(a.startswith("127.") for a in addresses)  # all of 127/8 is here
-        same_sshd = c.port == getattr(host, "port", None) and addresses & resolve(str(getattr(host, "address", "")))
-        if c.name == host.name or loopback or addresses & server or same_sshd:
-            raise UserError(
-                f"{where(j)}: is the campaign's host ({host.name}): its load would compete with the server it measures",
-                "name client hosts other than the host that holds the target",
-            )
-
-
-def _servers_key(t: Target) -> tuple[tuple[str, ...], int]:
-    return tuple(c.name for c in t.clients), t.client_port
-
-
-class ClientLoad:
-    """The run-time side of targets with clients, for one campaign run on one host: checks, fio servers (started
-    once per campaign, per set of clients and port), per-client layout and the client/server run."""
-
-    def __init__(self, host: Host, spec: Campaign, note: Callable[[str], None]) -> None:
-        self.host = host
-        self.spec = spec
-        self.path = spec.path
-        self.note = note
-        self.servers: dict[tuple[tuple[str, ...], int], FioServers] = {}
-        self.versions: dict[tuple[tuple[str, ...], int], str] = {}
-        #: each client's machine facts (its agent's fingerprint, the part that says what generated the load)
-        self.machines: dict[str, dict[str, Any]] = {}
-
-    def key(self, t: Target) -> str:
-        """`target[i].clients` of target t, as the campaign file names it."""
-        i = next((n for n, x in enumerate(self.spec.targets) if x.name == t.name), 0)
-        return f"target[{i}].clients"
-
-    def where(self, t: Target) -> Callable[[int], str]:
-        """`file: target[i].clients[j] = 'name'` for client j of target t (errors name the key and value)."""
-        return lambda j: f"{self.path}: {self.key(t)}[{j}] = {t.clients[j].name!r}"
-
-    def check(self, t: Target) -> None:
-        """Everything a client can be refused for, read-only (the preflight): UserError with a hint."""
-        where = self.where(t)
-        refuse_server_as_client(where, self.host, t.clients)
-        hosts = [ssh_client(c) for c in t.clients]
-        try:
-            for j, h in enumerate(hosts):
-                try:
-                    h.check_connection()
-                except UserError as e:
-                    raise UserError(f"{where(j)}: {e.message}", e.hint) from e
-                self._check_directory(t, h)
-            servers = FioServers(hosts, server=self.host.name)
-            try:
-                servers.check()
-            except UserError as e:
-                names = ", ".join(c.name for c in t.clients)
-                raise UserError(f"{self.path}: {self.key(t)} = [{names}]: {e.message}", e.hint) from e
-        finally:
-            for h in hosts:
-                h.close()
-
-    def _check_directory(self, t: Target, h: SshHost) -> None:
-        probe = h.call_agent({"op": "probe", "paths": [t.path], "block_devices": []}, timeout=300)
-        check_directory(f"{self.path}: target {t.name!r} path = {t.path!r}", probe, t.path, f"client {h.name}")
-
-    def start(self, t: Target) -> FioServers:
-        """The target's fio servers (started on first use; one set per campaign run)."""
-        key = _servers_key(t)
-        if key not in self.servers:
-            servers = FioServers([ssh_client(c) for c in t.clients], server=self.host.name)
-            servers.__enter__()  # checks again, starts, waits until each serves on its socket; stop() in finish
-            self.servers[key] = servers
-            self.versions[key] = servers.fio_version
-            for h in servers.clients:
-                fp = h.call_agent({"op": "probe", "paths": [], "block_devices": []}, timeout=300)["fingerprint"]
-                self.machines[h.name] = {k: fp[k] for k in MACHINE_FACTS if k in fp}
-            self.note(f"fio servers on {', '.join(c.name for c in t.clients)} (on Unix sockets, reached through ssh)")
-        return self.servers[key]
-
-    def lay_out(self, test: Test, lay_out_one: Callable[[Host], dict[str, Any]]) -> dict[str, Any]:
-        """Each client lays out and verifies its own test file; the run's layout is verified when every one is."""
-        servers = self.start(test.target)
-        per: dict[str, dict[str, Any]] = {}
-        for h in servers.clients:
-            per[h.name] = lay_out_one(h)
-        return {
-            "layout.verified": all(bool(c.get("layout.verified")) for c in per.values()),
-            "clients.layout": per,
-        }
-
-    def run(self, test: Test, request: dict[str, Any]) -> dict[str, Any]:
-        """The test's job on every client at once through `fio --client`, while the host observes the window."""
-        t = test.target
-        servers = self.start(t)
-        job = without_logs(str(request["job_text"]))
-        deadline = float(request["deadline_s"])
-
-        def go() -> tuple[int, str, str, float]:
-            return servers.run_raw(job, timeout=deadline + 60)
-
-        res, (rc, out, err, wall) = observed(self.host, dict(request, job_text=job), go)
-        host_wall = float(res.get("wall_s", wall))  # the host's observing window (fio --client's, plus a round trip)
-        per: list[ClientResult] = []
-        total: ClientResult | None = None
-        try:
-            per, total = servers.results(out)
-        except FioOutputError:
-            pass  # decide_run says the run failed, and why (the output and stderr are kept)
-        res.update(
-            fio_json=out,
-            exit_status=rc,
-            stderr_tail=err[-4000:],
-            wall_s=wall,
-            timed_out=rc == 124 or bool(res.get("timed_out")),
-        )
-        res["checks"] = dict(
-            res.get("checks", {}),
-            **{
-                "clients.hosts": [c.name for c in t.clients],
-                "clients.port": t.client_port,
-                "clients.fio_version": self.versions.get(_servers_key(t), ""),
-                "clients.machines": {c.name: self.machines.get(c.name, {}) for c in t.clients},
-                "clients.results": {r.host: figures(r) for r in per},
-                "clients.host_wall_s": round(host_wall, 3),
-            },
-        )
-        if total is not None:
-            res["checks"]["clients.total"] = figures(total)
-        missing = sorted({c.name for c in t.clients} - {r.host for r in per})
-        if rc == 0 and missing:
-            res["exit_status"] = 1
-            res["stderr_tail"] = f"fio --client gave no result for {', '.join(missing)}\n" + res["stderr_tail"]
-        return res
-
-    def stop(self) -> None:
-        """Stop every fio server (the end of the campaign run, whatever happened)."""
-        for key, servers in list(self.servers.items()):
-            servers.stop()
-            for h in servers.clients:
-                h.close()
-            del self.servers[key]
-
-
-#: the per-job IOPS log options fio/jobs.py adds to size-based jobs that end with an fsync (runner side)
-_LOG_OPTIONS = ("write_iops_log=", "log_avg_msec=", "per_job_logs=")
-
-
-def without_logs(job: str) -> str:
-    """The job without IOPS logs: on a client they would be written in the server's directory, not ours."""
-    return "".join(line for line in job.splitlines(keepends=True) if not line.startswith(_LOG_OPTIONS))
-
-
-def figures(r: ClientResult) -> dict[str, float]:
-    """One client's (or the total's) figures as a run's checks keep them."""
-    return {
-        "read_bw_bytes": r.read_bw_bytes,
-        "write_bw_bytes": r.write_bw_bytes,
-        "read_iops": r.read_iops,
-        "write_iops": r.write_iops,
-        "jobs": float(len(r.entry.get("entries", []))),
-    }
 
 
 def script_lines(test: Test, fio_name: str) -> list[str]:
@@ -364,7 +167,7 @@ def script_lines(test: Test, fio_name: str) -> list[str]:
     client on a Unix socket in a fresh 0700 directory, reached through an ssh forward to a socket in this script's
     private directory, whose stdin is this script's (the server ends with it), then one `fio --client`. fio lays
     out each client's file itself (tankbench's run lays it out with random data)."""
-    t = test.target
+    t = client_options(test.target)
     q = shlex.quote
     server = q(shlex.join(["sh", "-c", SERVER_SCRIPT, "sh"]))
     lines = [

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from tankbench.model import Test
-from tankbench.targets.file import lay_out_file, layout_script_lines
+from tankbench.targets.base import KindTraits
+from tankbench.targets.file import layout_script_lines
 from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 
 
@@ -13,11 +12,9 @@ class DatasetKind(ZfsKind):
     """fio opens `<mountpoint>/tankbench-<target>.fiodata` on the test's dataset."""
 
     kind = "dataset"
-    cold_cache_cycles_pool = True
+    traits = KindTraits(needs_pool=True, zfs=True, zfs_object="filesystem", test_file=True, cold_cache_cycles_pool=True)
     short = "fs"
     block_axis = "recordsize"
-    zfs_object = "filesystem"
-    test_file = True
     axes = zfs_axes("volblocksize")
     size_means = "the test file's size"
     foreign_props = ("volblocksize",)
@@ -32,9 +29,3 @@ class DatasetKind(ZfsKind):
         if not test.is_copy:
             lines += layout_script_lines(cls.fio_filename(test), test.target.size)
         return lines
-
-    def lay_out(self, test: Test) -> dict[str, Any]:
-        pool = self.ws.spec.pool
-        assert pool is not None
-        # the layout is verified after the txg that holds it has synced (allocated sizes settle then)
-        return lay_out_file(self.ws, test, self, ["zpool", "sync", pool.pool_name])

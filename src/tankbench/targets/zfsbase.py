@@ -1,18 +1,19 @@
-"""What dataset and zvol targets share: the campaign's pool, tagged provisioning, the ZFS capture of a run."""
+"""What the ZFS kinds (dataset, zvol, vm-disk, nfs) declare alike: their options (props, the pool root), the
+`props` table, the ZFS axes, their test names and export lines (drivers/zfsbase.py: what they do alike)."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
-import tankbench.targets.zfs as zfs
-import tankbench.targets.zfs_metrics as zfs_metrics
-from tankbench.errors import UserError
+import tankbench.targets.zfsplan as zfs
 from tankbench.keys import Keys
 from tankbench.model import Target, Test
-from tankbench.targets.base import Capture, TargetKind
+from tankbench.targets.base import KindTraits, TargetKind
 from tankbench.zfs import props as zprops
+from tankbench.zfs.props import ZfsOptions, zfs_options
 
 
 def zfs_axes(*without: str) -> tuple[str, ...]:
@@ -23,8 +24,8 @@ def zfs_axes(*without: str) -> tuple[str, ...]:
 class ZfsKind(TargetKind):
     """A dataset or zvol that tankbench creates (tagged) under the campaign's [pool], one per property set."""
 
-    needs_pool = True
-    zfs = True
+    traits = KindTraits(needs_pool=True, zfs=True)
+    options: ClassVar[type[ZfsOptions]] = ZfsOptions
     table_keys: ClassVar[tuple[str, ...]] = ("size", "props")
     #: what the target's `size` is (in the error when it is missing)
     size_means: ClassVar[str] = ""
@@ -60,7 +61,7 @@ class ZfsKind(TargetKind):
         props = table.get("props", {})
         if not isinstance(props, dict):
             raise keys.err(prefix + "props", props, "must be a table", 'e.g. props = { compression = "lz4" }')
-        return Target(name=name, kind=cls.kind, size=size, props=cls._props(keys, prefix, props))
+        return Target(name=name, kind=cls.kind, size=size, options=cls.options(props=cls._props(keys, prefix, props)))
 
     @classmethod
     def _props(cls, keys: Keys, prefix: str, props: Mapping[str, Any]) -> dict[str, str]:
@@ -109,8 +110,9 @@ class ZfsKind(TargetKind):
             parts = [f"{head}-{name}-copy-{params['workload']}-{params['copy_size']}"]
         else:
             parts = [f"{head}-{name}-{params['rw']}-{params['bs']}"]
-        block = params.get(cls.block_axis, target.props.get(cls.block_axis, "default"))
-        if cls.always_names_block() or cls.block_axis in varying or cls.block_axis in target.props:
+        props = zfs_options(target).props
+        block = params.get(cls.block_axis, props.get(cls.block_axis, "default"))
+        if cls.always_names_block() or cls.block_axis in varying or cls.block_axis in props:
             parts.append("def" if block == "default" else str(block))
         for axis in cls.NAMED_AXES:
             if axis in varying and axis in params:
@@ -130,74 +132,15 @@ class ZfsKind(TargetKind):
             *zfs.script_lines(test, campaign_id),
         ]
 
-    # -- run time ------------------------------------------------------------------------------
-    def check(self, target: Target, probe: Mapping[str, Any]) -> None:
-        if not probe["fingerprint"].get("zfs_version"):
-            raise UserError(
-                f"{self.ws.spec.path}: the campaign has ZFS targets but {self.host.name} has no ZFS module loaded",
-                'run it in the lab (host = "lab") or on a ZFS host',
-            )
+    @classmethod
+    def on_pool(cls, target: Target, root: str) -> Target:
+        return replace(target, options=replace(zfs_options(target), pool=root))
 
-    def setup(self) -> None:
-        if not self.ws.zfs_ready:  # dataset and zvol kinds share one pool: set it up once
-            self.ws.zfs.setup(pool_kinds())
-            self.ws.zfs_ready = True
-
-    def recover(self, rebooted: bool) -> dict[str, Any]:
-        """The pool imported, keys loaded, our datasets mounted (once for every ZFS kind of the campaign)."""
-        if not self.ws.zfs_ready or self.ws.zfs_recovered:
-            return {}
-        self.ws.zfs_recovered = True
-        return self.ws.zfs.recover()
-
-    def provision(self, test: Test) -> None:
-        self.ws.zfs.provision(test)
-
-    def device_paths(self, test: Test) -> list[str]:
-        pool = self.ws.spec.pool
-        assert pool is not None
-        return list(pool.devices) or zfs_metrics.pool_vdev_paths(self.host, pool.pool_name)
-
-    def capture(self, test: Test) -> dict[str, Any]:
-        assert self.ws.spec.pool is not None
-        return zfs_metrics.zfs_capture(test, self.ws.spec.pool.pool_name)
-
-    def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
-        params = dict(self.ws.zfs_params, **res.get("tunables", {}))  # the run's own tunables win
-        return zfs_metrics.from_capture(
-            test, dict(res), self.ws.zfs_version, params, dict(metrics), self.qemu_cache(test), self.zfs_object
-        )
+    @classmethod
+    def properties(cls, target: Target) -> Mapping[str, str]:
+        return zfs_options(target).props
 
     @classmethod
     def qemu_cache(cls, test: Test) -> str | None:
         """The qemu cache mode between the job and ZFS (vm-disk targets); None when fio runs on the host."""
         return None
-
-    def fingerprint(self) -> dict[str, Any]:
-        pool = self.ws.spec.pool
-        assert pool is not None
-        fp: dict[str, Any] = {
-            "pool_layout": {
-                "vdevs": len(pool.data_devices),
-                "layout": pool.layout,
-                "ashift": pool.ashift,
-                "created_by_tankbench": pool.creates,
-                "parent": pool.parent,
-            }
-        }
-        if self.ws.zfs_params:
-            fp["zfs_tunables"] = zfs_metrics.tunables(dict(self.ws.zfs_params))
-        return fp
-
-
-def pool_kinds() -> set[str]:
-    """The names of the kinds that live on the campaign's pool: every loaded TargetKind that needs it (the
-    registry has loaded them all by the time a pool is set up; asking it from here would be an import cycle)."""
-    found: set[str] = set()
-    todo: list[type[TargetKind]] = list(TargetKind.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo += cls.__subclasses__()
-        if cls.kind and cls.needs_pool:
-            found.add(cls.kind)
-    return found

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
-from tankbench.fio.layout import layout_request
 from tankbench.model import Test
+from tankbench.targets.base import KindTraits
 from tankbench.targets.zfsbase import ZfsKind, zfs_axes
 
 
@@ -14,11 +13,9 @@ class ZvolKind(ZfsKind):
     """fio opens /dev/zvol/<pool>/…; a new zvol reads zeros without any I/O, so it is filled first."""
 
     kind = "zvol"
-    cold_cache_cycles_pool = True
+    traits = KindTraits(block_device=True, needs_pool=True, zfs=True, zfs_object="volume", cold_cache_cycles_pool=True)
     short = "zvol"
     block_axis = "volblocksize"
-    block_device = True
-    zfs_object = "volume"
     axes = zfs_axes("recordsize", "atime", "direct")
     size_means = "the zvol's volsize"
     foreign_props = ("recordsize",)
@@ -33,10 +30,3 @@ class ZvolKind(ZfsKind):
                 f"head -c {test.target.size} /dev/urandom | dd of={path} bs=1M iflag=fullblock conv=fsync status=none",
             ]
         return lines + [f"# WARNING: writes to the block device {cls.fio_filename(test)} if the job writes."]
-
-    def lay_out(self, test: Test) -> dict[str, Any]:
-        t = test.target
-        res = self.host.call_agent(
-            layout_request(test, self, self.fio_filename(test)), timeout=max(600.0, t.size / (2 << 20))
-        )
-        return dict(res["checks"])

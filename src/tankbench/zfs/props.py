@@ -1,14 +1,19 @@
 """The ZFS properties tankbench sets on a test's dataset or zvol: their names and valid values, in one place.
 
-Pure vocabulary below the target kinds (targets/zfs.py provisions with them, targets/zfsbase.py parses a
-target's `props` and the ZFS axes with them, zfs_metrics.py compares what `zfs get` reports against them).
+Pure vocabulary below the target kinds (drivers/zfs.py provisions with them, targets/zfsbase.py parses a
+target's `props` and the ZFS axes with them, drivers/zfs_metrics.py compares what `zfs get` reports against
+them), and the ZFS kinds' own settings of a target (`ZfsOptions`: its props and the pool root it lives under).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from tankbench.keys import Keys
+from tankbench.model import Target, TargetOptions, frozen_map
 from tankbench.units import fmt_size
 
 #: params that are ZFS properties of the dataset/zvol (the `slog` axis is a pool change, not a property)
@@ -85,3 +90,29 @@ def property_value(keys: Keys, key: str, name: str, v: object) -> str:
             raise keys.err(key, v, "not a ZFS compression value", 'e.g. "off", "lz4", "zstd", "gzip-6"')
         return s_
     return keys.choice(key, v, CHOICES[name])
+
+
+@dataclass(frozen=True)
+class ZfsOptions(TargetOptions):
+    """The settings of a target tankbench creates on the campaign's pool: ZFS properties fixed for all its tests,
+    and the campaign's root dataset it lives under (set by the plan)."""
+
+    props: Mapping[str, str] = field(default_factory=frozen_map)
+    pool: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "props", frozen_map(self.props))
+
+    def canonical(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        if self.props:
+            d["props"] = dict(self.props)
+        if self.pool:
+            d["pool"] = self.pool
+        return d
+
+
+def zfs_options(target: Target) -> ZfsOptions:
+    """A target's ZFS settings (empty for a kind that has none)."""
+    o = target.options
+    return o if isinstance(o, ZfsOptions) else ZfsOptions()

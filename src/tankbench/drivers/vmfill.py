@@ -1,6 +1,6 @@
 """Runs the pool-full experiment (`workload = "fill"`) of a vm-disk target in its test guest.
 
-The steps (guest/fill.py has the pure parts and the why): a fresh thin backing is attached; a tagged ballast
+The steps (guestconf/fill.py has the pure parts and the why): a fresh thin backing is attached; a tagged ballast
 dataset's refreservation takes all of the pool's `available` but the room; the guest writes until the pool
 is full, while the controller releases the ballast and resumes the VM whenever qemu pauses it on ENOSPC; a
 verify pass reads back what was written. Whatever happens, the ballast and the filled backing are destroyed
@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import tankbench.targets.zfs as zfs
+import tankbench.targets.zfsplan as zfs
+from tankbench.drivers.base import Workspace
 from tankbench.errors import HostError, UserError
-from tankbench.guest.fill import (
+from tankbench.guest.records import GuestRun, OnPause
+from tankbench.guestconf.fill import (
     FillOutcome,
     ballast_bytes,
     fill_checks,
@@ -27,15 +29,17 @@ from tankbench.guest.fill import (
     verifiable_bytes,
     verify_job,
 )
-from tankbench.guest.testguest import GuestRun, OnPause
 from tankbench.hosts.base import Host
 from tankbench.model import Test
-from tankbench.targets.base import Workspace
+from tankbench.targets.vmdisk import BALLAST
 from tankbench.units import fmt_size, parse_size
+
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunRequest
 
 
 class GuestDisks(Protocol):
-    """What a fill needs of the vm-disk kind (targets/vmdisk.py), which owns the guest and its attached disk."""
+    """What a fill needs of the vm-disk driver (drivers/vmdisk.py), which owns the guest and its attached disk."""
 
     guest: Any
     attached: tuple[str, str] | None
@@ -47,10 +51,6 @@ class GuestDisks(Protocol):
     def allocated_bytes(self, test: Test) -> int | None: ...
     @classmethod
     def backing_path(cls, test: Test) -> str: ...
-
-
-#: the ballast's name under the campaign's root dataset (one fill runs at a time)
-BALLAST = "fill-ballast"
 
 
 class FillRun:
@@ -155,8 +155,8 @@ class FillRun:
         return size, self.available()
 
     # -- the run --------------------------------------------------------------------------------------------
-    def run(self, test: Test, request: dict[str, Any]) -> dict[str, Any]:
-        """Ballast, fill, verify, clean up; the run's result (metrics and checks: see guest/fill.py)."""
+    def run(self, test: Test, request: FioRunRequest) -> dict[str, Any]:
+        """Ballast, fill, verify, clean up; the run's result (metrics and checks: see guestconf/fill.py)."""
         assert self.vm.attached is not None
         node = self.vm.attached[1]
         guest = self.vm.guest
@@ -248,25 +248,3 @@ class FillRun:
         guest = self.vm.guest
         if guest is not None and guest.qmp("query-status").get("status") in ("io-error", "paused"):
             guest.qmp("cont")
-
-
-def fill_script_lines(test: Test, campaign_id: str, backing: str, image_create: str) -> list[str]:
-    """Shell lines (and comments) that set up a fill test by hand, as `run` does (for `plan --export`); `backing`
-    is the guest disk's path on the host, `image_create` the `qemu-img create` line of an image backing."""
-    ballast = f"{test.target.pool}/{BALLAST}"
-    room = parse_size(str(test.params["fill_room"]))
-    if zfs.is_volume(test):
-        thin = f"zfs set refreservation=none {shlex.quote(zfs.dataset_name(test))}  # a thin (sparse) zvol"
-    else:
-        thin = image_create
-    return [
-        thin,
-        f"# Ballast: a refreservation of all of `zfs get -Hp available {test.target.pool}` but {room} bytes:",
-        f"avail=$(zfs get -Hp -o value available {shlex.quote(test.target.pool)})",
-        f"zfs create -o canmount=off -o refreservation=$(( (avail - {room}) / 1048576 * 1048576 )) "
-        f"-o {zfs.TAG}={campaign_id} {shlex.quote(ballast)}",
-        f"# This job runs INSIDE a test guest: attach {backing} to it, run the .fio file "
-        f"there until the pool is full. If qemu pauses the VM (werror), run `zfs set refreservation=none "
-        f"{ballast}` and resume it (QMP cont / virsh resume); afterwards verify with the same job plus "
-        "verify_only=1, do_verify=1, size=<bytes written>, then `zfs destroy` the ballast.",
-    ]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.fio.layout import ends_with_fsync, size_based
 from tankbench.hosts.base import Host
 from tankbench.model import Test
-from tankbench.targets.zfs import buffer_check, dataset_name, zfs_props
+from tankbench.targets.zfsplan import buffer_check, dataset_name, pool_root, zfs_props
 from tankbench.units import parse_size
 from tankbench.zfs.props import REPORTED
+
+if TYPE_CHECKING:
+    from tankbench.agent import FioRunExtras
 
 ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
 #: pool-wide ZIL counters (OpenZFS >= 0.8); per dataset in each objset kstat from 2.2 on
@@ -25,7 +28,7 @@ def txgs_path(pool: str) -> str:
     return f"/proc/spl/kstat/zfs/{pool}/txgs"
 
 
-def zfs_capture(test: Test, pool: str) -> dict[str, Any]:
+def zfs_capture(test: Test, pool: str) -> FioRunExtras:
     """Agent request fields: files read before/after fio, `zpool iostat` streamed during it, properties after,
     and `zpool sync` both before (no dirty data carried in) and after (drain until durable)."""
     ds = dataset_name(test)
@@ -76,18 +79,19 @@ def from_capture(
     """(metrics, checks, samples) from what the agent captured around one fio run on a ZFS target
     (`qemu_cache`: the cache mode of the test guest's disk, for vm-disk targets; `zfs_object`: the kind's
     trait, "filesystem" or "volume" when fio opens a dataset's file or a zvol on the host)."""
+    from tankbench.zfs import iostat as ziostat
     from tankbench.zfs import parse as zparse
 
-    pool = test.target.pool.split("/")[0]
+    pool = pool_root(test).split("/")[0]
     before, after = res.get("files_before", {}), res.get("files_after", {})
     metrics: dict[str, float] = {}
     checks: dict[str, Any] = {}
     arc_after = zparse.parse_arcstats(after.get(ARCSTATS, ""))
     metrics.update(zparse.arc_delta(zparse.parse_arcstats(before.get(ARCSTATS, "")), arc_after))
     status = zparse.parse_zpool_status(_after(res, "zpool status"))
-    intervals = zparse.parse_zpool_iostat(res.get("during_output", ""), status)
-    metrics.update(zparse.summarize_iostat(intervals))
-    samples = zparse.iostat_series(intervals)
+    intervals = ziostat.parse_zpool_iostat(res.get("during_output", ""), status)
+    metrics.update(ziostat.summarize_iostat(intervals))
+    samples = ziostat.iostat_series(intervals)
     rows_before = zparse.parse_txgs(before.get(txgs_path(pool), ""))
     last_txg = zparse.last_committed_txg(rows_before)  # the txg open at the start belongs to this run
     metrics.update(zparse.txg_summary(last_txg, zparse.parse_txgs(after.get(txgs_path(pool), ""))))

@@ -1,5 +1,5 @@
 """The pool-full experiment (`workload = "fill"`, seed 003), its pure parts: fio jobs, ballast arithmetic,
-what the guest saw, the run's metrics, checks and verdict. targets/vmfill.py runs it.
+what the guest saw, the run's metrics, checks and verdict. drivers/vmfill.py runs it.
 
 Seed 003: with a zvol the guest saw I/O errors when the pool filled; with a qcow2 on a dataset libvirt paused
 the guest, space was freed, the guest resumed and never noticed. tankbench reproduces it small: a tagged
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.guest.pauses import IoErrors, Pause, effective_werror, pause_record
+from tankbench.guestconf.pauses import IoErrors, Pause, effective_werror, pause_record
 
 #: fio block size of the fill: large blocks, so the guest reaches a full pool quickly
 FILL_BS = 1 << 20

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import HostError, UserError
 from tankbench.hosts.base import Host
+
+if TYPE_CHECKING:
+    from tankbench.agent import HoldersRequest
 
 #: how long clean waits for its own fio to let go (a buffered zvol write's final flush on a slow pool)
 WAIT_S = 600.0
@@ -33,7 +36,7 @@ def _who(held: list[dict[str, Any]]) -> str:
 
 def holders(host: Host, name: str, volume: bool, marker: str) -> tuple[list[dict[str, Any]], list[str]]:
     """(processes holding dataset/zvol `name`, the zvol's kernel holders) on the host."""
-    req: dict[str, Any] = {"op": "holders", "devices": [], "dirs": [], "marker": marker}
+    req: HoldersRequest = {"op": "holders", "devices": [], "dirs": [], "marker": marker}
     if volume:
         req["devices"] = [f"/dev/zvol/{name}"]
     else:
