@@ -9,6 +9,7 @@ from typing import Any
 from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation, evaluate_goal, mix_advice, recommendations
 from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
 from tankbench.analysis.checks import Warning, emulation_layers, validity_warnings
+from tankbench.analysis.claims import Verdict, verdicts
 from tankbench.analysis.clients import ClientRow
 from tankbench.analysis.crashes import CrashRow, crash_advice, crash_rows
 from tankbench.analysis.figures import Figure, figures
@@ -48,6 +49,8 @@ class Analysis:
     crashes: tuple[CrashRow, ...] = ()
     #: tests whose load came from client hosts, summarised (analysis/clients.py; with_run_detail reads them)
     clients: tuple[ClientRow, ...] = ()
+    #: each claim's verdict ([[claim]]s, then [[goal]]s as claims): shown first in every output
+    claims: tuple[Verdict, ...] = ()
 
     @property
     def emulated(self) -> bool:
@@ -107,6 +110,7 @@ def analyse_dataset(
         guest_tables(ds, per_case),
         fill_rows(ds),
         crashes=crashed,
+        claims=verdicts(ds, warns),
     )
 
 

@@ -13,7 +13,8 @@ from tankbench.bulk import gc_paused
 from tankbench.guest.fill import FILL_CHECK_KEYS
 from tankbench.journal.db import INPUT_COLUMNS, Journal, TestRow
 from tankbench.metrics import METRICS, Times, applicable, fio_ran_s, raw_keys, run_values
-from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES, Fingerprint, test_case_for
+from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES, Fingerprint
+from tankbench.model import case_name as case_name  # moved to model (the scheduler names cases too)
 from tankbench.targets import KindTraits, traits_of
 
 # The metric and check keys analysis reads for every run (the journal extracts only these: journals get large).
@@ -228,13 +229,6 @@ class Dataset:
         """Registry metrics measured in at least one run of this journal, in registry order."""
         have = {k for t in self.tests for k, s in t.stats.items() if s is not None}
         return tuple(k for k in METRICS if k in have)
-
-
-def case_name(params: Mapping[str, Any], keys: tuple[str, ...]) -> str:
-    """ "write seq 4k" for the default keys (rw, bs); extra keys are appended as key=value."""
-    base = test_case_for(params) if {"rw", "bs"} <= set(keys) or params.get("workload", "fio") != "fio" else ""
-    extra = [f"{k}={params.get(k, '-')}" for k in keys if k not in ("rw", "bs")]
-    return " ".join([b for b in [base] if b] + extra)
 
 
 def run_view(r: Mapping[str, Any], ramp: float, settings: Settings, keys: tuple[str, ...] | None = None) -> RunView:

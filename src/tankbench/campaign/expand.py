@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from tankbench.campaign.claims import check_claims
 from tankbench.campaign.schema import Spec
 from tankbench.campaign.vocab import AXES, DATA_AXES, FIO_AXES, HOST_AXES, axes_of
 from tankbench.errors import UserError
@@ -127,6 +128,9 @@ def expand(spec: Spec) -> list[Test]:
         raise _too_many(spec, len(tests))
     if not tests:  # nothing to run is a mistake in the file, not a campaign that is done
         raise _none_left(spec, total)
+    check_claims(spec.path, spec.report.claims, tests)  # a claim nothing covers stops plan, run and check here
+    if spec.only:
+        tests = [t for t in tests if t.id in spec.only]
     return tests
 
 
