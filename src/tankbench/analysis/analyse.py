@@ -62,6 +62,12 @@ class Analysis:
         return emulation_layers(fp.data for fp in self.dataset.fingerprints.values())
 
 
+def condemned(warnings: Sequence[Warning]) -> frozenset[str]:
+    """The tests an error-level warning names (its own, not a campaign-wide one such as `emulated`, which names no
+    test): no recommendation, badge or colour may name them."""
+    return frozenset(tid for w in warnings if w.severity == "error" for tid in w.test_ids)
+
+
 def check_rank_by(rank_by: str) -> str:
     """`auto` or a rankable registry key (aliases such as `corrected` accepted); UserError otherwise."""
     key = "auto" if rank_by == "auto" else resolve(rank_by)
@@ -89,9 +95,10 @@ def analyse_dataset(
     """Analyse a loaded dataset; `mix` overrides the campaign's [mix]."""
     key = check_rank_by(rank_by)
     per_case = case_metrics(ds, key)
-    boards = leaderboards(ds, key, per_case)
-    comps = axis_comparisons(ds, per_case)
     warns = validity_warnings(ds)
+    bad = condemned(warns)
+    boards = leaderboards(ds, key, per_case, bad)
+    comps = axis_comparisons(ds, per_case, bad)
     late = any(w.code == "timing-issue" for w in warns)
     weights = mix if mix is not None else ds.settings.mix
     crashed = crash_rows(ds)
@@ -103,8 +110,8 @@ def analyse_dataset(
         comps,
         warns,
         avoid + recommendations(ds, boards, comps, late),
-        mix_advice(ds, weights, _mix_metric(boards, weights, key)) if weights else None,
-        tuple(evaluate_goal(ds, g) for g in ds.settings.goals),
+        mix_advice(ds, weights, _mix_metric(boards, weights, key), bad) if weights else None,
+        tuple(evaluate_goal(ds, g, bad) for g in ds.settings.goals),
         figures(ds, per_case),
         selection,
         guest_tables(ds, per_case),

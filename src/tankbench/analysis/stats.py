@@ -188,3 +188,23 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
         out[i] = running
     return out
+
+
+def ratio_test(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> tuple[float, float, float, TestResult]:
+    """mean(a)/mean(b), its interval at `level` and the two-sided test of "ratio = 1", both on the log scale (the
+    delta method, Welch–Satterthwaite df), so the interval excludes 1 exactly when p < 1 - level. Needs 2 values on
+    each side for the interval (else low = high = the ratio, and the test is not possible)."""
+    na, nb = noise(a, None), noise(b, None)
+    sa, sb = summarise(a), summarise(b)
+    if sa is None or sb is None or sa.mean <= 0 or sb.mean <= 0:
+        raise ValueError("ratio_test needs positive means")
+    r = sa.mean / sb.mean
+    if na is None or nb is None:
+        return r, r, r, TestResult(False, reason="needs at least 2 repeats on each side")
+    r, low, high, df = log_ratio([(1.0, na), (-1.0, nb)], level)
+    se = math.sqrt(na.var_log + nb.var_log)
+    if se == 0:
+        return r, low, high, TestResult(True, 0.0 if r == 1 else math.inf, df, 1.0 if r == 1 else 0.0)
+    t = math.log(r) / se
+    p = 2.0 * (1.0 - t_cdf(abs(t), df if math.isfinite(df) else 1e9))
+    return r, low, high, TestResult(True, t, df, max(0.0, min(1.0, p)))

@@ -100,7 +100,7 @@ def _row_html(r: Row, key: str, lo: float, hi: float, side: tuple[str, ...]) -> 
     badges = ('<span class="badge win">winner</span>' if r.is_winner else "") + (
         '<span class="badge">baseline</span>' if t.is_baseline else ""
     )
-    colour = scale_colour(r.value, lo, hi, bool(METRICS[key].higher_is_better))
+    colour = scale_colour(r.value, lo, hi, bool(METRICS[key].higher_is_better)) if hi > lo else "#ffffff"
     sd = f"{fmt(s.sd)} ({s.cv:.0%})" if s and s.n >= 2 else "—"
     extra = "".join(f'<td class="num">{ex(fmt(t.mean(k)), EXPLAIN[k])}</td>' for k in side)
     return (
@@ -152,7 +152,8 @@ def bar_chart(lb: Leaderboard) -> str:
 def leaderboard_html(lb: Leaderboard) -> str:
     """Chart and table of one test case: the ranking figure (and why it ranks), the figures beside it."""
     vals = [r.value for r in lb.rows if r.value is not None]
-    lo, hi = (min(vals), max(vals)) if vals else (0.0, 0.0)
+    # best-to-worst colours only when the leader is significantly ahead (analysis: Leaderboard.shade)
+    lo, hi = (min(vals), max(vals)) if vals and lb.shade else (0.0, 0.0)
     label = metric_label(lb.metric)
     side = beside(lb)
     head = (

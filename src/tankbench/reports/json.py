@@ -29,8 +29,10 @@ def _ratio(r: Ratio | None) -> dict[str, Any] | None:
     return {
         "factor": r.factor,
         "percent": r.percent,
-        "significant": r.test.significant(),
+        "significant": r.significant,
+        "ci95": [r.low, r.high] if r.low is not None else None,
         "p": r.test.p if r.test.possible else None,
+        "p_holm": r.p_adjusted,
         "text": r.text,
     }
 
@@ -147,11 +149,14 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
             }
             for g in a.guests
         ],
+        "claims": [v.as_dict() for v in a.claims],
         "leaderboards": [
             {
                 "case": lb.case,
                 "metric": lb.metric,
                 "reason": lb.reason,
+                "separated": lb.separated,
+                "correction": lb.correction,
                 "rows": [
                     {
                         "rank": r.rank,
@@ -160,6 +165,7 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
                         "name": r.test.name,
                         "value": r.value,
                         "winner": r.is_winner,
+                        "condemned": r.condemned,
                         "baseline": r.test.is_baseline,
                         "vs_baseline": _ratio(r.vs_baseline),
                         "vs_first": _ratio(r.vs_first),

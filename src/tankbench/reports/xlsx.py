@@ -122,7 +122,7 @@ def case_sheet(ws: Any, lb: Leaderboard, a: Analysis) -> None:
                 row[i] = WriteOnlyCell(ws, row[i])
                 row[i].fill = ZVOL_FILL
         ws.append(row)
-    if not lb.rows:
+    if not lb.rows or not lb.shade:  # best-to-worst colours only when the leader is significantly ahead
         return
     for i, name in enumerate(names, start=1):
         hb = (
