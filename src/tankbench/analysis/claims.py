@@ -9,7 +9,7 @@ from typing import Any
 
 from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.analysis.checks import Warning
-from tankbench.campaign.claims import Claim, covered, pairs
+from tankbench.campaign.claims import Claim, as_text, covered, pairs
 from tankbench.campaign.judge import (
     FAILS,
     HOLDS,
@@ -33,7 +33,7 @@ def _values(t: TestSummary, key: str) -> TestValues:
 
 def _rows(ds: Dataset) -> tuple[list[TestSummary], list[tuple[Mapping[str, Any], str]]]:
     tests = [t for t in ds.tests if not t.is_fill]
-    return tests, [(t.axes(), t.case) for t in tests]
+    return tests, [(as_text(t.axes()), t.case) for t in tests]
 
 
 def judge(claim: Claim, ds: Dataset, warnings: Sequence[Warning] = (), level: float = LEVEL) -> Verdict:

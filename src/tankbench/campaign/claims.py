@@ -136,6 +136,8 @@ class Claim:
 
 def level_text(v: Any) -> str:
     """An axis value as the tests hold it, as text (true/false for booleans), for matching and for people."""
+    if type(v) is str:  # most values, and every one once as_text has run: the fast path
+        return v
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float) and v.is_integer():
@@ -267,20 +269,27 @@ def same_but_axis(axis: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool
 
 def pairs(claim: Claim, tests: Sequence[tuple[Mapping[str, Any], str]]) -> list[tuple[int, int]]:
     """Matched pairs (index of a first-level test, index of a second-level test) among `tests` (axes, case);
-    a test may be in several pairs (one zvol against datasets of three recordsizes)."""
-    first: list[int] = []
-    second: list[int] = []
+    a test may be in several pairs (one zvol against datasets of three recordsizes). Tests are bucketed by the
+    axes they have, and each bucket's partners found by their values on the axes two buckets share: a matrix of
+    thousands of tests pairs in one pass, not by comparing every two."""
+    skip = _ignored(claim.axis)
+    sides: tuple[dict[frozenset[str], list[int]], dict[frozenset[str], list[int]]] = ({}, {})
     for i, (axes, case) in enumerate(tests):
-        if claim.case and case != claim.case:
-            continue
-        s = side(claim, axes)
-        (first if s == 0 else second if s == 1 else []).append(i)
-    return [
-        (i, j)
-        for i in first
-        for j in second
-        if same_but_axis(claim.axis, tests[i][0], tests[j][0]) and _pair_in_scope(claim, tests[i][0], tests[j][0])
-    ]
+        s = side(claim, axes) if not claim.case or case == claim.case else -1
+        if s >= 0:
+            sides[s].setdefault(frozenset(axes.keys() - skip), []).append(i)
+    out: list[tuple[int, int]] = []
+    for keys_a, firsts in sides[0].items():
+        for keys_b, seconds in sides[1].items():
+            common = sorted(keys_a & keys_b)
+            index: dict[tuple[str, ...], list[int]] = {}
+            for j in seconds:
+                index.setdefault(tuple(level_text(tests[j][0][k]) for k in common), []).append(j)
+            for i in firsts:
+                for j in index.get(tuple(level_text(tests[i][0][k]) for k in common), ()):
+                    if _pair_in_scope(claim, tests[i][0], tests[j][0]):
+                        out.append((i, j))
+    return sorted(out)
 
 
 def covered(claim: Claim, tests: Sequence[tuple[Mapping[str, Any], str]]) -> list[int]:
@@ -293,13 +302,18 @@ def covered(claim: Claim, tests: Sequence[tuple[Mapping[str, Any], str]]) -> lis
 # -- checked against the expanded tests (expand() calls this: bad claims stop plan, run and check) ---------------
 
 
-def test_axes(test: Any) -> dict[str, Any]:
-    """Every axis of a model.Test by name, as analysis's TestSummary.axes() gives them: target, kind, the target's
-    properties, then the test's params (a matrix axis overrides the target's setting)."""
+def axes_of_test(test: Any) -> dict[str, str]:
+    """Every axis of a model.Test by name, as analysis's TestSummary.axes() gives them (target, kind, the target's
+    properties, then the test's params: a matrix axis overrides the target's setting), as level text."""
     out: dict[str, Any] = {"target": test.target.name, "kind": test.target.kind}
     out.update(test.target.props)
     out.update(test.params)
-    return out
+    return as_text(out)
+
+
+def as_text(axes: Mapping[str, Any]) -> dict[str, str]:
+    """Axis values as level text, once per test (matching compares text; level_text of text is itself)."""
+    return {k: level_text(v) for k, v in axes.items()}
 
 
 def _levels_of(tests: Sequence[Mapping[str, Any]], axis: str) -> list[str]:
@@ -307,11 +321,12 @@ def _levels_of(tests: Sequence[Mapping[str, Any]], axis: str) -> list[str]:
 
 
 def _check_scope(path: str, claim: Claim, key: str, axis: str, wanted: Sequence[Any], seen: list[str]) -> None:
+    shown = {axis: list(wanted)} if key == "compare" or len(wanted) > 1 else {axis: wanted[0]}
     if not seen:
         raise SpecError(
             path,
             f"{claim.key}.{key}",
-            axis,
+            shown,
             f"the matrix has no axis {axis!r}",
             "name an axis of the campaign's tests (a [matrix] key, a target property, target or kind)",
         )
@@ -320,7 +335,7 @@ def _check_scope(path: str, claim: Claim, key: str, axis: str, wanted: Sequence[
         raise SpecError(
             path,
             f"{claim.key}.{key}",
-            {axis: list(wanted)} if key == "compare" else {axis: wanted[0] if len(wanted) == 1 else list(wanted)},
+            shown,
             f"the matrix has no {axis} = {', '.join(missing)}",
             f"levels of {axis} in this campaign: {', '.join(seen)}",
         )
@@ -331,7 +346,7 @@ def check_claims(path: str, claims: Sequence[Claim], tests: Sequence[Any]) -> No
     pair) covers; goals keep their old leniency (a case nobody ran is "not measured")."""
     if not any(c.source == "claim" for c in claims):
         return
-    rows = [(test_axes(t), t.test_case) for t in tests if not t.is_fill]
+    rows = [(axes_of_test(t), t.test_case) for t in tests if not t.is_fill]
     axes = [a for a, _ in rows]
     for c in claims:
         if c.source != "claim":

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from tankbench.campaign.claims import Claim, pairs, test_axes
+from tankbench.campaign.claims import Claim, pairs, axes_of_test
 from tankbench.campaign.claims import covered as covered_rows
 from tankbench.campaign.judge import TestValues, judge_constant, judge_pairs
 from tankbench.campaign.schema import Schedule, Spec
@@ -89,7 +89,7 @@ class ClaimScope:
 def scopes(claims: Sequence[Claim], tests: Sequence[Test], case_keys: tuple[str, ...]) -> list[ClaimScope]:
     """Which tests decide each claim (fill tests decide none)."""
     live = [t for t in tests if not t.is_fill]
-    rows = [(test_axes(t), case_name(t.params, case_keys)) for t in live]
+    rows = [(axes_of_test(t), case_name(t.params, case_keys)) for t in live]
     out = []
     for c in claims:
         idx = covered_rows(c, rows)
