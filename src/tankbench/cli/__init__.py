@@ -20,6 +20,7 @@ ORDER = [
     "results",
     "report",
     "compare",
+    "bundle",
     "advise",
     "importfio",
     "presets",
