@@ -11,7 +11,7 @@ import pytest
 
 from tankbench.analysis.stats import fieller, noise
 from tankbench.campaign import expand, parse_spec
-from tankbench.campaign.claims import Expect, parse_expect, axes_of_test
+from tankbench.campaign.claims import Expect, axes_of_test, parse_expect
 from tankbench.campaign.judge import FAILS, HOLDS, UNDECIDED, Verdict, judge_constant, judge_pairs
 from tankbench.campaign.judge import TestValues as TestValues_  # not a pytest class
 from tankbench.cli.presets import preset_path

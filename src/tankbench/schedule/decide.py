@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from tankbench.campaign.claims import Claim, pairs, axes_of_test
+from tankbench.campaign.claims import Claim, axes_of_test, pairs
 from tankbench.campaign.claims import covered as covered_rows
 from tankbench.campaign.judge import TestValues, judge_constant, judge_pairs
 from tankbench.campaign.schema import Schedule, Spec
