@@ -15,6 +15,7 @@ from tankbench.journal import Journal
 from tankbench.model import Test
 from tankbench.progress import fmt_estimate
 from tankbench.runner import default_journal_path, local_has_zfs
+from tankbench.schedule.decide import CHECK_ALPHA
 from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.units import fmt_duration
@@ -31,6 +32,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)"
     )
     p.add_argument("--json", action="store_true", help="print the tests as JSON")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="plan and price what `tankbench check` would run: the tests that decide the claims, repeated until "
+        "each claim is decided (at most repeats.max, at least 3)",
+    )
     p.add_argument("--export", metavar="DIR", help="write NNNN-job.sh and NNNN-job.fio per test into DIR")
     p.add_argument(
         "--journal",
@@ -63,13 +70,18 @@ def estimate(
     )
     est = Estimator(spec, priors_for(runs_in_emulated_lab(spec) and not real_host))
     est.learn(runs, tests)
-    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop", "settled"))
+    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop", "settled", "decided"))
     return est.estimate(sched), sched, bool(runs)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     spec = load_campaign(args)
     tests = expand(spec)
+    if args.check:  # what `check` runs: the claims' tests under the decide rule
+        from tankbench.cli.check import prepare
+
+        spec = prepare(spec, CHECK_ALPHA, None)[0]
+        tests = expand(spec)
     est, sched, learned = estimate(spec, tests, args.journal)
     real = estimate(spec, tests, args.journal, real_host=True)[0] if runs_in_emulated_lab(spec) else None
     rem = sched.remaining()
@@ -122,12 +134,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out.write("\n" + summary(spec, tests, est, sched, learned) + "\n")
     settle = spec.schedule.settle is not None
     if not learned:
-        out.write(f"Priors: {describe_priors(priors_for(real is not None), settle, spec.schedule.ss)}.\n")
+        out.write(f"Priors: {describe_priors(priors_for(real is not None), settle, spec.schedule.ss, spec.schedule.decide)}.\n")
     out.write(resolved_sizes(spec))
     if real is not None and not learned:
         out.write(
             f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(real)}.\n"
-            f"Real-host priors: {describe_priors(priors_for(False), settle, spec.schedule.ss)}.\n"
+            f"Real-host priors: {describe_priors(priors_for(False), settle, spec.schedule.ss, spec.schedule.decide)}.\n"
         )
     if args.export:
         out.write(f"Exported {len(tests)} job scripts to {args.export}/ (run any NNNN-job.sh with plain fio).\n")
@@ -149,6 +161,9 @@ def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, lear
         if s.ci is not None and s.repeats_min < s.repeats_max
         else f"{s.repeats_min}–{s.repeats_max} repeats (more only where the order is in doubt, margin {s.settle:.0%})"
         if s.settle is not None and s.repeats_min < s.repeats_max
+        else f"{s.repeats_min}–{s.repeats_max} repeats (until every claim{'' if not s.decide_orders else ' and order'} "
+        f"is decided at a {s.decide:.0%} error rate)"
+        if s.decide is not None and s.repeats_min < s.repeats_max
         else f"{s.repeats_max} repeat(s)"
     )
     warm = {"per-test": "a warm-up per test", "per-config": "a warm-up per configuration", "none": "no warm-up"}[
