@@ -134,7 +134,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out.write("\n" + summary(spec, tests, est, sched, learned) + "\n")
     settle = spec.schedule.settle is not None
     if not learned:
-        out.write(f"Priors: {describe_priors(priors_for(real is not None), settle, spec.schedule.ss, spec.schedule.decide)}.\n")
+        out.write(
+            f"Priors: {describe_priors(priors_for(real is not None), settle, spec.schedule.ss, spec.schedule.decide)}.\n"
+        )
     out.write(resolved_sizes(spec))
     if real is not None and not learned:
         out.write(
