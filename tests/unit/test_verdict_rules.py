@@ -169,3 +169,22 @@ def test_reads_rank_by_fios_figure_and_their_extra_wall_time_is_start_up(tmp_pat
     (tmp_path / "w").mkdir()
     late = analyse_journal(journal(tmp_path / "w", [_test(1), _test(2)], APART, wall=25.0))
     assert late.leaderboards[0].metric == "durable_mibs" and "timing-issue" in {w.code for w in late.warnings}
+
+
+def test_the_quick_start_report_has_no_badge_or_colour_within_noise(tmp_path: Path) -> None:
+    """examples/quickstart.toml as it is (whatever its matrix and repeats), its tests' runs 3.9 % apart (the issue's
+    own example): no winner, no badge, no best/worst fill in any format."""
+    from tankbench.campaign import expand, load_spec
+
+    spec = load_spec(str(Path(__file__).resolve().parents[2] / "examples" / "quickstart.toml"))
+    tests = expand(spec)
+    runs = max(spec.schedule.repeats_max, 1)
+    values = {t.number: [100.0 * (1 + 0.039 * (t.number % 2)) * (1 + 0.01 * k) for k in range(runs)] for t in tests}
+    a = analysed(tmp_path, tests, values)
+    assert a.leaderboards and not any(lb.separated or lb.shade for lb in a.leaderboards)
+    assert not any(r.is_winner for lb in a.leaderboards for r in lb.rows)
+    page, md = render_html(a), summary_markdown(a)
+    assert "badge win" not in page and "hsl(" not in page and "🏆" not in md
+    write_xlsx(a, str(tmp_path / "q.xlsx"))
+    wb = load_workbook(tmp_path / "q.xlsx")
+    assert not any(cf.rules for lb in a.leaderboards for cf in wb[lb.case].conditional_formatting)
