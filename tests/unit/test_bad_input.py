@@ -187,3 +187,31 @@ def test_host_file_with_a_bom_and_a_directory_as_host_file(tmp_path: Path):
     (tmp_path / "d.toml").mkdir()
     res = tankbench("plan", "tuning-matrix", "--host", str(tmp_path / "d.toml"), cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith(f"Error: --host {tmp_path / 'd.toml'}: is a directory")
+
+
+def test_refine_of_a_journal_without_a_screening_step(tmp_path: Path):
+    """`tankbench refine` follows a screening: a journal of an exhaustive campaign is refused, nothing written."""
+    from tankbench.campaign.expand import expand
+    from tankbench.campaign.parse import parse_spec
+    from tankbench.journal.db import Journal
+
+    text = (FIXTURES / "bad" / "design-unknown.toml").read_text().replace('design = "screen"', "")
+    spec = parse_spec(text.replace("@TMP@", str(tmp_path)), str(tmp_path / "c.toml"))
+    j = tmp_path / "j.sqlite"
+    with Journal(str(j)) as journal:
+        journal.add_campaign(spec.campaign_id, spec.name, spec.path, spec.text)
+        journal.add_tests(spec.campaign_id, expand(spec), {})
+    before, files = j.read_bytes(), sorted(os.listdir(tmp_path))
+    res = tankbench("refine", str(j), cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"Error: {j}: has no screening step"), res.stderr
+    assert "Hint: refine follows a screening: tankbench run CAMPAIGN --set campaign.design=screening" in res.stderr
+    # the journal is as it was; SQLite's read-only WAL open may leave its -wal/-shm index files, nothing else
+    assert j.read_bytes() == before
+    assert {f for f in os.listdir(tmp_path) if not f.endswith(("-wal", "-shm"))} == set(files)
+
+
+def test_refine_of_no_journal(tmp_path: Path):
+    res = tankbench("refine", str(tmp_path / "none.sqlite"), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith("Error: ") and "Traceback" not in res.stderr, res.stderr
+    assert os.listdir(tmp_path) == []

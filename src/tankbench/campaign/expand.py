@@ -112,6 +112,25 @@ def run_settings(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
 
 
 def expand(spec: Spec) -> list[Test]:
+    """The tests this step of the campaign runs: every test of the matrix (`expand_matrix`), or the fraction its
+    `campaign.design` chooses (schedule/design.py), keeping each test's number in the matrix."""
+    from tankbench.schedule.design import select
+
+    tests = select(spec, expand_matrix(spec), include_ids(spec))
+    return [t for t in tests if t.id in spec.only] if spec.only else tests  # `check`: the claims' tests only
+
+
+def include_ids(spec: Spec) -> set[str]:
+    """The ids of the [[include]] points' tests (a design always runs them)."""
+    out = set()
+    for target, params in _include_points(spec):
+        if kind_of(target).needs_pool:
+            target = replace(target, pool=spec.zfs_root)
+        out.add(_test(spec, 0, "", target, params).id)
+    return out
+
+
+def expand_matrix(spec: Spec) -> list[Test]:
     """All tests of a campaign: targets in file order x axes in AXES order x values in declared order,
     minus [[exclude]] matches, plus [[include]] points; numbered from 1; capped at campaign.max_tests."""
     axes = [a for a in AXES if a in spec.matrix]
@@ -129,8 +148,6 @@ def expand(spec: Spec) -> list[Test]:
     if not tests:  # nothing to run is a mistake in the file, not a campaign that is done
         raise _none_left(spec, total)
     check_claims(spec.path, spec.report.claims, tests)  # a claim nothing covers stops plan, run and check here
-    if spec.only:
-        tests = [t for t in tests if t.id in spec.only]
     return tests
 
 

@@ -141,6 +141,24 @@ class Schedule:
         return self.repeats_min < self.repeats_max and (self.racing or any(r is not None for r in rules))
 
 
+#: `campaign.design`: the steps a campaign file may ask for (`refine` is `tankbench refine`'s, after a screening)
+DESIGN_STEPS = ("exhaustive", "screening")
+
+
+@dataclass(frozen=True)
+class Design:
+    """How the tests to run are chosen (schedule/design.py): `exhaustive` (the matrix), `screening` (a D-optimal
+    fraction per workload), `refine` (the tests `tankbench refine` chose, by id). `top`: factors a refine
+    measures in full; `runs`: tests per workload in a screening (0: the model's size plus a quarter);
+    `workload`: the axes a workload is made of (the rest are factors)."""
+
+    step: str = "exhaustive"
+    top: int = 3
+    runs: int = 0
+    workload: tuple[str, ...] = ("workload", "rw", "bs")
+    ids: frozenset[str] = frozenset()
+
+
 @dataclass(frozen=True)
 class Spec:
     """A validated campaign file."""
@@ -187,6 +205,8 @@ class Spec:
     #: when not empty, the ids of the only tests expand() keeps (`tankbench check`: the tests that decide the claims),
     #: numbered as in the whole matrix
     only: frozenset[str] = frozenset()
+    #: which of the tests this step runs (campaign.design; issue 29)
+    design: Design = field(default_factory=Design)
 
     @property
     def size_based(self) -> bool:

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tankbench.analysis.claims import Verdict
-from tankbench.campaign import Spec, expand
+from tankbench.campaign import Spec
+from tankbench.campaign.expand import expand_matrix
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
@@ -74,7 +75,7 @@ def prepare(spec: Spec, alpha: float, rmax: int | None) -> tuple[Spec, int]:
         )
     if rmax is not None and rmax < 2:
         raise UserError(f"--max {rmax}: a claim needs 2 runs of a test at least", "--max 3")
-    tests = expand(spec)  # refuses claims the matrix cannot decide (exit 2, nothing run)
+    tests = expand_matrix(spec)  # the whole matrix (a screening design's too); refuses claims it cannot decide
     checked = check_spec(spec, tests, alpha, rmax)
     if not checked.only:
         raise UserError(

@@ -22,7 +22,7 @@ from typing import Any
 from tankbench.campaign.claims import Claim, axes_of_test, pairs
 from tankbench.campaign.claims import covered as covered_rows
 from tankbench.campaign.judge import TestValues, judge_constant, judge_pairs
-from tankbench.campaign.schema import Schedule, Spec
+from tankbench.campaign.schema import Design, Schedule, Spec
 from tankbench.model import Test, case_name
 
 #: beyond this many looks the boundary is Bonferroni's (alpha / looks): conservative, and cheap to compute
@@ -162,6 +162,7 @@ def check_schedule(schedule: Schedule, alpha: float = CHECK_ALPHA, rmax: int | N
 
 
 def check_spec(spec: Spec, tests: Sequence[Test], alpha: float = CHECK_ALPHA, rmax: int | None = None) -> Spec:
-    """The campaign as `check` runs it: only the tests that decide its claims, with check_schedule."""
+    """The campaign as `check` runs it: only the tests of the matrix (`tests`) that decide its claims, whatever its
+    design chose, with check_schedule."""
     ids = claim_tests(spec.report.claims, tests, spec.report.case_keys)
-    return replace(spec, schedule=check_schedule(spec.schedule, alpha, rmax), only=frozenset(ids))
+    return replace(spec, schedule=check_schedule(spec.schedule, alpha, rmax), only=frozenset(ids), design=Design())
