@@ -69,8 +69,8 @@ def print_advice(a: Analysis) -> None:
         for v in a.claims:
             print(f"  - {v.name}: {v.sentence()}")
             print(f"      {v.claim}; {len(v.tests)} test(s), {v.runs} run(s)")
-            for w in v.weakened_by:
-                print(f"      weakened by {w}")
+            for weak in v.weakened_by:
+                print(f"      weakened by {weak}")
         print()
     print("Recommendations:")
     for r in a.recommendations:
