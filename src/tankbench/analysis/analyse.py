@@ -12,7 +12,7 @@ from tankbench.analysis.checks import Warning, emulation_layers, validity_warnin
 from tankbench.analysis.claims import Verdict, verdicts
 from tankbench.analysis.clients import ClientRow
 from tankbench.analysis.crashes import CrashRow, crash_advice, crash_rows
-from tankbench.analysis.figures import Figure, figures
+from tankbench.analysis.figures import Figure, figures, shade_heatmaps
 from tankbench.analysis.fill import FillRow, fill_rows
 from tankbench.analysis.guest import GuestTable, guest_tables
 from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, axis_comparisons, case_metrics, leaderboards
@@ -112,7 +112,7 @@ def analyse_dataset(
         avoid + recommendations(ds, boards, comps, late),
         mix_advice(ds, weights, _mix_metric(boards, weights, key), bad) if weights else None,
         tuple(evaluate_goal(ds, g, bad) for g in ds.settings.goals),
-        figures(ds, per_case),
+        shade_heatmaps(figures(ds, per_case), {lb.case for lb in boards if lb.shade}),
         selection,
         guest_tables(ds, per_case),
         fill_rows(ds),
