@@ -238,6 +238,8 @@ def judge_constant(expect: Expect, metric: str, tests: Sequence[TestValues], lev
             continue
         half = t_quantile(1 - (1 - level) / 2, nz.df) * math.sqrt(nz.var_log) * nz.mean
         lo, hi = nz.mean - half, nz.mean + half
+        if METRICS[metric].group != "timing":  # a throughput, a latency, a count: never below zero
+            lo = max(lo, 0.0)
         found.append((decide(expect, lo, hi), t, nz.mean, lo, hi))
     if not found:
         measured = any(t.values for t in tests)
