@@ -229,12 +229,21 @@ LONG_FIRST = (
     "tests/lab/test_crash_recovery.py",  # three real kernel crashes, four lab boots: ~4 minutes
     "tests/lab/test_zfs_campaign.py",
 )
+#: after those, whole tiers from the slowest files to the quickest (the order xdist hands files to idle workers:
+#: the longest first, so the run does not end waiting for one long file), each tier's files in collection order
+TIER_ORDER = ("lab", "integration", "browser", "unit")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest files first; the others keep their order (a stable sort)."""
+    """The longest files first, then the other lab files, integration, browser and unit files (a stable sort)."""
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).relative_to(ROOT).as_posix(), len(rank)))
+
+    def order(item: pytest.Item) -> tuple[int, int]:
+        path = Path(str(item.fspath)).relative_to(ROOT).as_posix()
+        tier = _tier(path + "::")
+        return rank.get(path, len(rank)), TIER_ORDER.index(tier) if tier in TIER_ORDER else len(TIER_ORDER)
+
+    items.sort(key=order)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

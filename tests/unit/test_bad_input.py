@@ -215,3 +215,34 @@ def test_refine_of_no_journal(tmp_path: Path):
     res = tankbench("refine", str(tmp_path / "none.sqlite"), cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith("Error: ") and "Traceback" not in res.stderr, res.stderr
     assert os.listdir(tmp_path) == []
+
+
+def _screened_journal(tmp_path: Path) -> tuple[Path, Path]:
+    """A campaign with design = "screening" and a journal holding its screening step (no runs yet)."""
+    from tankbench.campaign.parse import load_spec
+    from tankbench.cli._design import record_screening
+
+    text = (FIXTURES / "bad" / "design-one-storage-factor.toml").read_text().replace("@TMP@", str(tmp_path))
+    campaign = tmp_path / "c.toml"
+    campaign.write_text(
+        text.replace('layout = ["random", "zero"]', 'layout = ["random", "zero"]\nsize = ["8M", "16M"]')
+    )
+    j = tmp_path / "j.sqlite"
+    record_screening(load_spec(str(campaign)), str(j), {"campaign": str(campaign), "options": []})
+    return campaign, j
+
+
+def test_refine_of_a_screening_whose_campaign_changed_or_is_unfinished(tmp_path: Path):
+    campaign, j = _screened_journal(tmp_path)
+    res = tankbench("refine", str(j), cwd=tmp_path)
+    assert res.returncode == 2 and "of the screening's tests have no finished run yet" in res.stderr, res.stderr
+    assert "Hint: finish the screening first" in res.stderr
+    campaign.write_text(campaign.read_text().replace("iodepth = [1, 4, 16]", "iodepth = [1, 4]"))
+    res = tankbench("refine", str(j), "--plan", cwd=tmp_path)
+    assert res.returncode == 2 and "it changed since the screening" in res.stderr, res.stderr
+    campaign.unlink()
+    res = tankbench("refine", str(j), cwd=tmp_path)
+    assert res.returncode == 2 and f"the screening's campaign ({campaign}): campaign file not found" in res.stderr
+    res = tankbench("refine", str(j), "--top", "0", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith("Error: --top 0: must be 1 or more"), res.stderr
+    assert "Traceback" not in res.stderr

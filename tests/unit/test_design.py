@@ -170,9 +170,11 @@ def test_a_screening_runs_each_test_repeats_min_times() -> None:
 def test_refine_projection_ranges_over_every_choice_of_top_factors() -> None:
     s = spec()
     every = expand_matrix(s)
-    p = refine_projection(screening(s, every, include_ids(s)), every, 3)
+    designs = screening(s, every, include_ids(s))
+    p = refine_projection(designs, every, 3)
     assert 0 < p.low <= p.likely <= p.high < len(every)
-    assert len(p.tests) == p.likely
+    screened = {i for w in designs for i in w.chosen}
+    assert 0 < len(p.tests) < p.likely and not {t.id for t in p.tests} & screened  # what the refine adds
 
 
 def test_fedorov_exchange_finds_the_orthogonal_half_fraction() -> None:
@@ -192,6 +194,11 @@ def test_design_table_options() -> None:
     s = spec('{ step = "screening", top = 2, runs = 16, workload = ["rw", "bs", "iodepth"] }')
     assert (s.design.top, s.design.runs, s.design.workload) == (2, 16, ("workload", "rw", "bs", "iodepth"))
     designs = screening(s, expand_matrix(s), include_ids(s))
+    rw_only = spec('{ step = "screening", workload = ["rw"] }')
+    assert {w.name for w in screening(rw_only, expand_matrix(rw_only), include_ids(rw_only))} == {
+        "fio rw=write",
+        "fio rw=randread",
+    }
     assert {w.name for w in designs} == {
         "write seq 4k iodepth=1",
         "write seq 4k iodepth=8",

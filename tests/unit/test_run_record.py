@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -33,7 +34,7 @@ JSON
 case "${FAKE_PYTEST_DOES:-pass}" in
   pass) exit 0 ;;
   fail) exit 1 ;;
-  hang) touch "$FAKE_DIR/pytest-running"; trap 'exit 2' INT TERM; while :; do sleep 0.05; done ;;
+  hang) trap 'exit 2' INT TERM; touch "$FAKE_DIR/pytest-running"; while :; do sleep 0.05; done ;;
 esac
 """
 
@@ -51,6 +52,7 @@ def fake_checkout(tmp: Path) -> Path:
     for tool in ("ruff", "mypy"):
         (bin_ / tool).write_text("#!/bin/bash\nexit 0\n")
     (bin_ / "pytest").write_text(FAKE_PYTEST)
+    (bin_ / "python").symlink_to(sys.executable)  # what writes the record, as in a real checkout's .venv
     for f in [*bin_.iterdir(), repo / "scripts" / "setup"]:
         f.chmod(0o755)
     (repo / ".gitignore").write_text(".venv/\n.test-results/\n")
@@ -71,7 +73,7 @@ def fake_dir(repo: Path) -> Path:
 def run_test(repo: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in ("TANKBENCH_TEST_SUMMARY", "CI")}
     full.update(FAKE_DIR=str(fake_dir(repo)), **env)
-    return subprocess.run(["bash", "scripts/test"], cwd=repo, env=full, capture_output=True, text=True, timeout=60)
+    return subprocess.run(["bash", "scripts/test"], cwd=repo, env=full, capture_output=True, text=True, timeout=120)
 
 
 def record(repo: Path) -> dict[str, object]:
@@ -126,7 +128,7 @@ def test_a_partial_run_writes_no_record(tmp_path: Path) -> None:
         env={**os.environ, "FAKE_DIR": str(fake_dir(repo))},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
     assert cp.returncode == 0, cp.stderr
     assert (fake_dir(repo) / "pytest-args").read_text().split()[-2:] == ["tests/unit", "-x"]
@@ -147,10 +149,10 @@ def test_an_interrupted_run_still_writes_its_record(tmp_path: Path, sig: signal.
         start_new_session=True,
     )
     try:
-        wait_until(lambda: (fake_dir(repo) / "pytest-running").exists(), 30, "the fake pytest never started")
+        wait_until(lambda: (fake_dir(repo) / "pytest-running").exists(), 120, "the fake pytest never started")
         time.sleep(0.1)
         os.killpg(proc.pid, sig)  # the whole group, as a terminal's Ctrl-C or a CI runner's stop does
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

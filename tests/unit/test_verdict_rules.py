@@ -77,7 +77,7 @@ def test_no_badge_or_colour_when_the_leader_is_within_noise(tmp_path: Path) -> N
     a = analysed(tmp_path, tests, CLOSE)
     (lb,) = a.leaderboards
     assert not lb.separated and not lb.shade and lb.winner is None and not any(r.is_winner for r in lb.rows)
-    assert "🏆" not in summary_markdown(a)
+    assert "(winner)" not in summary_markdown(a)
     page = render_html(a)
     assert "badge win" not in page and "hsl(" not in page, "no winner badge, no best/worst fill"
     write_xlsx(a, str(tmp_path / "r.xlsx"))
@@ -91,7 +91,7 @@ def test_badge_and_colour_when_the_leader_is_significantly_ahead(tmp_path: Path)
     a = analysed(tmp_path, [_test(1), _test(2)], APART)
     (lb,) = a.leaderboards
     assert lb.separated and lb.shade and lb.rows[0].is_winner and lb.winner is lb.rows[0]
-    assert "🏆" in summary_markdown(a) and "badge win" in render_html(a) and "hsl(" in render_html(a)
+    assert "(winner)" in summary_markdown(a) and "badge win" in render_html(a) and "hsl(" in render_html(a)
     rec = next(r.text for r in a.recommendations if r.kind == "case")
     assert rec.startswith("write seq 4k: use #1 ")
 
@@ -186,7 +186,7 @@ def test_the_quick_start_report_has_no_badge_or_colour_within_noise(tmp_path: Pa
     assert a.leaderboards and not any(lb.separated or lb.shade for lb in a.leaderboards)
     assert not any(r.is_winner for lb in a.leaderboards for r in lb.rows)
     page, md = render_html(a), summary_markdown(a)
-    assert "badge win" not in page and "hsl(" not in page and "🏆" not in md
+    assert "badge win" not in page and "hsl(" not in page and "(winner)" not in md
     write_xlsx(a, str(tmp_path / "q.xlsx"))
     wb = load_workbook(tmp_path / "q.xlsx")
     assert not any(cf.rules for lb in a.leaderboards for cf in wb[lb.case].conditional_formatting)

@@ -71,6 +71,7 @@ class WorkloadFactors:
     best_measured_mib_s: float
     steps: tuple[str, ...]
     note: str = ""
+    refine: str = ""  # what the refine step measured in full and what it fixed
 
     def certainty(self) -> str:
         """How sure the ranking is, in a sentence."""
@@ -178,6 +179,19 @@ def analyse_workload(
         best_measured_mib_s=_gmean(values[best.id]) / MIB if best else 0.0,
         steps=tuple(dict.fromkeys(s["step"] for s in steps)) or ("exhaustive",),
         note="" if f else "too few measured tests for a fit with an interval (the main effects need one more)",
+        refine=_refine_note(name, steps),
+    )
+
+
+def _refine_note(name: str, steps: Sequence[Mapping[str, Any]]) -> str:
+    """What the refine step did for this workload, in a sentence ("" without one)."""
+    w = next((w for s in steps if s["step"] == "refine" for w in s["data"]["workloads"] if w["name"] == name), None)
+    if w is None:
+        return ""
+    fixed = ", ".join(f"{k}={v}" for k, v in w["fixed"].items()) or "nothing"
+    notes = "".join(f" {n}." for n in w.get("notes", ()))
+    return (
+        f"refine measured {', '.join(w['top']) or 'nothing'} in full ({len(w['chosen'])} tests), fixed {fixed}.{notes}"
     )
 
 

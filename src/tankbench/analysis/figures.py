@@ -45,6 +45,7 @@ class Figure:
     test_ids: tuple[str, ...] = ()
     common: str = ""  # settings shared by every series (left out of their labels)
     y_label: str = ""  # what the values are, when not the metric's own label
+    by_row: bool = False  # a heatmap coloured per row (else per column)
     #: heatmaps: the test cases (its columns, or for a per-row heatmap its rows) whose cells may be coloured
     #: best-to-worst: those whose leaderboard has a leader significantly ahead (analysis/leaderboard.py); None: all
     shaded: tuple[str, ...] | None = None
@@ -276,6 +277,7 @@ def matrix_heatmaps(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> list[
                 "iodepth",
                 depths,
                 tuple(rows),
+                by_row=True,
             )
         )
     return out

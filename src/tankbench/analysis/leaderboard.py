@@ -182,6 +182,12 @@ class Leaderboard:
         return self.separated
 
 
+def condemned(warnings: Sequence[Any]) -> frozenset[str]:
+    """The tests an error-level warning (analysis/checks.py Warning) names: its own, not a campaign-wide one such as
+    `emulated`, which names no test. No recommendation, badge or colour may name them."""
+    return frozenset(tid for w in warnings if w.severity == "error" for tid in w.test_ids)
+
+
 def rank(tests: Sequence[TestSummary], key: str) -> list[TestSummary]:
     """Best first by the mean of key; unmeasured last, then by test number."""
     sign = -1.0 if METRICS[key].higher_is_better else 1.0

@@ -30,6 +30,10 @@ ORDER = [
 ]
 
 
+#: commands that read the whole parser (the shell completion lists every command and option)
+WHOLE_PARSER = ("completion",)
+
+
 class _Version(argparse.Action):
     """--version, computed only when asked (it may ask git)."""
 
@@ -38,8 +42,16 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser: every module in tankbench.cli that defines register() adds its subcommand."""
+def command_names() -> list[str]:
+    """The subcommands' module names, in --help's order."""
+    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser: every module in tankbench.cli that defines register() adds its subcommand. `only`: just that
+    subcommand, when it is one (a command imports only its own module: about half a second of CPU less per call,
+    which scripts calling tankbench many times, and the test suite's CLI tests, feel)."""
     parser = argparse.ArgumentParser(
         prog="tankbench",
         description="Reproducible ZFS storage benchmarks: plan a campaign, run it unattended, report honestly.",
@@ -47,10 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action=_Version, nargs=0, help="print the version and the commit it was built from"
     )
+    parser.set_defaults(root_parser=parser)  # `tankbench completion` walks the whole parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
-    names.sort(key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
-    for name in names:
+    names = command_names()
+    for name in [only] if only in names else names:
         module = importlib.import_module(f"{__name__}.{name}")
         register = getattr(module, "register", None)
         if register is not None:
@@ -60,7 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, call, and turn UserError into `Error: …` + hint with exit status 2."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # the command is the first word (the top-level parser has no option that takes a value); none or an unknown
+    # one: the full parser, for its help and its error naming every command
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=None if first in WHOLE_PARSER else first)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

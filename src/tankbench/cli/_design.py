@@ -62,10 +62,13 @@ def design_lines(
     lines = [f"Design: screening, {len(tests)} of the matrix's {len(full)} tests ({len(designs)} workloads):"]
     for w in designs:
         names = ", ".join(f.name for f in w.factors)
-        lines.append(
-            f"  {w.name}: {len(w.chosen)} of {len(w.candidates)} tests, {w.parameters} parameters over {names or 'no factor'}"
-            + (f" — {w.note}" if w.note else f", D-efficiency {w.d_efficiency:.2f} of the full matrix's")
-        )
+        if w.note:
+            lines.append(f"  {w.name}: {len(w.chosen)} of {len(w.candidates)} tests — {w.note}")
+        else:
+            lines.append(
+                f"  {w.name}: {len(w.chosen)} of {len(w.candidates)} tests, {w.parameters} parameters over {names}, "
+                f"D-efficiency {w.d_efficiency:.2f} of the full matrix's"
+            )
     proj = refine_projection(designs, full, spec.design.top)
     rspec = refine_spec(spec, [t.id for t in proj.tests])
     r_est = estimate(rspec, list(proj.tests), journal)[0]
@@ -76,7 +79,8 @@ def design_lines(
         + ".",
         f"Step 2, refine (`tankbench refine JOURNAL` after the screening; its tests depend on what the screening finds): "
         f"the top {spec.design.top} factors of each workload in full, the rest at their best level: likely "
-        f"{proj.likely} tests ({proj.low}–{proj.high} over every choice of top factors), {fmt_estimate(r_est)}"
+        f"{proj.likely} tests ({proj.low}–{proj.high} over every choice of top factors), {len(proj.tests)} of them "
+        f"not in the screening, {fmt_estimate(r_est)}"
         + (f"; on a real ZFS host {fmt_estimate(r_real)}" if r_real else "")
         + ".",
         f"Both steps, likely: {_dur(est.likely + r_est.likely)}"
@@ -94,6 +98,7 @@ def design_lines(
             "tests_low": proj.low,
             "tests_likely": proj.likely,
             "tests_high": proj.high,
+            "tests_new": len(proj.tests),
             "estimate": _est_json(r_est),
             "estimate_real_host": _est_json(r_real) if r_real else None,
         },

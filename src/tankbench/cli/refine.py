@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("journal", metavar="JOURNAL", help="the journal of the screening (its .sqlite file)")
     p.add_argument(
-        "--top", type=int, default=0, metavar="N", help="factors measured in full (default: campaign.design.top, 3)"
+        "--top", type=int, default=None, metavar="N", help="factors measured in full (default: campaign.design.top, 3)"
     )
     p.add_argument(
         "--plan", action="store_true", help="print the follow-up's tests and why; run nothing, write nothing"
@@ -65,7 +65,10 @@ def campaign_of(path: str, step: dict[str, Any]) -> Spec:
     parser.add_argument("--scale", default="")
     add_campaign_options(parser)
     args = parser.parse_args([ref["campaign"], *ref["options"]])
-    spec = load_campaign(args)
+    try:
+        spec = load_campaign(args)
+    except UserError as e:  # the file moved or changed since: say whose campaign it was
+        raise UserError(f"{path}: the screening's campaign ({ref['campaign']}): {e.message}", e.hint) from None
     have = {t.id for t in expand_matrix(spec)}
     missing = [c["name"] for w in step["data"]["workloads"] for c in w["candidates"] if c["id"] not in have]
     if missing:
@@ -106,13 +109,15 @@ def choose_refine(path: str, journal: Journal, step: dict[str, Any], top: int) -
 
 def cmd_refine(args: argparse.Namespace) -> int:
     path = args.journal
+    if args.top is not None and args.top < 1:
+        raise UserError(
+            f"--top {args.top}: must be 1 or more", "e.g. --top 3 (the factors each workload measures in full)"
+        )
     with Journal.open_readonly(path) as j:
         steps = j.design_steps()
         step = screening_step(path, steps)
         spec = campaign_of(path, step)
         top = args.top or spec.design.top
-        if args.top < 0:
-            raise UserError(f"--top {args.top}: must be 1 or more", "e.g. --top 3")
         done = next((s for s in steps if s["step"] == "refine"), None)
         refines = None if done else choose_refine(path, j, step, top)
     data: dict[str, Any] = done["data"] if done else {"top": top, "workloads": [w.as_dict() for w in refines or []]}

@@ -166,6 +166,10 @@ def _screening(spec: Spec, tests: Sequence[Test], forced_ids: set[str]) -> list[
     return designs
 
 
+#: candidates x interaction columns above which the exchange leaves the interactions out (seconds, not minutes)
+MAX_POTENTIAL_CELLS = 2_000_000
+
+
 @dataclass(frozen=True)
 class _Choice:
     """What a design over one candidate structure found (workloads of the same structure share it)."""
@@ -193,7 +197,7 @@ def workload_design(
     if len(factors) < 2 or not matrix:
         note = "fewer than two factors vary: every test runs" if matrix else "[[include]] points only"
         every = tuple(p.id for p in points)
-        return WorkloadDesign(name, key, tuple(factors), tuple(points), every, len(points), 1.0, (), (), note)
+        return WorkloadDesign(name, key, tuple(factors), tuple(points), every, 0, 1.0, (), (), note)
     sig = (tuple(factors), tuple(tuple(level_of(p, f.name, tfac) for f in factors) for p in matrix), design.runs)
     cache = {} if cache is None else cache
     if sig not in cache:
@@ -227,7 +231,10 @@ def _choose(matrix: list[Point], factors: list[Factor], tfac: str, runs: int) ->
         if pair_cols
         else np.zeros((len(matrix), 0))
     )
-    rows = doptimal.choose(x, doptimal.standardise_potential(x, z_raw), n)
+    z = doptimal.standardise_potential(x, z_raw)
+    if z.size > MAX_POTENTIAL_CELLS:  # a huge matrix: main effects only (the exchange's cost grows with z's columns²)
+        z = z[:, :0]
+    rows = doptimal.choose(x, z, n)
     return _Choice(
         rows=tuple(rows),
         parameters=x.shape[1],
@@ -260,8 +267,8 @@ def check_design(spec: Spec, tests: list[Test], forced_ids: set[str]) -> None:
 @dataclass(frozen=True)
 class RefineProjection:
     """What a refine after this screening is likely to run, before the screening has measured anything: per
-    workload the refine's size over every choice of top factors (low, median, high), and a test list of the
-    median size to price it."""
+    workload the refine's size over every choice of top factors (low, median, high), and the tests of the median
+    choice that the screening does not run (`tests`: what the refine adds, to price it)."""
 
     low: int
     likely: int
@@ -289,7 +296,8 @@ def refine_projection(designs: Sequence[WorkloadDesign], tests: Sequence[Test], 
         mid = options[len(options) // 2]
         likely += mid[0]
         chosen += [matrix[i].id for i in mid[1]]
-    picked = set(chosen)
+    screened = {i for w in designs for i in w.chosen}
+    picked = set(chosen) - screened
     return RefineProjection(low, likely, high, tuple(t for t in tests if t.id in picked))
 
 
