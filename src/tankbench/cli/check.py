@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         type=int,
         default=None,
-        help=f"repeats of a test at most (default: the campaign's repeats.max, at least {CHECK_MAX})",
+        help=f"repeats of a test at most (default: the campaign's repeats.max, at least {CHECK_MAX}; 1: judge the "
+        "journal's runs, adding only the first run of a test that has none)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.add_argument("--keep-lab", action="store_true", help="leave the lab VM up afterwards if this run booted it")
@@ -73,8 +74,10 @@ def prepare(spec: Spec, alpha: float, rmax: int | None) -> tuple[Spec, int]:
             f"{spec.path}: the campaign states no claim",
             'add a [[claim]] (name, compare = { axis = [a, b] }, metric, expect = ">= 2x") or a [[goal]]',
         )
-    if rmax is not None and rmax < 2:
-        raise UserError(f"--max {rmax}: a claim needs 2 runs of a test at least", "--max 3")
+    if rmax is not None and rmax < 1:
+        raise UserError(
+            f"--max {rmax}: not a number of runs", "--max 3 (--max 1 judges the journal's runs, adding none)"
+        )
     tests = expand_matrix(spec)  # the whole matrix (a screening design's too); refuses claims it cannot decide
     checked = check_spec(spec, tests, alpha, rmax)
     if not checked.only:
