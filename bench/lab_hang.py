@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from tankbench.diskmodels import LabMachine
-from tankbench.lab import vm
+from tankbench.lab import control, vm
 
 JOB = [
     "fio",
@@ -66,7 +66,7 @@ def host_writes(path: Path, gib: int) -> subprocess.Popen[bytes]:
 def one(host: vm.LabHost, name: str, model: str, busy_gib: int = 0) -> dict[str, object]:
     """One case: the job on a fresh pool, with `model` on the data disks and `busy_gib` GiB written by this machine."""
     disks = vm.lab_data_disks(name)
-    vm.apply_machine(name, host, LabMachine(disk_model=model), lambda m: None)
+    control.apply_machine(name, host, LabMachine(disk_model=model), lambda m: None)
     sh(host, f"zpool create -f -o ashift=12 tbhang mirror {' '.join(disks)} && zfs create tbhang/fs")
     sh(host, "sysctl -q kernel.hung_task_timeout_secs=20 && dmesg -C")
     junk = vm.labs_dir() / name / "host-dirty.img"
@@ -81,7 +81,7 @@ def one(host: vm.LabHost, name: str, model: str, busy_gib: int = 0) -> dict[str,
     doc = json.loads(res.stdout[res.stdout.index("{") :]) if "{" in res.stdout else {}
     job = doc.get("jobs", [{}])[0] if doc else {}
     log = sh(host, "dmesg")
-    vm.apply_machine(name, host, LabMachine(), lambda m: None)  # the next case starts from disks that answer
+    control.apply_machine(name, host, LabMachine(), lambda m: None)  # the next case starts from disks that answer
     sh(host, "zpool destroy tbhang && wipefs -a -q " + " ".join(disks))
     return {
         "wall_s": wall,
@@ -98,7 +98,7 @@ def main() -> int:
     ap.add_argument("--host-gib", type=int, default=6, help="GiB this machine writes during the last case (0: none)")
     args = ap.parse_args()
     name = "hang-bench"
-    host = vm.lab_host(name, disks=2, slog=False, progress=lambda m: print(m, file=sys.stderr))
+    host = control.lab_host(name, disks=2, slog=False, progress=lambda m: print(m, file=sys.stderr))
     cases = [(m, 0) for m in args.models.split(",") if m] + ([("none", args.host_gib)] if args.host_gib else [])
     try:
         print(f"{'case':<32} {'fio wall':>8} {'runtime':>7} {'flush':>6} {'clat max':>8}  hung-task lines (>20 s)")

@@ -117,6 +117,10 @@ def _excess(m: Mapping[str, float], t: Times) -> float | None:
     return None if t.wall_s is None else t.wall_s - t.expected_s
 
 
+def _durable_late(m: Mapping[str, float], t: Times) -> float | None:
+    return None if t.wall_s is None else t.wall_s - t.expected_s + (t.drain_s or 0.0)
+
+
 def _first(*names: str, scale: float = 1.0) -> Compute:
     """The first of several raw keys present (e.g. a counter OpenZFS 2.2 added, then its 2.1 stand-in)."""
 
@@ -197,6 +201,18 @@ REGISTRY: tuple[Metric, ...] = (
         WALL,
         (),
         _excess,
+        group="timing",
+    ),
+    Metric(
+        "durable_late_s",
+        "durable late by",
+        "s",
+        False,
+        "wall_s − expected_s + drain_s: seconds past ramp + runtime until the data was on disk (fio's late exit, then "
+        "the drain after it; what makes a run late)",
+        WALL,
+        (),
+        _durable_late,
         group="timing",
     ),
     Metric(

@@ -150,6 +150,14 @@ def test_case_for(params: Mapping[str, Any]) -> str:
     return test_case_of(str(params.get("rw", "")), str(params.get("bs", "")))
 
 
+def case_name(params: Mapping[str, Any], keys: tuple[str, ...] = ("rw", "bs")) -> str:
+    """A test's case under [report] test_case `keys`: "write seq 4k" for the default (rw, bs); other keys are
+    appended as key=value."""
+    base = test_case_for(params) if {"rw", "bs"} <= set(keys) or params.get("workload", "fio") != "fio" else ""
+    extra = [f"{k}={params.get(k, '-')}" for k in keys if k not in ("rw", "bs")]
+    return " ".join([b for b in [base] if b] + extra)
+
+
 def test_case_of(rw: str, bs: str) -> str:
     """Name a test case the way seed 000's sheet does: "<direction> <seq|random|mixed> <bs>"."""
     direction = {

@@ -11,6 +11,7 @@ import statistics
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,9 +59,42 @@ def in_seeds_lab(preset: str) -> str:
     return table + text
 
 
-def run_preset(preset: str, tmp_path: Path) -> list[dict[str, object]]:
+def check_preset(preset: str, tmp_path: Path, extra: str = "", max_runs: int | None = None) -> dict[str, Any]:
+    """`tankbench check` on the preset's ci form in the seeds' lab (its claims, plus `extra` claims appended):
+    only the tests that decide the claims, repeated until decided; the JSON it prints, and the claims by name."""
     campaign = tmp_path / f"{preset}.toml"
-    campaign.write_text(in_seeds_lab(preset))
+    campaign.write_text(in_seeds_lab(preset) + extra)
+    args = ["check", str(campaign), "--scale", "ci", "--journal", str(tmp_path / "j.sqlite"), "--json", "--keep-lab"]
+    res = tankbench(*args, *(("--max", str(max_runs)) if max_runs else ()), cwd=tmp_path, timeout=1800)
+    if not res.stdout.startswith("{"):  # the next seed's pool needs the disks, whatever happened here
+        tankbench("clean", str(campaign), "--scale", "ci", cwd=tmp_path, timeout=600)
+    assert res.returncode in (0, 1) and res.stdout.startswith("{"), res.stdout[-3000:] + res.stderr[-3000:]
+    doc: dict[str, Any] = json.loads(res.stdout)
+    doc["by_name"] = {c["name"]: c for c in doc["claims"]}
+    doc["_campaign"], doc["_cwd"] = str(campaign), str(tmp_path)
+    print(
+        f"{preset} check: {doc['runs_this_check']} run(s) for {doc['tests']} test(s), the campaign's own "
+        f"schedule: {doc['fixed_runs']}"
+    )
+    for c in doc["claims"]:
+        print(f"  {c['name']}: {c['verdict']} {c['ratio']} [{c['low']}-{c['high']}] ({c['runs']} runs) {c['needs']}")
+    return doc
+
+
+def holds(doc: dict[str, Any], *names: str) -> None:
+    """Each named claim holds on the lab (the claims are the preset's: the seed's finding, in its words)."""
+    for name in names:
+        c = doc["by_name"][name]
+        if c["verdict"] != "holds":  # the campaign's pool goes, so the next seed's campaign has the disks
+            tankbench("clean", doc["_campaign"], "--scale", "ci", cwd=doc["_cwd"], timeout=600)
+        assert c["verdict"] == "holds", c
+
+
+def run_preset(preset: str, tmp_path: Path) -> list[dict[str, object]]:
+    """The preset's ci form run to the end in the journal `check` started (its runs count; the rest are added)."""
+    campaign = tmp_path / f"{preset}.toml"
+    if not campaign.exists():
+        campaign.write_text(in_seeds_lab(preset))
     journal = tmp_path / "j.sqlite"
     res = tankbench("run", str(campaign), "--scale", "ci", "--journal", str(journal), cwd=tmp_path, timeout=1800)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -100,7 +134,14 @@ def mibs(rows: list[dict[str, object]], **params: str) -> list[float]:
     return out
 
 
+UNWRITTEN_FASTER = (
+    "Performance was substantially better on files that had not been written to as opposed to those that had been "
+    "written to"
+)
+
+
 def test_seed_002_compression_cache(seeds_lab: LabHost, tmp_path: Path) -> None:
+    doc = check_preset("compression-cache", tmp_path)
     rows = run_preset("compression-cache", tmp_path)
     fp = rows[0]["fingerprint"]
     assert isinstance(fp, dict)
@@ -113,14 +154,11 @@ def test_seed_002_compression_cache(seeds_lab: LabHost, tmp_path: Path) -> None:
     print(
         f"seed 002 in the lab: randread {rand_unwritten:.1f} vs {rand_written:.1f} MiB/s, read {seq_unwritten:.1f} vs {seq_written:.1f}"
     )
-    # the seed: 57x and 2.7x. The lab's unwritten reads are CPU-bound under TCG, so the gap shrinks with the
-    # machine's load; the written file's reads grow as the ARC warms (below), so its first run is the cold figure
-    # (one full run on a loaded machine had the holes' reads at 84.5 and 69.3 MiB/s against written-file medians of
-    # 34.3 and 100.1: the medians include the ARC's warm repeats, the first run is the seed's cold read)
-    first_written = mibs(rows, rw="randread", layout=written)[0]
-    first_seq_written = mibs(rows, rw="read", layout=written)[0]
-    assert rand_unwritten >= 6 * first_written, (rand_unwritten, first_written, rand_written)
-    assert seq_unwritten >= 2 * first_seq_written, (seq_unwritten, first_seq_written, seq_written)
+    # the seed's finding, as the preset claims it for the lab (the seed: 57x on random reads; the lab's unwritten
+    # reads are CPU-bound under TCG, so the gap is smaller): decided by `check` at a 5 % error rate within the
+    # preset's 5 repeats of each test. The sequential reads are judged, not expected (the ARC warms them).
+    holds(doc, UNWRITTEN_FASTER)
+    assert doc["runs_this_check"] <= doc["fixed_runs"], doc
     # written-file randreads grow over the 5 repeats while MFU hits rise (the ARC warming, as in the seed)
     series = [r for r in rows if r["params"]["rw"] == "randread" and r["params"]["layout"] == written]  # type: ignore[index]
     assert len(series) == 5
@@ -139,6 +177,11 @@ def test_seed_002_compression_cache(seeds_lab: LabHost, tmp_path: Path) -> None:
     assert warned["sparse-file"] == {ids["unwritten/read"], ids["unwritten/randread"]}, warned
     assert ids[f"{written}/randread"] in warned["cache-warming"], warned
     assert "arc-hits" in warned and ids["unwritten/randread"] in warned["arc-hits"], warned
+    # the report never recommends the unwritten file (its reads carry errors of their own): the written one or nothing
+    texts = " ".join(r["text"] for r in doc["recommendations"])
+    unwritten = {t["number"] for t in doc["tests"] if t["params"]["layout"] == "unwritten"}
+    assert not any(f"use #{n} " in texts for n in unwritten) and "unwritten was best" not in texts, texts
+    assert doc["claims"][0]["name"] == UNWRITTEN_FASTER and doc["claims"][0]["verdict"] == "holds", doc["claims"]
 
 
 def iops(rows: list[dict[str, object]], **params: object) -> list[float]:
@@ -154,29 +197,66 @@ def iops(rows: list[dict[str, object]], **params: object) -> list[float]:
     return out
 
 
+SLOG_HELPS = "Here we can see that slog helps sync performance"
+QD_NEGLIGIBLE = "Results did tell me that there is negligible difference between queue-depths"
+#: a claim false on the lab (written here, not in the preset) and one its runs cannot decide
+FALSE_AND_UNDECIDABLE = """
+[[claim]]
+name = "a log device slows sync writes down"
+compare = { slog = [true, false] }
+where = { bs = "4k" }
+metric = "iops"
+expect = "<= 0.5x"
+
+[[claim]]
+name = "queue depth changes nothing, to within 1 %"
+compare = { iodepth = [16, 1] }
+where = { bs = "4k", slog = true }
+metric = "iops"
+expect = "within 1%"
+"""
+
+
 def test_seed_001_tuning_matrix(seeds_lab: LabHost, tmp_path: Path) -> None:
+    doc = check_preset("tuning-matrix", tmp_path, max_runs=5)
+    # the seed's SLOG (its big win, seed 000's words), decided at a 5 % error rate; the seed's "negligible difference
+    # between queue-depths" (psync: the same job) is never contradicted: it holds, or the emulator's noise leaves it open
+    holds(doc, SLOG_HELPS)
+    assert doc["by_name"][QD_NEGLIGIBLE]["verdict"] in ("holds", "undecided"), doc["by_name"][QD_NEGLIGIBLE]
     rows = run_preset("tuning-matrix", tmp_path)
     fp = rows[0]["fingerprint"]
     assert isinstance(fp, dict)
     assert fp["lab_disk_models"]["tbdata2"].startswith("hdd:") and fp["lab_disk_models"]["tblog0"].startswith("optane:")
-    with_log = iops(rows, bs="4k", slog=True)
-    without = iops(rows, bs="4k", slog=False)
-    print(f"seed 001 in the lab: 4k sync randwrite IOPS with log {with_log}, without {without}")
-    # the seed's SLOG was its big win: at least 3x on sync 4k random writes
-    assert min(with_log) >= 3 * max(without), (with_log, without)
-    # psync, as in the seed: queue depth makes little difference (within 30 %)
-    # (on the HDDs alone: with the log, fio's own CPU cost under TCG makes short runs noisy)
-    qd1, qd16 = iops(rows, bs="4k", slog=False, iodepth=1)[0], iops(rows, bs="4k", slog=False, iodepth=16)[0]
-    assert 0.7 <= qd16 / qd1 <= 1.3, (qd1, qd16)
+    print(
+        f"seed 001 in the lab: 4k sync randwrite IOPS with log {iops(rows, bs='4k', slog=True)}, without {iops(rows, bs='4k', slog=False)}"
+    )
+    # a false claim says "does not hold"; one the runs cannot decide says "undecided" and what it would need
+    # (judged on the runs already in the journal: --max 1 adds none)
+    again = check_preset("tuning-matrix", tmp_path, FALSE_AND_UNDECIDABLE, max_runs=1)
+    assert again["runs_this_check"] == 0, again
+    false, undecided = (
+        again["by_name"]["a log device slows sync writes down"],
+        again["by_name"]["queue depth changes nothing, to within 1 %"],
+    )
+    assert false["verdict"] == "does not hold", false
+    assert undecided["verdict"] == "undecided" and "runs of each of its tests" in undecided["needs"], undecided
     # the 1 Gbps goal is judged (measured, and on HDD models under TCG it fails)
     res = tankbench("report", "--journal", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report"))
     assert res.returncode == 0, res.stderr
-    goals = json.loads((tmp_path / "report" / "results.json").read_text())["goals"]
+    report = json.loads((tmp_path / "report" / "results.json").read_text())
+    goals = report["goals"]
     assert [g["name"] for g in goals] == ["saturate 1 Gbps"] and not goals[0]["not_measured"], goals
     assert goals[0]["failing"] and not goals[0]["passing"], goals
+    verdicts = {c["name"]: c["verdict"] for c in report["claims"]}
+    assert verdicts["saturate 1 Gbps"] in ("does not hold", "undecided") and verdicts[SLOG_HELPS] == "holds", verdicts
+
+
+RECORDS_4K = "changing the ZFS record size to match the ntfs/ext4 cluster sizes (4k) is very contra productive"
+WHOLE_RECORDS = "to give CDM one uncompressed 4K record, ZFS has to read a compressed 128k record"
 
 
 def test_seed_004_recordsize_mix(seeds_lab: LabHost, tmp_path: Path) -> None:
+    doc = check_preset("recordsize-mix", tmp_path)
     rows = run_preset("recordsize-mix", tmp_path)
     amp: dict[str, float] = {}
     seq: dict[str, float] = {}
@@ -188,9 +268,14 @@ def test_seed_004_recordsize_mix(seeds_lab: LabHost, tmp_path: Path) -> None:
         else:
             seq[p["recordsize"]] = float(m["read.bw_bytes"]) / 2**20
     print(f"seed 004 in the lab: physical/logical {amp}, seq 1M MiB/s {seq}")
-    # 4k random writes into large records rewrite whole records: at least 4x the 4k recordsize's bytes
-    assert amp["128k"] >= 4 * amp["4k"] and amp["1M"] >= 4 * amp["4k"], amp
-    assert seq["1M"] >= seq["4k"], seq
+    # 4k random writes into large records rewrite whole records (at least 4x the 4k recordsize's bytes, for 128k
+    # and 1M records), and sequential 1M reads are faster on 1M records than on 4k ones: the preset's claims
+    holds(doc, RECORDS_4K, WHOLE_RECORDS, f"{WHOLE_RECORDS} (1M records)")
+
+
+ZVOL_LATE = (
+    "fio reported the test took ~180 seconds but in reality fio took another 13970 seconds i.e. 3.8 hours to finish"
+)
 
 
 def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Path) -> None:
@@ -198,6 +283,7 @@ def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Pa
     zvol. In the lab (one `hdd`): the zvol's buffered writes are durable far past fio's runtime (fio's exit, or
     the drain after it: the zvol's last close waits for ZFS to write its dirty data out, unless another opener
     holds it), measured to the end (done, not ended by the watchdog) and ranked by the durable figure."""
+    doc = check_preset("zvol-issues", tmp_path, max_runs=4)
     rows = run_preset("zvol-issues", tmp_path)
     fp = rows[0]["fingerprint"]
     assert isinstance(fp, dict) and fp["lab_disk_models"]["tbdata0"].startswith("hdd:"), fp
@@ -211,9 +297,10 @@ def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Pa
     print(
         f"seed 000 in the lab: s past the runtime until durable {past}; zvol buffered fio {fio_mibs:.1f} vs durable {durable:.1f} MiB/s"
     )
-    runtime = 5.0
-    assert past[("zvol", "buffered")] >= 2 * runtime, past  # the seed: up to 3.8 h past a 180 s run
-    assert fio_mibs >= 2 * durable, (fio_mibs, durable)  # fio's own figure overstates what reached the disk
+    # the seed's headline, as the preset claims it: the data on disk at least 2 x the 5 s runtime past it (the
+    # seed: up to 3.8 h past a 180 s run); fio's own figure overstates what reached the disk
+    holds(doc, ZVOL_LATE)
+    assert fio_mibs >= 2 * durable, (fio_mibs, durable)
     # every run measured to its end, none ended by the watchdog; the report ranks by the durable figure and says why
     res = tankbench("report", "--journal", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report"))
     assert res.returncode == 0, res.stderr

@@ -177,6 +177,10 @@ def test_zvol_vs_qcow2_survives_kill_9_and_records_both_sides(lab: LabHost, tmp_
                 if r["side"] == "guest":
                     assert r["vs_host"] is not None and r["vs_host"]["factor"] > 0
         assert len(doc["pool_full"]) == 3
+        # the preset's claim at this scale (qcow2 with the 8k cluster against the zvol, seed 003): judged, and with
+        # one run of each test undecided, saying what it needs (`tankbench check` would run the second)
+        (claim,) = doc["claims"]
+        assert claim["verdict"] == "undecided" and "second run" in claim["needs"] and len(claim["tests"]) == 2, claim
         fp = list(doc["fingerprints"].values())
         assert len(fp) == 1 and fp[0]["guest_accelerator"] == "tcg" and fp[0]["guest_nested"] is True
         assert fp[0]["guest_cpus"] == 1 and fp[0]["guest_cpu_model"] == "max"

@@ -36,7 +36,9 @@ def test_leaderboards_trace_to_journal_rows(tmp_path: Path) -> None:
         for r in lb.rows:
             assert r.value == pytest.approx(raw[r.test.id])
             assert len(r.test.measured) == 2 and any(run.warmup for run in r.test.runs)  # warm-up shown, not ranked
-        assert lb.rows[0].is_winner and not any(r.is_winner for r in lb.rows[1:])
+        # the badge: first place only, and only when it is significantly ahead of the runner-up (Holm)
+        assert [r.is_winner for r in lb.rows] == [lb.separated] + [False] * (len(lb.rows) - 1)
+        assert lb.separated == bool(lb.rows[1].vs_first and lb.rows[1].vs_first.significant)
         assert lb.best_baseline is not None and lb.best_baseline.target == "scratch-a"
 
 
@@ -46,10 +48,11 @@ def test_ratios_vs_first_and_baseline(tmp_path: Path) -> None:
     second = lb.rows[1]
     assert second.vs_first is not None
     assert second.vs_first.factor == pytest.approx(second.value / lb.rows[0].value)
-    assert "Welch p" in second.vs_first.text
+    assert "Welch p" not in second.vs_first.text and f"× [{second.vs_first.low:.2f}–" in second.vs_first.text
+    assert second.vs_first.low <= second.vs_first.factor <= second.vs_first.high  # the ratio with its 95 % interval
     for r in lb.rows:
         if r.vs_first and "faster" in r.vs_first.text:
-            assert r.vs_first.test.significant()  # no "faster" claim without a significant test
+            assert r.vs_first.significant  # no "faster" claim without a significant (Holm-corrected) test
 
 
 def test_rank_by_p99_is_ascending_and_durable_uses_wall_ramp_drain(tmp_path: Path) -> None:

@@ -32,7 +32,10 @@ def test_html_self_contained_with_charts(tmp_path: Path) -> None:
     assert 'data-series="load1"' in page and 'data-series="dev_iops"' in page  # real sampler series
     assert 'data-series="dev_avg_io_bytes"' in page
     assert 'id="emulated"' not in page
-    assert "hsl(" in page and 'class="ex" title="' in page  # colour scale and how-obtained tooltips
+    assert 'class="ex" title="' in page  # how-obtained tooltips
+    # no leader here is significantly ahead (two runs each, within noise): no best-to-worst colours anywhere
+    # (test_verdict_rules.py has the boards that are coloured)
+    assert "hsl(" not in page
     assert "chip w" in page  # warm-up runs shown, dashed
 
 

@@ -21,7 +21,8 @@ def _write(tmp_path: Path, journal: str) -> tuple[object, object]:
 
 def test_sheets_and_colour_scales(tmp_path: Path) -> None:
     a, wb = _write(tmp_path, local_journal(tmp_path))
-    assert wb.sheetnames == ["about", "raw", "read random 4k", "write seq 4k", "figures", "warnings"]
+    # the journal's campaign has a goal: its verdict (a claim against a constant) has a sheet, after the raw runs
+    assert wb.sheetnames == ["about", "raw", "claims", "read random 4k", "write seq 4k", "figures", "warnings"]
     figs = [[c.value for c in row] for row in wb["figures"].iter_rows()]
     assert ["iodepth →", "1", "4"] in figs  # IOPS and p99 against iodepth (seed 001), tabulated
     raw = wb["raw"]
@@ -30,14 +31,18 @@ def test_sheets_and_colour_scales(tmp_path: Path) -> None:
     assert header[:3] == ["run_row_id", "test_id", "test_number"] and "warmup" in header
     ws = wb["read random 4k"]
     assert ws.max_row == 1 + 8
-    rules = [r for cf in ws.conditional_formatting for r in cf.rules]
-    assert rules and all(r.type == "colorScale" and isinstance(r.colorScale, ColorScale) for r in rules)
-    colours = {tuple(c.rgb for c in r.colorScale.color) for r in rules}
-    assert ("00F8696B", "00FFEB84", "0063BE7B") in colours  # higher is better: red → green
-    assert ("0063BE7B", "00FFEB84", "00F8696B") in colours  # p99, load: lower is better
     hdr = [c.value for c in ws[1]]
-    assert ws.cell(2, hdr.index("winner") + 1).value == 1
     assert ws.cell(1, hdr.index("rank_value") + 1).comment is not None  # how the number is obtained
+    for lb in a.leaderboards:  # colours and the winner flag only where the leader is significantly ahead
+        sheet = wb[lb.case]
+        rules = [r for cf in sheet.conditional_formatting for r in cf.rules]
+        assert bool(rules) == lb.shade, lb.case
+        assert sheet.cell(2, hdr.index("winner") + 1).value == int(lb.separated)
+        if rules:
+            assert all(r.type == "colorScale" and isinstance(r.colorScale, ColorScale) for r in rules)
+            colours = {tuple(c.rgb for c in r.colorScale.color) for r in rules}
+            assert ("00F8696B", "00FFEB84", "0063BE7B") in colours  # higher is better: red → green
+            assert ("0063BE7B", "00FFEB84", "00F8696B") in colours  # p99, load: lower is better
 
 
 def test_zvol_rows_filled(tmp_path: Path) -> None:

@@ -29,30 +29,46 @@ def _who(t: TestSummary) -> str:
 
 
 def case_recommendation(lb: Leaderboard) -> Recommendation | None:
-    """Name the winner of a test case, but only call it better when the runner-up test says so."""
-    rows = [r for r in lb.rows if r.value is not None]
-    if not rows:
+    """Name the winner of a test case only when it is significantly ahead of the runner-up (Holm-corrected within the
+    board), and never a test with an error-level warning of its own: then say what was left out and why."""
+    measured = [r for r in lb.rows if r.value is not None]
+    rows = [r for r in measured if not r.condemned]
+    if not measured:
         return None
-    win = rows[0].test
     label = METRICS[lb.metric].label
+    left = [r.test for r in measured if r.condemned]
+    aside = (
+        f" Not considered: {', '.join(f'#{n}' for n in sorted(t.number for t in left))} (an error-level warning of "
+        "their own)."
+        if left
+        else ""
+    )
+    if not rows:
+        return Recommendation(
+            "case", f"{lb.case}: no recommendation — every measured test has an error-level warning.{aside}", ()
+        )
+    win = rows[0].test
     if len(rows) == 1:
-        return Recommendation("case", f"{lb.case}: only {_who(win)} was measured; nothing to compare.", (win.id,))
+        return Recommendation(
+            "case", f"{lb.case}: only {_who(win)} can be compared; nothing to compare.{aside}", (win.id,)
+        )
     second = rows[1].test
-    r = ratio(win, second, lb.metric, f"the runner-up #{second.number}")
+    adjusted = rows[1].vs_first.p_adjusted if rows[1].vs_first else None
+    r = ratio(win, second, lb.metric, f"the runner-up #{second.number}", adjusted)
     if r is None:  # one of them measured 0 (a run that moved no data): there is no ratio to state
         return Recommendation(
             "case",
-            f"{lb.case}: {_who(win)} leads by {label}; {_who(second)} measured 0, so no ratio is given.",
+            f"{lb.case}: {_who(win)} leads by {label}; {_who(second)} measured 0, so no ratio is given.{aside}",
             (win.id, second.id),
         )
     base = rows[0].vs_baseline
     tail = f" Against the fastest baseline: {base.text}." if base else ""
-    if r.test.significant():
-        text = f"{lb.case}: use {_who(win)} — by {label}, {r.text}.{tail}"
+    if lb.separated and r.significant:
+        text = f"{lb.case}: use {_who(win)} — by {label}, {r.text}.{tail}{aside}"
     else:
         text = (
-            f"{lb.case}: no clear winner by {label} — {_who(win)} is {r.text} ({_who(second)}); "
-            f"choose on cost or add repeats.{tail}"
+            f"{lb.case}: no clear winner by {label} — {_who(win)} against {_who(second)}: {r.text}; "
+            f"choose on cost or add repeats.{tail}{aside}"
         )
     return Recommendation("case", text, (win.id, second.id))
 
@@ -60,7 +76,7 @@ def case_recommendation(lb: Leaderboard) -> Recommendation | None:
 def cost_recommendation(lb: Leaderboard) -> Recommendation | None:
     """Seed 000: the winner may cost many times the load for a few percent of throughput."""
     tp_key = lb.throughput
-    rows = [r for r in lb.rows if r.value is not None and r.test.load1 and r.test.mean(tp_key)]
+    rows = [r for r in lb.rows if r.value is not None and not r.condemned and r.test.load1 and r.test.mean(tp_key)]
     if len(rows) < 2:
         return None
     win = rows[0].test
@@ -91,7 +107,7 @@ def axis_recommendations(comps: Sequence[AxisComparison]) -> list[Recommendation
         wins: dict[str, list[tuple[str, bool]]] = {}
         ids: list[str] = []
         for c in cs:
-            sig = all(r is not None and r.test.significant() for r in c.ratios)
+            sig = all(r is not None and r.significant for r in c.ratios)
             wins.setdefault(c.entries[0][0], []).append((c.case, sig))
             ids += [t.id for _, t in c.entries]
         parts = [
@@ -167,8 +183,11 @@ def check_mix_cases(ds: Dataset, weights: Sequence[tuple[str, float]]) -> None:
         )
 
 
-def mix_advice(ds: Dataset, weights: Sequence[tuple[str, float]], key: str = "mibs") -> MixAdvice:
-    """Rank configurations by their expected performance under the weighted mix of test cases."""
+def mix_advice(
+    ds: Dataset, weights: Sequence[tuple[str, float]], key: str = "mibs", condemned: frozenset[str] = frozenset()
+) -> MixAdvice:
+    """Rank configurations by their expected performance under the weighted mix of test cases (tests with an
+    error-level warning of their own count for no configuration)."""
     cases = ds.cases()
     unknown = tuple(c for c, _ in weights if c not in cases)
     configs: dict[str, dict[str, TestSummary]] = {}
@@ -176,7 +195,9 @@ def mix_advice(ds: Dataset, weights: Sequence[tuple[str, float]], key: str = "mi
     for case, _ in weights:
         for t in cases.get(case, []):
             v = t.mean(key)
-            if v is not None:  # a configuration is the storage setup; its best test of each case counts
+            if (
+                v is not None and t.id not in condemned
+            ):  # a configuration is the storage setup; its best test of each case counts
                 prev = configs.setdefault(t.storage_config, {}).get(case)
                 pv = None if prev is None else prev.mean(key)
                 if pv is None or (v > pv if higher else v < pv):
@@ -211,8 +232,9 @@ class GoalResult:
     not_measured: bool
 
 
-def evaluate_goal(ds: Dataset, goal: Goal) -> GoalResult:
-    """Which tests of the goal's case meet it (by mean), and whether their CI does too."""
+def evaluate_goal(ds: Dataset, goal: Goal, condemned: frozenset[str] = frozenset()) -> GoalResult:
+    """Which tests of the goal's case meet it (by mean), and whether their CI does too; a test with an error-level
+    warning of its own is never named as meeting it. The goal's verdict is its claim's (analysis/claims.py)."""
     key = GOAL_METRICS[goal.metric]
     tests = ds.cases().get(goal.case, [])
     passing, failing = [], []
@@ -220,7 +242,7 @@ def evaluate_goal(ds: Dataset, goal: Goal) -> GoalResult:
         s = t.stats.get(key)
         if s is None:
             continue
-        if goal.met_by(s.mean):
+        if goal.met_by(s.mean) and t.id not in condemned:
             passing.append((t, s.mean, s.n >= 2 and goal.met_by(s.ci_low) and goal.met_by(s.ci_high)))
         else:
             failing.append((t, s.mean))

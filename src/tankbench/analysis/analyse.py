@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
 from tankbench.analysis.checks import validity_warnings
-from tankbench.analysis.leaderboard import axis_comparisons, case_metrics, leaderboards
+from tankbench.analysis.leaderboard import axis_comparisons, case_metrics, condemned, leaderboards
 from tankbench.analysis.result import Analysis, Context
 from tankbench.analysis.sections import registry
 from tankbench.analysis.select import Where, select
@@ -40,12 +40,14 @@ def analyse_dataset(
     `mix` overrides the campaign's [mix]; with the `journal`, the sections that read single runs have theirs."""
     key = check_rank_by(rank_by)
     per_case = case_metrics(ds, key)
+    warns = validity_warnings(ds)
+    bad = condemned(warns)  # tests with an error-level warning of their own: never first place, winner or best
     core = Analysis(
         dataset=ds,
         rank_by=key,
-        leaderboards=leaderboards(ds, key, per_case),
-        comparisons=axis_comparisons(ds, per_case),
-        warnings=validity_warnings(ds),
+        leaderboards=leaderboards(ds, key, per_case, bad),
+        comparisons=axis_comparisons(ds, per_case, bad),
+        warnings=warns,
         selection=selection,
     )
     specs = registry()

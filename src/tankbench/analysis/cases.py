@@ -13,7 +13,8 @@ from tankbench.bulk import gc_paused
 from tankbench.guestconf.fill import FILL_CHECK_KEYS
 from tankbench.journal.db import INPUT_COLUMNS, Journal, TestRow
 from tankbench.metrics import METRICS, Times, applicable, fio_ran_s, raw_keys, run_values
-from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES, Fingerprint, test_case_for
+from tankbench.model import COPY_WORKLOADS, FILL, FIO_JOB_AXES, Fingerprint
+from tankbench.model import case_name as case_name  # moved to model (the scheduler names cases too)
 from tankbench.targets import KindTraits, traits_of
 
 # The metric and check keys analysis reads for every run (the journal extracts only these: journals get large).
@@ -44,6 +45,8 @@ CHECK_KEYS = (
     *FILL_CHECK_KEYS,
 )
 WORKLOAD = (*FIO_JOB_AXES, "runtime", "workload", "copy_size")
+#: fio patterns that only read: nothing of theirs waits to reach the disks
+READ_ONLY = ("read", "randread")
 
 
 class RunView(NamedTuple):
@@ -156,6 +159,20 @@ class TestSummary:
         return str(self.params.get("workload", "fio")) in COPY_WORKLOADS
 
     @property
+    def reads_only(self) -> bool:
+        """An fio test that only reads (read, randread): nothing to make durable, so never late (start-up instead)."""
+        return not self.is_copy and str(self.params.get("rw", "")) in READ_ONLY
+
+    @property
+    def startup_s(self) -> float | None:
+        """A read test's wall time beyond ramp + runtime, averaged over its measured runs: fio's start-up (opening
+        and laying out its files under load), not lateness; None for other tests or without wall time."""
+        if not self.reads_only:
+            return None
+        excess = [r.excess_s for r in self.measured if r.excess_s is not None]
+        return sum(excess) / len(excess) if excess else None
+
+    @property
     def is_fill(self) -> bool:
         """The pool-full experiment: shown in its own table, never ranked."""
         return self.params.get("workload") == FILL
@@ -228,13 +245,6 @@ class Dataset:
         """Registry metrics measured in at least one run of this journal, in registry order."""
         have = {k for t in self.tests for k, s in t.stats.items() if s is not None}
         return tuple(k for k in METRICS if k in have)
-
-
-def case_name(params: Mapping[str, Any], keys: tuple[str, ...]) -> str:
-    """ "write seq 4k" for the default keys (rw, bs); extra keys are appended as key=value."""
-    base = test_case_for(params) if {"rw", "bs"} <= set(keys) or params.get("workload", "fio") != "fio" else ""
-    extra = [f"{k}={params.get(k, '-')}" for k in keys if k not in ("rw", "bs")]
-    return " ".join([b for b in [base] if b] + extra)
 
 
 def run_view(r: Mapping[str, Any], ramp: float, settings: Settings, keys: tuple[str, ...] | None = None) -> RunView:
@@ -315,6 +325,8 @@ def summarise_test(
     views = tuple([view_of(r, ramp, settings, keys) for r in runs])
     if row.params.get("workload") == FILL:  # size-based: the campaign's runtime says nothing about a fill's time
         views = tuple(v._replace(late=False) for v in views)
+    elif str(row.params.get("rw", "")) in READ_ONLY and row.params.get("workload", "fio") == "fio":
+        views = tuple(v._replace(late=False) for v in views)  # a read's extra wall time is start-up, not lateness
     target = c.get("target", {})
     return TestSummary(
         row.id,

@@ -288,6 +288,14 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "keep the default ranking (auto) or `--rank-by durable_mibs`; look at load and dirty data of those runs",
         lambda t, r: r.late,
     ),
+    RunCheck(
+        "read-startup",
+        "info",
+        "{n} read runs took longer than ramp + runtime: a read has no data to make durable, so the extra wall time is "
+        "fio's start-up (opening and laying out its files, under load), not lateness; fio's MiB/s ranks them",
+        "nothing to fix in the numbers; a long start-up says the host was busy before the run (see load1)",
+        lambda t, r: t.reads_only and r.status == "done" and _startup(r) > _startup_limit(r),
+    ),
     TestCheck(
         "wall-unknown",
         "info",
@@ -529,6 +537,16 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         detail=True,
     ),
 )
+
+
+def _startup(r: RunView) -> float:
+    return r.excess_s if r.excess_s is not None else 0.0
+
+
+def _startup_limit(r: RunView) -> float:
+    """The timing threshold the run recorded, else 10 % of ramp + runtime (the report's default)."""
+    limit = r.extra.get("timing.threshold_s")
+    return float(limit) if isinstance(limit, int | float) else 0.1 * r.expected_s
 
 
 def validity_warnings(ds: Dataset) -> tuple[Warning, ...]:

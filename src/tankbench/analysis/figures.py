@@ -46,6 +46,9 @@ class Figure:
     common: str = ""  # settings shared by every series (left out of their labels)
     y_label: str = ""  # what the values are, when not the metric's own label
     by_row: bool = False  # a heatmap coloured per row (else per column)
+    #: heatmaps: the test cases (its columns, or for a per-row heatmap its rows) whose cells may be coloured
+    #: best-to-worst: those whose leaderboard has a leader significantly ahead (analysis/leaderboard.py); None: all
+    shaded: tuple[str, ...] | None = None
 
 
 def _sort_key(v: str) -> tuple[int, float, str]:
@@ -306,6 +309,19 @@ def tidy(f: Figure) -> Figure:
         Series(" ".join(w for w in ws if w not in shared) or "(same)", s.points) for ws, s in zip(words, f.series)
     )
     return dataclasses.replace(f, series=series, common=" ".join(shared))
+
+
+def shade_heatmaps(figs: tuple[Figure, ...], separated: set[str]) -> tuple[Figure, ...]:
+    """Heatmaps colour only the test cases whose leader is significantly ahead (`separated`); other figures as
+    they are."""
+    return tuple(
+        dataclasses.replace(f, shaded=tuple(c for c in _cases_of(f) if c in separated)) if f.kind == "heatmap" else f
+        for f in figs
+    )
+
+
+def _cases_of(f: Figure) -> tuple[str, ...]:
+    return tuple(s.label for s in f.series) if f.id == "heatmap-case-iodepth" else f.x_values
 
 
 def figures(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> tuple[Figure, ...]:

@@ -2,71 +2,103 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.analysis.settings import Settings
-from tankbench.analysis.stats import TestResult, welch
+from tankbench.analysis.stats import TestResult, holm, ratio_test
 from tankbench.metrics import METRICS
 from tankbench.model import FIO_JOB_AXES
+
+#: a difference is called significant below this family-wise error rate (Holm within each leaderboard)
+ALPHA = 0.05
 
 
 @dataclass(frozen=True)
 class Ratio:
-    """How row A compares with row B on one metric: factor, percent change, significance, a sentence."""
+    """How row A compares with row B on one metric: factor (oriented so that > 1 is better), its 95 % interval
+    (Fieller's), Welch's test, the p-value adjusted within the leaderboard (Holm) and a sentence."""
 
     factor: float
     percent: float
     better: bool
     test: TestResult
     text: str
+    low: float | None = None
+    high: float | None = None
+    p_adjusted: float | None = None  # Holm over the leaderboard's family of comparisons; None: not adjusted
+
+    @property
+    def significant(self) -> bool:
+        """Significant at ALPHA, after Holm's correction when the comparison belongs to a leaderboard."""
+        if not self.test.possible:
+            return False
+        return (self.test.p if self.p_adjusted is None else self.p_adjusted) < ALPHA
+
+    @property
+    def interval(self) -> str:
+        """ "1.04× [0.97–1.11]" (the factor with its 95 % interval), or the bare factor without one."""
+        iv = (
+            f" [{_fmt(self.low)}–{_fmt(self.high) if math.isfinite(self.high) else '∞'}]"
+            if self.low is not None and self.high is not None
+            else ""
+        )
+        return f"{_fmt(self.factor)}×{iv}"
 
 
 def _fmt(x: float) -> str:
     return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:.0f}"
 
 
-def _sentence(shown: float, up: bool, higher: bool, other: str, label: str, test: TestResult) -> str:
-    """Seed 000's phrasing, with "faster" only after a significant Welch test."""
-    pct = (shown - 1.0) * 100.0
-    if higher:
-        claim = (
-            f"{_fmt(shown)}× faster than {other} ({pct:.1f} % increase)"
-            if up
-            else f"{other} is {_fmt(shown)}× faster ({pct:.1f} % increase)"
+def _sentence(r: Ratio, higher: bool, other: str, label: str) -> str:
+    """Seed 000's phrasing with the interval instead of a p-value, and "faster" only when the difference is
+    significant after Holm's correction."""
+    what = "the " + label if higher else "the latency advantage"
+    if not r.test.possible:
+        return f"{r.interval} {what} of {other}; no interval: {r.test.reason}"
+    if not r.significant:
+        held = (
+            " (the 95 % interval excludes 1, but not after Holm's correction for this test case's comparisons)"
+            if r.p_adjusted is not None and r.test.p < ALPHA
+            else ""
         )
-        plain = (
-            f"{_fmt(shown if up else 1 / shown)}× the {label} of {other} ({'+' if up else '−'}"
-            f"{abs(pct if up else (1 - 1 / shown) * 100):.1f} %)"
-        )
-    else:
-        less = (1 - 1 / shown) * 100.0
-        claim = (
-            f"{_fmt(shown)}× lower latency than {other} ({less:.1f} % less)"
-            if up
-            else f"{other} has {_fmt(shown)}× lower latency ({less:.1f} % less)"
-        )
-        plain = f"{_fmt(1 / shown if up else shown)}× the {label} of {other}"
-    if not test.possible:
-        return f"{plain}; no significance test: {test.reason}"
-    if test.significant():
-        return f"{claim}; Welch p = {test.p:.3g}"
-    return f"not significantly different from {other}: {plain}, Welch p = {test.p:.3g}"
+        return f"not clearly different from {other}: {r.interval}{held}"
+    word = "faster" if higher else "lower latency"
+    if r.factor >= 1:
+        return f"{r.interval} {word} than {other} ({(r.factor - 1) * 100:.1f} % {'increase' if higher else 'less'})"
+    inv = Ratio(1 / r.factor, 0.0, False, r.test, "", 1 / r.high if r.high else None, 1 / r.low if r.low else None)
+    return f"{other} is {inv.interval} {word} ({(1 / r.factor - 1) * 100:.1f} % {'increase' if higher else 'less'})"
 
 
-def ratio(a: TestSummary, b: TestSummary, key: str, other: str) -> Ratio | None:
-    """Compare a with b ("other" names b in the sentence); None when either was not measured."""
+def ratio(a: TestSummary, b: TestSummary, key: str, other: str, p_adjusted: float | None = None) -> Ratio | None:
+    """Compare a with b ("other" names b in the sentence); None when either was not measured. The factor, its 95 %
+    interval and the test's p come from one statistic (the log ratio of the means), so they agree."""
     ma, mb = a.mean(key), b.mean(key)
     if ma is None or mb is None or ma <= 0 or mb <= 0:
         return None
     higher = bool(METRICS[key].higher_is_better)
-    factor = ma / mb if higher else mb / ma
-    test = welch(a.values(key), b.values(key))
-    shown = factor if factor >= 1 else 1.0 / factor
-    text = _sentence(shown, factor >= 1, higher, other, METRICS[key].label, test)
-    return Ratio(factor, (factor - 1.0) * 100.0, factor > 1, test, text)
+    top, bottom = (a.values(key), b.values(key)) if higher else (b.values(key), a.values(key))
+    factor, low, high, test = ratio_test(top, bottom, 1 - ALPHA)
+    lo, hi = (low, high) if test.possible else (None, None)
+    r = Ratio(factor, (factor - 1.0) * 100.0, factor > 1, test, "", lo, hi, p_adjusted)
+    return dataclasses.replace(r, text=_sentence(r, higher, other, METRICS[key].label))
+
+
+def family_p(top: TestSummary, others: Sequence[TestSummary], key: str) -> dict[str, float]:
+    """Holm-adjusted p-values of `top` against each of `others` (one family)."""
+    higher = bool(METRICS[key].higher_is_better)
+    tested = []
+    for t in others:
+        if t.mean(key) and top.mean(key):
+            pair = (t.values(key), top.values(key)) if higher else (top.values(key), t.values(key))
+            res = ratio_test(*pair)[3]
+            if res.possible:
+                tested.append((t.id, res.p))
+    return {tid: q for (tid, _), q in zip(tested, holm([p for _, p in tested]))}
 
 
 @dataclass(frozen=True)
@@ -101,7 +133,8 @@ def cost(row: TestSummary, first: TestSummary | None, tp: str = "mibs") -> Cost:
 
 @dataclass(frozen=True)
 class Row:
-    """One leaderboard row; `test` is traceable to journal tests.id and its runs' rows."""
+    """One leaderboard row; `test` is traceable to journal tests.id and its runs' rows. `is_winner`: the badge —
+    the first row without an error-level warning of its own, and only when it is significantly ahead (Holm)."""
 
     rank: int
     test: TestSummary
@@ -110,17 +143,23 @@ class Row:
     vs_baseline: Ratio | None
     vs_first: Ratio | None
     cost: Cost
+    condemned: bool = False  # an error-level warning of its own: never named as best, badge or colour
 
 
 @dataclass(frozen=True)
 class Leaderboard:
-    """The tests of one test case ranked by one metric; unmeasured tests last with value None."""
+    """The tests of one test case ranked by one metric; unmeasured tests last with value None. "First place" (the
+    reference of every vs-first ratio) is the best row without an error-level warning of its own; `separated` says
+    whether it is significantly ahead of the next such row (Welch, Holm-corrected within the board): only then is
+    there a winner, a badge and a best-to-worst colouring (`shade`)."""
 
     case: str
     metric: str
     rows: tuple[Row, ...]
     best_baseline: TestSummary | None
     reason: str = ""  # why this figure ranks (auto: durable when runs finished late)
+    separated: bool = False
+    correction: str = "Holm"
 
     @property
     def throughput(self) -> str:
@@ -128,8 +167,25 @@ class Leaderboard:
         return self.metric if METRICS[self.metric].unit == "MiB/s" else "mibs"
 
     @property
+    def leader(self) -> Row | None:
+        """The best measured row without an error-level warning of its own (first place), separated or not."""
+        return next((r for r in self.rows if r.value is not None and not r.condemned), None)
+
+    @property
     def winner(self) -> Row | None:
-        return self.rows[0] if self.rows and self.rows[0].value is not None else None
+        """The leader when it is significantly ahead of the runner-up; None otherwise."""
+        return self.leader if self.separated else None
+
+    @property
+    def shade(self) -> bool:
+        """Whether exporters may colour the board best-to-worst: only when its leader is significantly ahead."""
+        return self.separated
+
+
+def condemned(warnings: Sequence[Any]) -> frozenset[str]:
+    """The tests an error-level warning (analysis/checks.py Warning) names: its own, not a campaign-wide one such as
+    `emulated`, which names no test. No recommendation, badge or colour may name them."""
+    return frozenset(tid for w in warnings if w.severity == "error" for tid in w.test_ids)
 
 
 def rank(tests: Sequence[TestSummary], key: str) -> list[TestSummary]:
@@ -143,19 +199,41 @@ def rank(tests: Sequence[TestSummary], key: str) -> list[TestSummary]:
     return sorted(tests, key=k)
 
 
-def leaderboard(case: str, tests: Sequence[TestSummary], key: str, reason: str = "") -> Leaderboard:
-    """Rank one test case; ratios vs the fastest baseline and vs first place."""
+def _holm_family(
+    rows: Sequence[TestSummary], ref: TestSummary | None, key: str, skip: frozenset[str]
+) -> dict[str, float]:
+    """Holm-adjusted p-values of each row against `ref` (one family per board and reference)."""
+    if ref is None:
+        return {}
+    return family_p(ref, [t for t in rows if t is not ref and t.id not in skip and t.mean(key) is not None], key)
+
+
+def leaderboard(
+    case: str, tests: Sequence[TestSummary], key: str, reason: str = "", condemned: frozenset[str] = frozenset()
+) -> Leaderboard:
+    """Rank one test case; ratios vs the fastest baseline and vs first place (both without error-level warnings of
+    their own), each family Holm-corrected."""
     ranked = rank(tests, key)
-    baselines = [t for t in ranked if t.is_baseline and t.mean(key) is not None]
+    ok = [t for t in ranked if t.mean(key) is not None and t.id not in condemned]
+    baselines = [t for t in ok if t.is_baseline]
     best_base = baselines[0] if baselines else None
-    first = ranked[0] if ranked and ranked[0].mean(key) is not None else None
+    first = ok[0] if ok else None
+    p_first = _holm_family(ranked, first, key, condemned)
+    p_base = _holm_family(ranked, best_base, key, condemned)
     tp = key if METRICS[key].unit == "MiB/s" else "mibs"
     rows = []
     for i, t in enumerate(ranked):
-        vb = ratio(t, best_base, key, "the fastest baseline") if best_base and t is not best_base else None
-        vf = ratio(t, first, key, "first place") if first and t is not first else None
-        rows.append(Row(i + 1, t, t.mean(key), t is first, vb, vf, cost(t, first, tp)))
-    return Leaderboard(case, key, tuple(rows), best_base, reason)
+        vb = (
+            ratio(t, best_base, key, "the fastest baseline", p_base.get(t.id))
+            if best_base and t is not best_base
+            else None
+        )
+        vf = ratio(t, first, key, "first place", p_first.get(t.id)) if first and t is not first else None
+        rows.append(Row(i + 1, t, t.mean(key), False, vb, vf, cost(t, first, tp), t.id in condemned))
+    runner_up = next((r for r in rows if r.test in ok[1:2]), None)
+    separated = runner_up is not None and runner_up.vs_first is not None and runner_up.vs_first.significant
+    rows = [dataclasses.replace(r, is_winner=separated and r.test is first) for r in rows]
+    return Leaderboard(case, key, tuple(rows), best_base, reason, separated)
 
 
 def case_metric(tests: Sequence[TestSummary], rank_by: str, settings: Settings) -> tuple[str, str]:
@@ -169,6 +247,11 @@ def case_metric(tests: Sequence[TestSummary], rank_by: str, settings: Settings) 
         return rank_by, "chosen with --rank-by"
     if copy:
         return "durable_mibs", "copy tests: the data counts once it is on disk (cp's own speed is shown beside)"
+    if tests and all(t.reads_only for t in tests):
+        return "mibs", (
+            "reads: fio's own MiB/s ranks (a read has no data to make durable; wall time beyond ramp + runtime is "
+            "fio's start-up, shown as such)"
+        )
     runs = [r for t in tests for r in t.measured]
     late = sum(1 for r in runs if r.late)
     if late:
@@ -185,11 +268,15 @@ def case_metrics(ds: Dataset, rank_by: str) -> dict[str, tuple[str, str]]:
 
 
 def leaderboards(
-    ds: Dataset, rank_by: str, metrics: dict[str, tuple[str, str]] | None = None
+    ds: Dataset,
+    rank_by: str,
+    metrics: dict[str, tuple[str, str]] | None = None,
+    condemned: frozenset[str] = frozenset(),
 ) -> tuple[Leaderboard, ...]:
-    """One leaderboard per test case, cases in order of their first test number."""
+    """One leaderboard per test case, cases in order of their first test number; `condemned`: the ids of tests
+    with an error-level warning of their own (never first place, winner or coloured best)."""
     metrics = metrics or case_metrics(ds, rank_by)
-    return tuple(leaderboard(case, tests, *metrics[case]) for case, tests in ds.cases().items())
+    return tuple(leaderboard(case, tests, *metrics[case], condemned) for case, tests in ds.cases().items())
 
 
 # -- axes: within-case comparisons of tests that differ in one setting --------------------------------------
@@ -291,7 +378,8 @@ def _compare_group(
         return None
     entries = tuple(best.items())
     top_v, top = entries[0]
-    ratios = tuple(ratio(top, t, key, f"{v} (test #{t.number})") for v, t in entries[1:])
+    p_adj = family_p(top, [t for _, t in entries[1:]], key)
+    ratios = tuple(ratio(top, t, key, f"{v} (test #{t.number})", p_adj.get(t.id)) for v, t in entries[1:])
     parts = [f"{r.text}" for r in ratios if r]
     text = f"{case}, {axis}: best is {top_v} (test #{top.number} {top.name}): " + "; ".join(parts)
     return AxisComparison(case, axis, key, entries, ratios, text)
@@ -335,10 +423,14 @@ def _axis_rest(k: str) -> Callable[[TestSummary], tuple[Any, ...]]:
     return lambda t: tuple(sorted((a, str(v)) for a, v in t.axes().items() if a != k))
 
 
-def axis_comparisons(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> tuple[AxisComparison, ...]:
-    """Every axis the journal varies, per test case, by the case's ranking figure."""
+def axis_comparisons(
+    ds: Dataset, metric_of: dict[str, tuple[str, str]], condemned: frozenset[str] = frozenset()
+) -> tuple[AxisComparison, ...]:
+    """Every axis the journal varies, per test case, by the case's ranking figure; tests with an error-level warning
+    of their own take no part (a value that wins only on such tests is never called best)."""
     out = []
-    for case, tests in ds.cases().items():
+    for case, all_tests in ds.cases().items():
+        tests = [t for t in all_tests if t.id not in condemned]
         key = metric_of[case][0]
         for axis, value_of, key_of in (*AXES, *_generic_axes(tests, ds.settings.case_keys)):
             groups: dict[tuple[Any, ...], list[TestSummary]] = {}

@@ -14,7 +14,8 @@ EXPLAIN = {
     "mean": "arithmetic mean of the measured runs (status done, warm-up runs excluded)",
     "sd": "sample standard deviation (n - 1) of the measured runs",
     "ci": "95 % confidence interval of the mean: mean ± t(0.975, n - 1) · sd / √n (Student t)",
-    "welch": "Welch's unequal-variance t-test, two-sided; a difference is called significant when p < 0.05",
+    "welch": "the ratio of the two means with its 95 % interval (log scale, Welch–Satterthwaite df); a difference is "
+    "called significant when its p, Holm-corrected over the comparisons of the same test case, is below 0.05",
     "vs_baseline": "mean of this test / mean of the fastest baseline test of the same test case",
     "vs_first": "mean of this test / mean of first place of the same test case",
     "load_per_mibs": "load1 / MiB/s: load paid for each MiB/s (seed 000's cost)",

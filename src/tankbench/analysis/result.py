@@ -14,6 +14,7 @@ from tankbench.analysis.section import EVERY, Section
 
 if TYPE_CHECKING:
     from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation
+    from tankbench.analysis.claims import Verdict
     from tankbench.analysis.clients import ClientRow
     from tankbench.analysis.crashes import CrashRow
     from tankbench.analysis.figures import Figure
@@ -96,6 +97,11 @@ class Analysis:
     @property
     def figures(self) -> tuple[Figure, ...]:
         return self.get("figures", ())  # type: ignore[no-any-return]
+
+    @property
+    def claims(self) -> tuple[Verdict, ...]:
+        """Each claim's verdict ([[claim]]s, then [[goal]]s as claims; analysis/sections/claims.py)."""
+        return self.get("claims", ())  # type: ignore[no-any-return]
 
     @property
     def guests(self) -> tuple[GuestTable, ...]:

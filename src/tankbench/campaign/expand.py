@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from tankbench.campaign.claims import check_claims
 from tankbench.campaign.schema import Spec
 from tankbench.campaign.vocab import AXES, DATA_AXES, FIO_AXES, HOST_AXES, axes_of
 from tankbench.errors import UserError
@@ -114,8 +115,8 @@ def expand(spec: Spec) -> list[Test]:
     `campaign.design` chooses (schedule/design.py), keeping each test's number in the matrix."""
     from tankbench.schedule.design import select
 
-    tests = expand_matrix(spec)
-    return select(spec, tests, include_ids(spec))
+    tests = select(spec, expand_matrix(spec), include_ids(spec))
+    return [t for t in tests if t.id in spec.only] if spec.only else tests  # `check`: the claims' tests only
 
 
 def include_ids(spec: Spec) -> set[str]:
@@ -145,6 +146,7 @@ def expand_matrix(spec: Spec) -> list[Test]:
         raise _too_many(spec, len(tests))
     if not tests:  # nothing to run is a mistake in the file, not a campaign that is done
         raise _none_left(spec, total)
+    check_claims(spec.path, spec.report.claims, tests)  # a claim nothing covers stops plan, run and check here
     return tests
 
 

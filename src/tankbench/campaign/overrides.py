@@ -118,7 +118,7 @@ def _set(doc: dict[str, Any], key: str, value: Any, top_keys: tuple[str, ...], s
             node = _element(node, part, where, ".".join(parts[:i]))
             continue
         if part not in node:
-            node[part] = [] if part in ("target", "include", "exclude", "goal") else {}
+            node[part] = [] if part in ("target", "include", "exclude", "goal", "claim") else {}
         node = node[part]
         if isinstance(node, list) and i == len(parts) - 2:
             raise UserError(f"{where}: {'.'.join(parts[: i + 1])} is an array", _array_hint(parts[0]))

@@ -8,6 +8,7 @@ schema.py.
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from typing import Any
 
 from tankbench.campaign.fill import check_fill
@@ -136,6 +137,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     report = settings_from_doc(
         doc, path, strict=True
     )  # the report reads these again from the journal's copy of the text
+    schedule = replace(schedule, claims=report.claims, case_keys=report.case_keys)  # what repeats.decide waits for
     extras: dict[str, Any] = {"resolved_sizes": tuple(r.line() for r in resolved)} if resolved else {}
     return Spec(
         path=path,
@@ -153,5 +155,5 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
         preflight=policy_from_table(keys.table(doc, "preflight"), path),
         tunables=frozen_map(tunables),
         fleet=fleet,
-        **settings,
+        **{**settings, "schedule": schedule},
     )

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tankbench import units
+from tankbench.campaign.claims import Claim, claim_of_goal, parse_claims
 from tankbench.errors import SpecError, UserError
 
 GOAL_METRICS = {"MiB/s": "mibs", "durable MiB/s": "durable_mibs", "IOPS": "iops", "p99_ms": "p99_ms"}
@@ -68,6 +69,8 @@ class Settings:
     timing_explicit: bool = False
     mix: tuple[tuple[str, float], ...] = ()
     goals: tuple[Goal, ...] = field(default_factory=tuple)
+    #: the campaign's [[claim]]s, then its [[goal]]s as the claims they are (one mechanism, one verdict)
+    claims: tuple[Claim, ...] = field(default_factory=tuple)
 
     def timing_limit(self, expected_s: float) -> float:
         """Seconds of excess wall time tolerated for a run expected to take expected_s."""
@@ -157,7 +160,7 @@ def _parse_mix(path: str, mix: Any) -> tuple[tuple[str, float], ...]:
 
 
 def parse_settings(spec_text: str, path: str = "campaign") -> Settings:
-    """Read [report], [mix] and [[goal]] from a campaign's TOML text; SpecError on bad values."""
+    """Read [report], [mix], [[claim]] and [[goal]] from a campaign's TOML text; SpecError on bad values."""
     try:
         doc = tomllib.loads(spec_text or "")
     except tomllib.TOMLDecodeError as e:
@@ -183,6 +186,8 @@ def settings_from_doc(doc: Mapping[str, Any], path: str, strict: bool = False) -
     goals = doc.get("goal", [])
     if not isinstance(goals, list):
         raise SpecError(path, "goal", goals, "must be an array of tables", "write [[goal]]")
+    parsed_goals = tuple(_parse_goal(path, i, g, strict) for i, g in enumerate(goals))
+    as_claims = tuple(claim_of_goal(i, g.name, g.case, g.metric, g.op, g.value) for i, g in enumerate(parsed_goals))
     return Settings(
         baseline=str(rep.get("baseline", "raw")),
         case_keys=tuple(keys),
@@ -190,5 +195,6 @@ def settings_from_doc(doc: Mapping[str, Any], path: str, strict: bool = False) -
         timing_seconds=secs,
         timing_explicit=explicit,
         mix=_parse_mix(path, doc["mix"]) if "mix" in doc else (),
-        goals=tuple(_parse_goal(path, i, g, strict) for i, g in enumerate(goals)),
+        goals=parsed_goals,
+        claims=parse_claims(path, doc, strict) + as_claims,
     )

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tankbench.campaign.claims import Claim
 from tankbench.campaign.fill import DEFAULT_ROOM
 from tankbench.campaign.hosts import FleetSpec
 from tankbench.campaign.report import Settings
@@ -126,11 +127,20 @@ class Schedule:
     ss: str = ""
     ss_dur_s: float = 0.0
     ss_ramp_s: float = 0.0
+    #: `repeats.decide`: the error rate at which every claim and leaderboard order is decided (schedule/decide.py)
+    decide: float | None = None
+    #: with `decide`: leaderboard orders count too (`run`); `check` decides the claims alone
+    decide_orders: bool = True
+    #: the claims `decide` waits for (the campaign's [[claim]]s and [[goal]]s)
+    claims: tuple[Claim, ...] = ()
+    #: how test cases are named (report.test_case): a goal's `case` is one of these names
+    case_keys: tuple[str, ...] = ("rw", "bs")
 
     @property
     def adaptive(self) -> bool:
         """Whether the number of repeats is decided while the campaign runs."""
-        return self.repeats_min < self.repeats_max and (self.ci is not None or self.racing or self.settle is not None)
+        rules = (self.ci, self.settle, self.decide)
+        return self.repeats_min < self.repeats_max and (self.racing or any(r is not None for r in rules))
 
 
 #: `campaign.design`: the steps a campaign file may ask for (`refine` is `tankbench refine`'s, after a screening)
@@ -194,6 +204,9 @@ class Spec:
     fleet: FleetSpec | None = None
     #: the watchdog, crash retries, waiting for the host, the event hook (campaign/unattended.py)
     unattended: Unattended = field(default_factory=Unattended)
+    #: when not empty, the ids of the only tests expand() keeps (`tankbench check`: the tests that decide the claims),
+    #: numbered as in the whole matrix
+    only: frozenset[str] = frozenset()
     #: which of the tests this step runs (campaign.design; issue 29)
     design: Design = field(default_factory=Design)
 

@@ -219,6 +219,7 @@ def _schedule(keys: Keys, camp: Mapping[str, Any], runtime: float, name: str) ->
         racing_margin=margin,
         racing_min=race_min,
         settle=_settle(keys, camp.get("repeats")),
+        decide=_decide(keys, camp.get("repeats")),
         ss=ss,
         ss_dur_s=dur,
         ss_ramp_s=ss_ramp,
@@ -267,6 +268,27 @@ def _settle(keys: Keys, value: object) -> float | None:
         "campaign.repeats.settle",
         value["settle"],
         'e.g. settle = "5%": repeat a test while its interval overlaps a neighbour\'s by more than 5 % of the mean',
+    )
+
+
+def _decide(keys: Keys, value: object) -> float | None:
+    """`repeats = { min = 2, max = 6, decide = "5%" }`: repeat until every claim and every leaderboard order is
+    decided at that error rate (a repeated-confidence-interval test, schedule/decide.py); None without it."""
+    if not isinstance(value, dict) or "decide" not in value:
+        return None
+    for other in ("ci", "settle"):
+        if other in value:
+            raise keys.err(
+                "campaign.repeats.decide",
+                value["decide"],
+                f"cannot be combined with repeats.{other}",
+                'keep one: decide = "5%" repeats until the claims and orders are decided at a 5 % error rate',
+            )
+    return _fraction(
+        keys,
+        "campaign.repeats.decide",
+        value["decide"],
+        'e.g. decide = "5%": stop once every claim and leaderboard order is decided with at most a 5 % error rate',
     )
 
 

@@ -104,6 +104,7 @@ TOP_KEYS = (
     "include",
     "fio",
     "goal",
+    "claim",
     "mix",
     "report",
     "scale",
@@ -140,7 +141,7 @@ WARMUP_MODES = ("per-test", "per-config", "none")
 
 ORDERS = ("sequential", "round-robin", "shuffle")
 
-REPEATS_KEYS = ("min", "max", "ci", "settle")
+REPEATS_KEYS = ("min", "max", "ci", "settle", "decide")
 
 RACING_KEYS = ("margin", "min")
 

@@ -15,6 +15,7 @@ from tankbench.errors import HostError, UserError
 ORDER = [
     "plan",
     "run",
+    "check",
     "show",
     "results",
     "report",

@@ -53,6 +53,7 @@ def advice_dict(a: Analysis) -> dict[str, Any]:
             "rank_by",
             "selection",
             "emulated",
+            "claims",
             "recommendations",
             "mix",
             "goals",
@@ -64,6 +65,14 @@ def advice_dict(a: Analysis) -> dict[str, Any]:
 def print_advice(a: Analysis) -> None:
     if a.emulated:
         print("NOTE: emulated machine (qemu TCG): these numbers are for checking the tool, not choosing a config.\n")
+    if a.claims:
+        print("Claims (docs/claims.md):")
+        for v in a.claims:
+            print(f"  - {v.name}: {v.sentence()}")
+            print(f"      {v.claim}; {len(v.tests)} test(s), {v.runs} run(s)")
+            for weak in v.weakened_by:
+                print(f"      weakened by {weak}")
+        print()
     print("Recommendations:")
     for r in a.recommendations:
         print(f"  - {r.text}")

@@ -7,7 +7,7 @@ import os
 import sys
 
 from tankbench.campaign import Spec
-from tankbench.campaign.expand import expand_matrix, include_ids
+from tankbench.campaign.expand import expand, expand_matrix, include_ids
 from tankbench.campaign.host import default_journal_path, local_has_zfs
 from tankbench.campaign.hosts import FleetHost
 from tankbench.cli._campaign import add_campaign_options, load_campaign
@@ -18,6 +18,7 @@ from tankbench.fio.jobs import job_script, job_text
 from tankbench.journal import Journal
 from tankbench.model import Run, Test
 from tankbench.progress import fmt_estimate
+from tankbench.schedule.decide import CHECK_ALPHA
 from tankbench.schedule.design import select, step_spec
 from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
@@ -35,6 +36,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--scale", metavar="NAME", default="", help="apply the campaign's [scale.NAME] overrides (e.g. quick)"
     )
     p.add_argument("--json", action="store_true", help="print the tests as JSON")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="plan and price what `tankbench check` would run: the tests that decide the claims, repeated until "
+        "each claim is decided (at most repeats.max, at least 3)",
+    )
     p.add_argument("--export", metavar="DIR", help="write NNNN-job.sh and NNNN-job.fio per test into DIR")
     p.add_argument(
         "--journal",
@@ -68,7 +75,7 @@ def estimate_with(spec: Spec, tests: list[Test], runs: list[Run], emulated: bool
     )
     est = Estimator(spec, priors_for(emulated))
     est.learn(runs, tests)
-    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop", "settled"))
+    est.learn_repeats(st.measured for st in sched.states.values() if st.final in ("stop", "drop", "settled", "decided"))
     return est.estimate(sched), sched
 
 
@@ -134,6 +141,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     spec = step_spec(load_campaign(args))
     full = expand_matrix(spec)
     tests = select(spec, full, include_ids(spec))  # the tests this step runs (all of them unless a design)
+    if args.check:  # what `check` runs: the claims' tests under the decide rule
+        from tankbench.cli.check import prepare
+
+        spec = prepare(spec, CHECK_ALPHA, None)[0]
+        tests = expand(spec)
     runs = journal_runs(spec, tests, args.journal)
     learned, real, per = bool(runs), None, dict[str, Estimate]()
     if spec.fleet is not None:  # each host from its own priors and runs (not as if the lab ran them all)
@@ -203,12 +215,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if per:
         out.write(fleet_lines(spec, per))
     if not learned and not per:
-        out.write(f"Priors: {describe_priors(priors_for(real is not None), settle, spec.schedule.ss)}.\n")
+        out.write(
+            f"Priors: {describe_priors(priors_for(real is not None), settle, spec.schedule.ss, spec.schedule.decide)}.\n"
+        )
     out.write(resolved_sizes(spec))
     if real is not None and not learned:
         out.write(
             f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(real)}.\n"
-            f"Real-host priors: {describe_priors(priors_for(False), settle, spec.schedule.ss)}.\n"
+            f"Real-host priors: {describe_priors(priors_for(False), settle, spec.schedule.ss, spec.schedule.decide)}.\n"
         )
     out.write("".join(line + "\n" for line in steps))
     if args.export:
@@ -231,6 +245,9 @@ def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, lear
         if s.ci is not None and s.repeats_min < s.repeats_max
         else f"{s.repeats_min}–{s.repeats_max} repeats (more only where the order is in doubt, margin {s.settle:.0%})"
         if s.settle is not None and s.repeats_min < s.repeats_max
+        else f"{s.repeats_min}–{s.repeats_max} repeats (until every claim{'' if not s.decide_orders else ' and order'} "
+        f"is decided at a {s.decide:.0%} error rate)"
+        if s.decide is not None and s.repeats_min < s.repeats_max
         else f"{s.repeats_max} repeat(s)"
     )
     warm = {"per-test": "a warm-up per test", "per-config": "a warm-up per configuration", "none": "no warm-up"}[

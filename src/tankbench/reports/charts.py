@@ -109,7 +109,7 @@ def bars_svg(f: Figure, w: int = 560) -> str:
 
 
 def _hsl(v: float | None, lo: float, hi: float, higher: bool) -> str:
-    if v is None:
+    if v is None or (lo == hi == 0.0):
         return "#ffffff"
     frac = 0.5 if hi <= lo else (v - lo) / (hi - lo)
     return f"hsl({120 * (frac if higher else 1 - frac):.0f},65%,82%)"
@@ -128,6 +128,9 @@ def heatmap_html(f: Figure, higher_of: Mapping[str, bool] | None = None, by_row:
         cells = []
         for i, (_, v) in enumerate(s.points):
             pool = rv if by_row else cols[i]
+            case = s.label if by_row else f.x_values[i]
+            if f.shaded is not None and case not in f.shaded:  # leader within noise: no best/worst colour
+                pool = []
             lo, hi = (min(pool), max(pool)) if pool else (0.0, 0.0)
             higher = hb.get(s.label if by_row else f.x_values[i], True)
             cells.append(

@@ -237,15 +237,17 @@ def figure_rows(ws: Any, f: Figure, at: int, higher: Any, styles: Styles) -> tup
     series = [[s.label, *(v for _, v in s.points)] for s in f.series]
     out += rows_xml(series, first, ["", *[styles.number] * len(f.x_values)])
     last = first + len(series) - 1
-    if f.kind == "heatmap" and series:
+    if f.kind == "heatmap" and series:  # a test case is coloured only where its leader is ahead (Figure.shaded)
         if f.by_row:
             for n, s in enumerate(f.series):
-                colour_scale(ws, f"B{first + n}:{get_column_letter(1 + len(f.x_values))}{first + n}",
-                             higher.get(s.label, True))  # fmt: skip
+                if f.shaded is None or s.label in f.shaded:
+                    colour_scale(ws, f"B{first + n}:{get_column_letter(1 + len(f.x_values))}{first + n}",
+                                 higher.get(s.label, True))  # fmt: skip
         else:
             for i, x in enumerate(f.x_values):
-                letter = get_column_letter(2 + i)
-                colour_scale(ws, f"{letter}{first}:{letter}{last}", higher.get(x, True))
+                if f.shaded is None or x in f.shaded:
+                    letter = get_column_letter(2 + i)
+                    colour_scale(ws, f"{letter}{first}:{letter}{last}", higher.get(x, True))
     return out, last + 2
 
 

@@ -77,6 +77,11 @@ def run_class(test: Test) -> str:
     return classify(test.params, kind_of(test.target).properties(test.target))
 
 
+#: `repeats.decide`'s prior: the claims' ratios sit this far from their expectations (20 %) until the journal shows
+#: how many runs its tests took
+DECIDE_DISTANCE = 0.2
+
+
 @dataclass(frozen=True)
 class Priors:
     """Costs assumed before the journal has measured them (seconds)."""
@@ -119,7 +124,20 @@ LAB_PRIORS = Priors(
 )
 
 
-def describe_priors(p: Priors, settle: bool = False, ss: str = "iops:5%") -> str:
+def decide_repeats(rmin: int, rmax: int, alpha: float, cv: float, distance: float = DECIDE_DISTANCE) -> int:
+    """Runs of each test `repeats.decide` most likely takes before the journal says: the first n from rmin whose
+    interval at the sequential test's nominal level, for a claim between two tests with run-to-run noise `cv`,
+    is narrower than `distance` (the ratio 20 % away from its expectation: ln 1.2); rmax when none is."""
+    from tankbench.schedule.decide import nominal_level
+
+    level = nominal_level(alpha, rmin, rmax)
+    for n in range(max(rmin, 2), rmax + 1):
+        if t_quantile(1 - (1 - level) / 2, 2 * n - 2) * cv * math.sqrt(2 / n) <= math.log1p(distance):
+            return n
+    return rmax
+
+
+def describe_priors(p: Priors, settle: bool = False, ss: str = "iops:5%", decide: float | None = None) -> str:
     """The priors an estimate assumes, in words (plan prints them until the journal has measured the costs)."""
     fractions = ss_fractions(ss, p)
     parts = [
@@ -134,6 +152,11 @@ def describe_priors(p: Priors, settle: bool = False, ss: str = "iops:5%") -> str
     ]
     if settle:
         parts.append(f"tests in doubt going {p.settle_spread:.0%} of the way from min to max repeats")
+    if decide is not None:
+        parts.append(
+            f"a claim {DECIDE_DISTANCE:.0%} away from its expectation decided once its interval (at the sequential "
+            f"test's level for a {decide:.0%} error rate) is that narrow"
+        )
     return "; ".join(parts)
 
 
@@ -309,6 +332,8 @@ class Estimator:
             used = _mean([float(n) for n in self.repeats_used], s.repeats_min)
         elif s.settle is not None:
             return self.priors.settle_spread
+        elif s.decide is not None:
+            used = float(decide_repeats(s.repeats_min, s.repeats_max, s.decide, self.priors.run_cv))
         else:
             used = float(expected_repeats(s.repeats_min, s.repeats_max, s.ci, self.priors.run_cv))
         return min(1.0, max(0.0, (used - s.repeats_min) / (s.repeats_max - s.repeats_min)))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tankbench.analysis.stats import summarise, t_quantile
+from tankbench.metrics import Times, run_values
 from tankbench.model import Run
 
 #: statuses that finish a planned run (a crashed run is retried once, like before)
@@ -19,12 +20,23 @@ VALUE_KEYS = ("total.bw_bytes", "copy.durable_bw_bytes")
 
 @dataclass(frozen=True)
 class Observation:
-    """One journalled run as the scheduler sees it."""
+    """One journalled run as the scheduler sees it: its ranking value, and (for claims, repeats.decide) the run's
+    raw metrics and clock, from which any registry figure is computed."""
 
     run_no: int
     warmup: bool
     status: str
     value: float | None = None
+    raw: Mapping[str, float] = field(default_factory=dict)
+    wall_s: float | None = None
+    expected_s: float = 0.0
+    drain_s: float | None = None
+
+    def figure(self, key: str, ramp_s: float) -> float | None:
+        """A registry metric of this run (tankbench.metrics), None when it does not apply or was not measured."""
+        if self.status != "done" or not self.raw:
+            return None
+        return run_values(self.raw, Times(self.wall_s, self.expected_s, ramp_s, self.drain_s), (key,)).get(key)
 
 
 def observation(run: Run) -> Observation:
@@ -32,7 +44,8 @@ def observation(run: Run) -> Observation:
     value = None
     if run.status == "done":
         value = next((float(run.metrics[k]) for k in VALUE_KEYS if k in run.metrics), None)
-    return Observation(run.run_no, run.warmup, run.status, value)
+    raw = run.metrics if run.status == "done" else {}
+    return Observation(run.run_no, run.warmup, run.status, value, raw, run.wall_s, run.expected_s, run.drain_s)
 
 
 @dataclass(frozen=True)
@@ -226,18 +239,22 @@ class Place:
 
 
 def places(
-    values: Mapping[str, Sequence[float]], candidates: Iterable[str], margin: float, cv: tuple[float, int] | None
+    values: Mapping[str, Sequence[float]],
+    candidates: Iterable[str],
+    margin: float,
+    cv: tuple[float, int] | None,
+    level: float = 0.95,
 ) -> list[Place]:
     """For each candidate of one test case (higher is better): settled when, against each neighbour in the
     ranking, the 95 % interval of their difference (means' difference ± t x the two half widths combined, a
     half width being t x cv x |mean| / sqrt(n), cv pooled over the campaign, PRIOR_CV before it is known; a
     test noisier than OUTLIER_CV x that: its own) reaches past zero, into the other order, by no more than
     `margin` x the larger mean (for the two leaders: not at all, the winner is separated), or the two are a
-    tie: that interval lies within ± `margin` x the larger mean, so more runs could not order them by more
+    tie (intervals at `level`: repeats.decide passes its sequential test's nominal level): that interval lies within ± `margin` x the larger mean, so more runs could not order them by more
     than the margin (`tied_with` names such neighbours). `worst_overlap`: the farthest reach into the other
     order, as a fraction of the larger mean."""
     noise, df = cv if cv is not None else (PRIOR_CV, 0)
-    z = t_quantile(0.975, df) if df else 1.96
+    z = t_quantile(1 - (1 - level) / 2, df if df else math.inf)
     stats = {}
     for tid, vs in values.items():
         if vs:

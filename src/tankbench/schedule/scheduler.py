@@ -9,6 +9,7 @@ from typing import Any
 from tankbench.campaign.parse import Schedule
 from tankbench.model import Run, Test, short_hash
 from tankbench.schedule.configs import config_groups, warmup_tests
+from tankbench.schedule.decide import ClaimScope, claim_verdicts, decided_evidence, nominal_level, open_claims, scopes
 from tankbench.schedule.rules import (
     FINISHED,
     Decision,
@@ -21,6 +22,10 @@ from tankbench.schedule.rules import (
     stop_rule,
 )
 
+#: repeats.decide: neighbours in a test case whose difference is known to lie within this fraction are a tie (their
+#: order does not matter, so it counts as decided)
+DECIDE_TIE = 0.05
+
 
 @dataclass
 class _TestState:
@@ -28,7 +33,7 @@ class _TestState:
     position: int
     warmup: bool
     obs: list[Observation] = field(default_factory=list)
-    final: str = ""  # "stop", "drop", "settled", "max" or "skip" once decided
+    final: str = ""  # "stop", "drop", "settled", "decided", "max" or "skip" once decided
 
     def finished(self, run_no: int, warm: bool) -> bool:
         return any(o.run_no == run_no and o.warmup == warm and o.status in FINISHED for o in self.obs)
@@ -96,6 +101,11 @@ class Scheduler:
         #: tests whose warm-up finished in this `run`: one from an earlier run does not warm a resumed
         #: configuration (the caches, metaslabs and disks it warmed have gone cold since)
         self.warmed: set[str] = set()
+        self.level = 0.95
+        self.scopes: list[ClaimScope] = []
+        if schedule.decide is not None:  # repeats.decide: the claims' tests and the sequential test's level
+            self.scopes = scopes(schedule.claims, tests, schedule.case_keys)
+            self.level = nominal_level(schedule.decide, schedule.repeats_min, schedule.repeats_max)
         for tid, kind in (decided or {}).items():
             if tid in self.states:
                 self.states[tid].final = kind
@@ -109,7 +119,7 @@ class Scheduler:
 
     def next_batch(self) -> list[Slot]:
         """The next runs to do (a round, or one run in sequential order); [] when the campaign is complete."""
-        if self.schedule.settle is not None:
+        if self.schedule.settle is not None or self.schedule.decide is not None:
             return self._settle_batch()
         for group in self.groups:
             live = [st for st in group if self.active(st)]
@@ -204,7 +214,7 @@ class Scheduler:
     def end_batch(self) -> list[Decision]:
         """After a round: the race (opt-in) drops tests clearly behind their test case's leader."""
         sched = self.schedule
-        out = self._settle() if sched.settle is not None else []
+        out = self._settle() if sched.settle is not None else self._decide() if sched.decide is not None else []
         if not sched.racing:
             return out
         by_case: dict[str, list[_TestState]] = {}
@@ -271,6 +281,54 @@ class Scheduler:
         self.decisions.extend(out)
         return out
 
+    def figures(self, test_id: str, key: str) -> tuple[float, ...]:
+        """The measured values of a registry metric over a test's done runs (what a claim is judged on)."""
+        st = self.states[test_id]
+        vals = (o.figure(key, st.test.ramp) for o in st.obs if not o.warmup and o.status == "done")
+        return tuple(v for v in vals if v is not None)
+
+    def _decide(self) -> list[Decision]:
+        """`repeats.decide`, after a complete round: a test stops once every claim it belongs to is decided at the
+        sequential test's nominal level and (unless `check` runs it) its leaderboard place is too."""
+        sched = self.schedule
+        if any(self.active(st) and st.measured < self.round_no for st in self.states.values()):
+            return []  # the round is not complete (a crash, an interrupted run): judge it once it is
+        numbers = {tid: st.test.number for tid, st in self.states.items()}
+        verdicts = claim_verdicts(self.scopes, self.figures, numbers, self.level)
+        waiting = open_claims(self.scopes, verdicts)
+        mine = {tid: [s.claim.name for s in self.scopes if tid in s.tests] for tid in self.states}
+        unsettled = self._orders_open() if sched.decide_orders else set()
+        out: list[Decision] = []
+        for tid, st in self.states.items():
+            if not self.active(st) or st.measured < max(sched.repeats_min, 1) or tid in waiting or tid in unsettled:
+                continue
+            st.final = "decided"
+            ev = decided_evidence(mine[tid], verdicts, self.level)
+            said = "; ".join(f"{n}: {v}" for n, v in ev["claims"].items()) or "no claim"
+            order = ", and its place in its test case is settled" if sched.decide_orders else ""
+            text = (
+                f"decided after {st.measured} run(s) at the {self.level:.2%} level of a {sched.decide:.0%} error "
+                f"rate (repeated confidence intervals, Pocock): {said}{order}"
+            )
+            out.append(Decision(tid, "decided", st.measured, self.round_no, text, ev))
+        self.decisions.extend(out)
+        return out
+
+    def _orders_open(self) -> set[str]:
+        """Tests whose place in their test case is not yet settled at the sequential level (ties within
+        DECIDE_TIE count as settled)."""
+        live = [st for st in self.states.values() if st.final != "skip"]
+        cv = pooled_cv({st.test.id: st.values for st in live})
+        by_case: dict[str, list[_TestState]] = {}
+        for st in live:
+            by_case.setdefault(st.test.test_case, []).append(st)
+        out: set[str] = set()
+        for members in by_case.values():
+            values = {st.test.id: st.values for st in members}
+            candidates = [st.test.id for st in members if self.active(st)]
+            out |= {p.test_id for p in places(values, candidates, DECIDE_TIE, cv, self.level) if not p.settled}
+        return out
+
     def _reopen(self, st: _TestState, evidence: Mapping[str, Any], case: str) -> Decision:
         """A settled test whose place is in doubt again: active, with the numbers that reopened it."""
         assert self.schedule.settle is not None
@@ -328,7 +386,7 @@ def decided_from_runs(runs: Iterable[Run]) -> dict[str, str]:
     return {
         r.test_id: str(r.checks["schedule.decision"])
         for r in runs
-        if r.checks.get("schedule.decision") in ("stop", "drop", "settled")
+        if r.checks.get("schedule.decision") in ("stop", "drop", "settled", "decided")
     }
 
 

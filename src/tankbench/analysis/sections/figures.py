@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tankbench.analysis.detail import PCTS
-from tankbench.analysis.figures import MAX_SERIES, Figure, Series, figures, tidy
+from tankbench.analysis.figures import MAX_SERIES, Figure, Series, figures, shade_heatmaps, tidy
 from tankbench.analysis.result import Analysis, Context, SectionSpec
 from tankbench.analysis.section import Figures, Para, Section
 from tankbench.analysis.sections.series import SECTION as SERIES
@@ -15,7 +15,8 @@ from tankbench.metrics import METRICS
 
 
 def compute(ctx: Context) -> tuple[Figure, ...]:
-    return figures(ctx.ds, ctx.options["per_case"])
+    figs = figures(ctx.ds, ctx.options["per_case"])
+    return shade_heatmaps(figs, {lb.case for lb in ctx.a.leaderboards if lb.shade})  # best/worst only when earned
 
 
 def percentile_figures(a: Analysis, pct: Mapping[str, Mapping[str, list[float]]]) -> list[Figure]:

@@ -7,13 +7,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from tankbench.analysis.advice import GoalResult, evaluate_goal
+from tankbench.analysis.leaderboard import condemned
 from tankbench.analysis.present import fmt
 from tankbench.analysis.result import Analysis, Context, SectionSpec
 from tankbench.analysis.section import Items, Section, Span
 
 
 def compute(ctx: Context) -> tuple[GoalResult, ...]:
-    return tuple(evaluate_goal(ctx.ds, g) for g in ctx.ds.settings.goals)
+    bad = condemned(ctx.a.warnings)  # never named as meeting a goal (the goal's verdict: the claims section)
+    return tuple(evaluate_goal(ctx.ds, g, bad) for g in ctx.ds.settings.goals)
 
 
 def _item(g: GoalResult) -> tuple[Span, ...]:

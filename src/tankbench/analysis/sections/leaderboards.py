@@ -104,7 +104,7 @@ def _row(r: Row, key: str, lo: float, hi: float, side: tuple[str, ...]) -> tuple
             r.value,
             fmt_summary(s),
             tip=EXPLAIN[key] + "; ± " + EXPLAIN["ci"],
-            colour=colour_of(r.value, lo, hi, bool(METRICS[key].higher_is_better)),
+            colour=colour_of(r.value, lo, hi, bool(METRICS[key].higher_is_better)) if hi > lo else "",
         ),
         Cell(s.sd if s else None, f"{fmt(s.sd)} ({s.cv:.0%})" if s and s.n >= 2 else "—", tip=EXPLAIN["sd"]),
         *(Cell(t.mean(k), fmt(t.mean(k)), tip=EXPLAIN[k]) for k in side),
@@ -145,13 +145,13 @@ def data_table(lb: Leaderboard, a: Analysis, sheet: str) -> Table:
     higher = bool(METRICS[lb.metric].higher_is_better)
     cols = (
         *(Column(k) for k in (*CASE_HEAD, *axes, *CASE_TAIL[:4])),
-        Column("rank_value", tip=tips["rank_value"], scale=higher if lb.rows else None),
+        Column("rank_value", tip=tips["rank_value"], scale=higher if lb.rows and lb.shade else None),
         Column("ci95_low", tip=tips["ci95_low"]),
         Column("ci95_high"),
         *(Column(f"{k}_mean", tip=EXPLAIN[k], scale=_scale(k, lb)) for k in present),
         Column("vs_fastest_baseline", tip=tips["vs_fastest_baseline"]),
         Column("vs_first_place", tip=tips["vs_first_place"]),
-        Column("load_per_mibs", tip=tips["load_per_mibs"], scale=False if lb.rows else None),
+        Column("load_per_mibs", tip=tips["load_per_mibs"], scale=False if lb.rows and lb.shade else None),
         Column("cost"),
     )
 
@@ -181,13 +181,15 @@ def data_table(lb: Leaderboard, a: Analysis, sheet: str) -> Table:
 
 
 def _scale(k: str, lb: Leaderboard) -> bool | None:
-    return METRICS[k].higher_is_better if lb.rows and k in METRICS else None
+    """A column's colour scale: only on a board whose leader is significantly ahead."""
+    return METRICS[k].higher_is_better if lb.rows and lb.shade and k in METRICS else None
 
 
 def board(lb: Leaderboard, a: Analysis) -> Part:
     """One test case: why it ranks by its figure, the chart, the table people read, the sheet with every row."""
     vals = [r.value for r in lb.rows if r.value is not None]
-    lo, hi = (min(vals), max(vals)) if vals else (0.0, 0.0)
+    # best-to-worst colours only when the leader is significantly ahead (Leaderboard.shade, Holm-corrected)
+    lo, hi = (min(vals), max(vals)) if vals and lb.shade else (0.0, 0.0)
     side = beside(lb)
     label = metric_label(lb.metric)
     ranked = Para((Span("Ranked by "), Span(label, "b"), Span(f": {lb.reason}.")), "small ranked", only=READ)
@@ -211,7 +213,10 @@ def render(a: Analysis, boards: tuple[Leaderboard, ...]) -> Section:
             Span("test", "swatch #3fa66b"),
             Span("baseline", "swatch #5b8def"),
             Span("zvol (rows highlighted)", "swatch #f0a020"),
-            Span("cell colour: red = worst … green = best of its test case", "key"),
+            Span(
+                "cell colour: red = worst … green = best of its test case, where its leader is significantly ahead",
+                "key",
+            ),
         ),
         "legend",
         only=HTML_ONLY,
@@ -226,6 +231,8 @@ def to_json(a: Analysis, boards: tuple[Leaderboard, ...]) -> Mapping[str, Any]:
                 "case": lb.case,
                 "metric": lb.metric,
                 "reason": lb.reason,
+                "separated": lb.separated,
+                "correction": lb.correction,
                 "rows": [
                     {
                         "rank": r.rank,
@@ -234,6 +241,7 @@ def to_json(a: Analysis, boards: tuple[Leaderboard, ...]) -> Mapping[str, Any]:
                         "name": r.test.name,
                         "value": r.value,
                         "winner": r.is_winner,
+                        "condemned": r.condemned,
                         "baseline": r.test.is_baseline,
                         "vs_baseline": ratio_dict(r.vs_baseline),
                         "vs_first": ratio_dict(r.vs_first),

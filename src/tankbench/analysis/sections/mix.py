@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tankbench.analysis.advice import MixAdvice, mix_advice
-from tankbench.analysis.leaderboard import Leaderboard
+from tankbench.analysis.leaderboard import Leaderboard, condemned
 from tankbench.analysis.present import fmt, metric_label
 from tankbench.analysis.result import Analysis, Context, SectionSpec
 from tankbench.analysis.section import READ, Cell, Column, Para, Section, Table
@@ -26,7 +26,8 @@ def compute(ctx: Context) -> MixAdvice | None:
     weights = override if override is not None else ctx.ds.settings.mix
     if not weights:
         return None
-    return mix_advice(ctx.ds, weights, mix_metric(ctx.a.leaderboards, weights, ctx.a.rank_by))
+    bad = condemned(ctx.a.warnings)  # a test with an error-level warning of its own counts for no configuration
+    return mix_advice(ctx.ds, weights, mix_metric(ctx.a.leaderboards, weights, ctx.a.rank_by), bad)
 
 
 def render(a: Analysis, m: MixAdvice | None) -> Section | None:

@@ -88,8 +88,10 @@ def ratio_dict(r: Ratio | None) -> dict[str, Any] | None:
     return {
         "factor": r.factor,
         "percent": r.percent,
-        "significant": r.test.significant(),
+        "significant": r.significant,
+        "ci95": [r.low, r.high] if r.low is not None else None,
         "p": r.test.p if r.test.possible else None,
+        "p_holm": r.p_adjusted,
         "text": r.text,
     }
 

@@ -1,0 +1,222 @@
+"""Claims (issue 28): parsing, which tests a claim covers, verdicts with their intervals, goals as claims, the
+sequential stopping rule and `tankbench check`'s selection of tests."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from tankbench.analysis.stats import fieller, noise
+from tankbench.campaign import expand, parse_spec
+from tankbench.campaign.claims import Expect, axes_of_test, parse_expect
+from tankbench.campaign.judge import FAILS, HOLDS, UNDECIDED, Verdict, judge_constant, judge_pairs
+from tankbench.campaign.judge import TestValues as TestValues_  # not a pytest class
+from tankbench.cli.presets import preset_path
+from tankbench.errors import SpecError
+from tankbench.schedule.decide import check_spec, nominal_level, pocock_constant
+from tankbench.schedule.rules import Observation
+from tankbench.schedule.scheduler import Scheduler
+from tests.conftest import tankbench
+
+CAMPAIGN = """
+[campaign]
+name = "claims"
+runtime = "10s"
+{campaign}
+[[target]]
+name = "fs"
+kind = "dataset"
+size = "64M"
+[[target]]
+name = "vol"
+kind = "zvol"
+size = "64M"
+[pool]
+name = "tbclaims"
+vdevs = ["/dev/disk/by-id/virtio-tbdata0"]
+confirm = ["/dev/disk/by-id/virtio-tbdata0"]
+[matrix]
+recordsize = ["4k", "default"]
+volblocksize = ["4k"]
+rw = ["write", "read"]
+bs = ["4k"]
+iodepth = [1, 4]
+{claims}
+"""
+
+
+def spec(claims: str, campaign: str = ""):  # type: ignore[no-untyped-def]
+    return parse_spec(CAMPAIGN.format(claims=claims, campaign=campaign), "c.toml")
+
+
+def err(text: str) -> tuple[str, str]:
+    return ("problem: " + text, "")
+
+
+@pytest.mark.parametrize(
+    "text,op,value",
+    [(">= 3x", ">=", 3.0), ("<=0.5×", "<=", 0.5), ("> 1x", ">", 1.0), ("+20%", ">=", 1.2), ("-20 %", "<=", 0.8)],
+)
+def test_expect_grammar(text: str, op: str, value: float) -> None:
+    e = parse_expect(text, True, "IOPS", lambda *a: SpecError("c.toml", "expect", text, *a))
+    assert (e.op, e.value, e.relative) == (op, pytest.approx(value), True)
+
+
+def test_expect_within_and_absolute_and_refusals() -> None:
+    def fail(*a: str) -> SpecError:
+        return SpecError("c.toml", "claim[0].expect", None, *a)
+
+    w = parse_expect("within 10%", True, "", fail)
+    assert w.op == "within" and w.bounds() == pytest.approx((0.9, 1.1))
+    a = parse_expect(">= 117 MiB/s", False, "MiB/s", fail)
+    assert (a.op, a.value, a.relative) == (">=", 117.0, False)
+    for bad, relative in (("3x", True), ("20%", True), (">= 117", True), (">= 3x", False), ("twice", True), ("", True)):
+        with pytest.raises(SpecError):
+            parse_expect(bad, relative, "IOPS", fail)
+    with pytest.raises(SpecError, match="not the metric's"):
+        parse_expect(">= 117 IOPS", False, "MiB/s", fail)
+
+
+def test_pairs_ignore_a_levels_own_axes_and_where_narrows_only_who_has_the_axis() -> None:
+    """kind dataset vs zvol: a dataset's recordsize and a zvol's volblocksize are each level's own; where
+    recordsize = "default" keeps the zvol (it has no recordsize) and drops the 4k datasets."""
+    s = spec(
+        '[[claim]]\nname = "files beat zvols"\ncompare = { kind = ["dataset", "zvol"] }\n'
+        'where = { rw = "write", recordsize = "default" }\nmetric = "iops"\nexpect = "> 1x"\n'
+    )
+    tests = expand(s)
+    from tankbench.campaign.claims import pairs
+
+    rows = [(axes_of_test(t), t.test_case) for t in tests]
+    got = {(tests[a].name, tests[b].name) for a, b in pairs(s.report.claims[0], rows)}
+    assert len(got) == 2  # QD1 and QD4 writes
+    for a, b in got:
+        assert "fs-write" in a and "def" in a and "zvol-write" in b
+
+
+def test_verdicts_hold_fail_or_stay_undecided_with_what_they_need() -> None:
+    e = Expect(">=", 2.0, True, ">= 2x")
+    a, b = TestValues_("a", 1, (300.0, 310.0, 305.0)), TestValues_("b", 2, (100.0, 101.0, 99.0))
+    j = judge_pairs(e, [(a, b)])
+    assert j.verdict == HOLDS and j.low is not None and 2.0 < j.low < j.ratio < (j.high or 0) and "Fieller" in j.method
+    assert judge_pairs(Expect("<=", 0.5, True, "<= 0.5x"), [(a, b)]).verdict == FAILS
+    near = judge_pairs(Expect(">=", 3.0, True, ">= 3x"), [(a, b)])
+    assert near.verdict == UNDECIDED and "runs of each of its tests" in near.needs
+    one = judge_pairs(e, [(TestValues_("a", 1, (300.0,)), TestValues_("b", 2, (100.0,)))])
+    assert one.verdict == UNDECIDED and "second run" in one.needs, "one run: no noise, no interval"
+
+
+def test_fieller_matches_its_closed_form() -> None:
+    """Fieller's roots for independent means: (ma·mb ± t·√(ma²·vb + mb²·va − t²·va·vb)) / (mb² − t²·vb)."""
+    a, b = noise([10.0, 11.0, 12.0], None), noise([5.0, 5.5, 6.0], None)
+    assert a is not None and b is not None
+    low, high, df = fieller(a, b, 0.95)
+    from tankbench.analysis.stats import t_quantile
+
+    t = t_quantile(0.975, df)
+    va, vb = 1.0 / 3, 0.25 / 3
+    disc = (11 * 5.5) ** 2 - (5.5**2 - t * t * vb) * (11**2 - t * t * va)
+    roots = sorted(((11 * 5.5) + s * disc**0.5) / (5.5**2 - t * t * vb) for s in (-1, 1))
+    assert (low, high) == pytest.approx(tuple(roots), rel=1e-9) and df == pytest.approx(4.0)
+
+
+def test_several_pairs_use_the_geometric_mean_and_name_disagreeing_pairs() -> None:
+    e = Expect(">", 1.0, True, "> 1x")
+    fast = [
+        (TestValues_(f"a{i}", i, (200.0, 202.0, 198.0)), TestValues_(f"b{i}", 10 + i, (100.0, 101.0, 99.0)))
+        for i in range(2)
+    ]
+    slow = (TestValues_("a9", 9, (50.0, 51.0, 49.0)), TestValues_("b9", 19, (100.0, 101.0, 99.0)))
+    j = judge_pairs(e, [*fast, slow])
+    assert j.ratio == pytest.approx((2.0 * 2.0 * 0.5) ** (1 / 3), rel=0.02) and "geometric mean of 3" in j.method
+    assert j.verdict == HOLDS and any("does not hold for #9 vs #19 alone" in n for n in j.notes)
+
+
+def test_a_goal_is_a_claim_against_a_constant() -> None:
+    s = parse_spec(Path(preset_path("tuning-matrix") or "").read_text(), "t.toml")
+    goal = next(c for c in s.report.claims if c.source == "goal")
+    assert goal.name == "saturate 1 Gbps" and goal.case == "write random 1M" and not goal.relative
+    e = goal.expect
+    slow = [TestValues_("x", 1, (20.0, 21.0, 19.0)), TestValues_("y", 2, (40.0, 41.0))]
+    assert judge_constant(e, "mibs", slow).verdict == FAILS
+    fast = [*slow, TestValues_("z", 3, (130.0, 131.0, 129.0))]
+    j = judge_constant(e, "mibs", fast)
+    assert j.verdict == HOLDS and j.notes == ["met by #3 (130)"]
+
+
+def test_a_verdict_is_a_plain_value_to_json_and_back() -> None:
+    a, b = TestValues_("a", 1, (300.0, 310.0, 305.0)), TestValues_("b", 2, (100.0, 101.0, 99.0))
+    from tankbench.campaign.judge import verdict_of
+
+    s = spec('[[claim]]\nname = "n"\ncompare = { iodepth = [4, 1] }\nmetric = "iops"\nexpect = ">= 2x"\n')
+    v = verdict_of(s.report.claims[0], judge_pairs(s.report.claims[0].expect, [(a, b)]), [a, b])
+    back = Verdict.from_dict(json.loads(json.dumps(v.as_dict())))
+    assert back == v and back.sentence() == "holds on this machine: 3.05× [2.95–3.15]"
+    with pytest.raises(ValueError):
+        Verdict.from_dict({**v.as_dict(), "verdict": "maybe"})
+
+
+def test_pocock_boundary_and_the_nominal_level() -> None:
+    # Pocock (1977), equally spaced looks, two-sided 5 %: 2.178 (2 looks), 2.413 (5)
+    assert pocock_constant(0.05, (1, 2)) == pytest.approx(2.178, abs=2e-3)
+    assert pocock_constant(0.05, (1, 2, 3, 4, 5)) == pytest.approx(2.413, abs=2e-3)
+    assert nominal_level(0.05, 2, 2) == pytest.approx(0.95)  # one look: the fixed-sample level
+    assert 0.95 < nominal_level(0.05, 2, 3) < nominal_level(0.05, 2, 6) < 1 - 0.05 / 5
+
+
+def test_decide_stops_each_test_once_its_claims_are_decided() -> None:
+    s = spec(
+        '[[claim]]\nname = "QD4 doubles writes"\ncompare = { iodepth = [4, 1] }\nwhere = { rw = "write", '
+        'kind = "zvol" }\nmetric = "mibs"\nexpect = ">= 1.5x"\n',
+        'repeats = { min = 2, max = 6, decide = "5%" }',
+    )
+    assert s.schedule.decide == 0.05 and s.schedule.adaptive
+    checked = check_spec(s, expand(s))
+    tests = expand(checked)
+    assert [t.params["iodepth"] for t in tests] == [1, 4] and all(t.target.kind == "zvol" for t in tests)
+    assert checked.schedule.decide_orders is False and checked.schedule.repeats_min == 2
+    rng = random.Random(7)
+    sched = Scheduler(tests, checked.schedule, {})
+    done = 0
+    while batch := sched.next_batch():
+        for slot in batch:
+            v = (200.0 if slot.test.params["iodepth"] == 4 else 100.0) * rng.gauss(1, 0.02) * 2**20
+            sched.observe(slot.test.id, Observation(slot.run_no, slot.warmup, "done", v, {"total.bw_bytes": v}))
+            done += 1
+        sched.end_batch()
+    # two runs each leave one degree of freedom per test (t at the sequential level ~7): the third decides
+    assert done == 6, done
+    kinds = [d.kind for d in sched.decisions]
+    assert kinds == ["decided", "decided"] and "QD4 doubles writes: holds" in sched.decisions[0].reason
+
+
+@pytest.mark.parametrize(
+    "name", ["zvol-issues", "tuning-matrix", "compression-cache", "recordsize-mix", "zvol-vs-qcow2"]
+)
+def test_every_preset_carries_claims_that_its_matrix_covers_at_every_scale(name: str) -> None:
+    """(zvol-issues' full form, 2,703 tests, is expanded by test_plan_golden, which refuses its claims too)"""
+    text = Path(preset_path(name) or "").read_text()
+    for scale in ("quick", "ci") if name == "zvol-issues" else ("", "quick", "ci"):
+        s = parse_spec(text, f"{name}.toml", scale)
+        assert any(c.source == "claim" for c in s.report.claims), (name, scale)
+        checked = check_spec(s, expand(s))  # expand refuses a claim the scale's matrix cannot decide
+        assert checked.only, (name, scale)
+
+
+def test_check_refuses_a_campaign_without_claims_and_bad_claims(tmp_path: Path) -> None:
+    bad = tmp_path / "c.toml"
+    bad.write_text(CAMPAIGN.format(claims="", campaign=""))
+    res = tankbench("check", str(bad), cwd=tmp_path)
+    assert res.returncode == 2 and "states no claim" in res.stderr and "Traceback" not in res.stderr
+    bad.write_text(
+        CAMPAIGN.format(
+            claims='[[claim]]\nname = "x"\ncompare = { slog = [true, false] }\nmetric = "iops"\nexpect = ">= 3x"\n',
+            campaign="",
+        )
+    )
+    res = tankbench("check", str(bad), cwd=tmp_path)
+    assert res.returncode == 2 and 'claim[0] ("x").compare' in res.stderr and "no axis 'slog'" in res.stderr
+    assert list(tmp_path.iterdir()) == [bad], "nothing written"
