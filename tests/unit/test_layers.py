@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("analysis",),
     ("campaign", "schedule", "progress", "verdict", "fio.jobs"),
     ("targets",),
-    ("guest", "lab", "preflight", "secrets", "tunables", "coldcache", "fio.clientserver"),
+    ("guest", "lab", "preflight", "secrets", "tunables", "coldcache", "capability", "fio.clientserver"),
     ("hosts",),
     ("fio", "fio.parse", "fio.layout", "fio.importer", "zfs", "journal", "metrics", "copytest", "safety"),
     # "": the package itself (its version)

@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tankbench.analysis.cases import Dataset, RunView, TestSummary
+from tankbench.analysis.mechanisms import MECHANISM_CHECKS
 from tankbench.analysis.stats import monotonic_increase
+from tankbench.analysis.warning import Warning as Warning
+from tankbench.analysis.warning import _warning as _warning
 from tankbench.units import fmt_size
 
 CV_LIMIT = 0.10
@@ -16,32 +19,11 @@ DIRTY_LIMIT = 64 * 1024 * 1024
 DEFAULT_TXG_TIMEOUT = 5.0
 
 
-@dataclass(frozen=True)
-class Warning:
-    """A reason to distrust some numbers, the rows it concerns (tests.id, runs.id) and how to fix it."""
-
-    code: str
-    severity: str  # "error" (numbers wrong), "warning" (numbers doubtful), "info" (cannot check)
-    message: str
-    fix: str
-    test_ids: tuple[str, ...] = ()
-    run_rows: tuple[int, ...] = ()
-
-
 def _size_bytes(text: Any) -> int | None:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*", str(text).lower())
     if not m:
         return None
     return int(float(m.group(1)) * 1024 ** " kmgtp".index(m.group(2) or " "))
-
-
-def _warning(
-    code: str, sev: str, tests: list[TestSummary], msg: str, fix: str, rows: Iterable[int] = ()
-) -> Iterator[Warning]:
-    """One warning naming the tests (and run rows) a check holds for; none when it holds for none."""
-    if tests:
-        names = ", ".join(f"#{t.number}" for t in tests[:12]) + (" …" if len(tests) > 12 else "")
-        yield Warning(code, sev, f"{msg} (tests {names})", fix, tuple(t.id for t in tests), tuple(rows))
 
 
 _ACCEL = {"tcg": "qemu TCG (emulated)", "kvm": "KVM", "": "not virtualised"}
@@ -136,11 +118,6 @@ def _sparse(c: Mapping[str, Any]) -> bool:
 
 
 TRAP_LAYOUTS = ("unwritten", "zero")
-
-
-def _direct_unaligned(t: TestSummary) -> bool:
-    rs, bs = _size_bytes(t.props.get("recordsize", t.props.get("volblocksize", ""))), _size_bytes(t.params.get("bs"))
-    return t.params.get("io") == "direct" and bool(rs and bs) and bs % rs != 0  # type: ignore[operator]
 
 
 def _misaligned_ashift(z: Mapping[str, Any]) -> bool:
@@ -302,14 +279,6 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "remove buffer_compress_percentage / zero_buffers; tankbench's default is incompressible refill_buffers",
         lambda t: _compress_options(t) or str(t.fio_options.get("refill_buffers", "1")) == "0",
     ),
-    TestCheck(
-        "direct-unaligned",
-        "warning",
-        "O_DIRECT with a block size that is not a multiple "
-        "of recordsize/volblocksize: each I/O becomes a read-modify-write of a whole record",
-        "match bs to recordsize (or volblocksize), or test buffered I/O",
-        lambda t: _direct_unaligned(t),
-    ),
     # seed 002's trap as an axis: reads of an unwritten or zero-filled file measure memory; compressible data with
     # compression on moves less than fio reports; and data that compressed although nobody asked for it
     TestCheck(
@@ -418,13 +387,6 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         ),
     ),
     TestCheck(
-        "arc-hits",
-        "warning",
-        "ARC hit ratio above 90 %: the reads measure the cache",
-        "make the working set larger than the ARC, or set primarycache=metadata for the test",
-        lambda t: t.zfs and "read" in t.case and (t.zfs.get("arc.hit_ratio") or 0) > 0.9,
-    ),
-    TestCheck(
         "runtime-vs-txg",
         "warning",
         "Write runtime shorter than 3 txg intervals: where the txg syncs fall decides the result",
@@ -454,13 +416,6 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         'Buffered I/O on a dataset with direct=always (OpenZFS >= 2.3): the "buffered" test measured direct I/O',
         "set direct=standard on the dataset for buffered tests",
         lambda t: t.zfs.get("zfs.direct_forced"),
-    ),
-    TestCheck(
-        "partial-record-writes",
-        "warning",
-        "bs is not a whole number of records/volblocks: overwrites read-modify-write whole blocks",
-        "match bs to recordsize/volblocksize, or expect this cost in the numbers",
-        lambda t: t.zfs.get("zfs.partial_record_writes"),
     ),
     TestCheck(
         "ashift-alignment",
@@ -534,7 +489,7 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
 def validity_warnings(ds: Dataset) -> tuple[Warning, ...]:
     """All warnings, most severe first."""
     out: list[Warning] = [*check_emulated(ds), *check_fingerprints(ds)]
-    for check in CHECKS:
+    for check in (*CHECKS, *MECHANISM_CHECKS):
         out.extend(check.warnings(ds))
     order = {"error": 0, "warning": 1, "info": 2}
     return tuple(sorted(out, key=lambda w: order[w.severity]))

@@ -1,0 +1,119 @@
+"""Why: what bounded each run, named with the figures that show it (issue 32).
+
+One rule per limiter, each its own module with its own tests, in a registry like the validity checks: the ARC,
+the network, read-modify-write, the write throttle, the log device, the data disks, the CPU. A rule reads only
+what the run recorded (`RunFacts`: the journal's metrics and checks, the test and the fingerprint); none touches a
+host. `name_limiter` asks every rule and names one: the run did not measure the pool at all (tier 1: ARC,
+network) before a ZFS mechanism that made the disks or writers wait (tier 2: read-modify-write, write throttle)
+before a plain resource at its limit (tier 3: log device, data disks, CPU — the fullest wins); none holding is
+"not determined", with what was missing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tankbench.analysis.limiters import arc, cpu, disks, network, rmw, throttle
+from tankbench.analysis.limiters.base import KINDS, LABELS, Finding, Limit, Rule, size
+from tankbench.analysis.limiters.facts import RunFacts
+from tankbench.targets import KindTraits
+
+__all__ = [
+    "KINDS",
+    "LABELS",
+    "LIMIT_CHECK_KEYS",
+    "RULES",
+    "Finding",
+    "Limit",
+    "Rule",
+    "RunFacts",
+    "name_limiter",
+    "run_facts",
+    "summary_limit",
+]
+
+#: every limiter rule, in the order ties are broken within a tier
+RULES: tuple[Rule, ...] = (arc.RULE, network.RULE, rmw.RULE, throttle.RULE, disks.LOG, disks.DATA, cpu.RULE)
+
+
+def run_facts(
+    params: Mapping[str, Any],
+    props: Mapping[str, Any],
+    traits: KindTraits,
+    metrics: Mapping[str, Any],
+    checks: Mapping[str, Any],
+    fingerprint: Mapping[str, Any] | None = None,
+) -> RunFacts:
+    """A run's facts; `props` are the target's properties (a matrix axis of the same name in `params` wins)."""
+    merged = {**props, **{k: v for k, v in params.items() if k in ("recordsize", "volblocksize")}}
+    return RunFacts(params, merged, traits, metrics, checks, fingerprint or {})
+
+
+def _amplification(f: RunFacts) -> str:
+    """Reads smaller than the ZFS block read the whole block: the measured factor, for reads that reached the disks."""
+    disk = arc.disk_read_bytes(f)
+    if f.direction != "read" or not f.zfs or not disk or f.read_bytes <= 0:
+        return ""
+    factor = disk / f.read_bytes
+    if factor < 1.3:
+        return ""
+    why = f" ({size(f.bs)} reads of {size(f.block)} blocks)" if f.block and f.bs and f.bs < f.block else ""
+    return f"; reads amplify: the disks read {factor:.1f}× what fio read{why}"
+
+
+def _notes(f: RunFacts) -> str:
+    """What the figures say beside the limiter: reads amplified, the network not the limit or not judged."""
+    text = _amplification(f)
+    note = network.note(f)
+    return text + (f"; {note}" if note else "")
+
+
+def _undetermined(f: RunFacts) -> Limit:
+    parts = [p for p in (disks.busiest_text(f), cpu.summary(f) and f"CPU: {cpu.summary(f)}") if p]
+    text = "no figure reached its limit" + (f" ({'; '.join(parts)})" if parts else "")
+    missing = f.missing()
+    if missing:
+        text += "; missing: " + ", ".join(missing)
+    return Limit("not-determined", text + _notes(f), "", {}, missing + _zfs_gap(f))
+
+
+def _zfs_gap(f: RunFacts) -> tuple[str, ...]:
+    gap = f.zfs_unavailable()
+    return (f"ZFS evidence (not a ZFS target): {', '.join(gap)}",) if gap else ()
+
+
+def name_limiter(f: RunFacts) -> Limit:
+    """What bounded the run (see the module's docstring for how one is chosen among the rules that hold)."""
+    found = [(r, x) for r in RULES if (x := r.find(f)) is not None]
+    if not found:
+        return _undetermined(f)
+    tier = min(r.tier for r, _ in found)
+    best = max((x for r, x in found if r.tier == tier), key=lambda x: x.score)
+    text = best.evidence
+    behind = [x for r, x in found if r.tier == 3 and x is not best]
+    if tier < 3 and behind:
+        top = max(behind, key=lambda x: x.score)
+        text += f"; behind it: {top.kind.replace('-', ' ')} — {top.evidence}"
+    return Limit(best.kind, text + _notes(f), best.detail, best.figures, f.missing() + _zfs_gap(f))
+
+
+#: the run checks the report reads per run (journal index): what bounded it, the part, the sentence
+LIMIT_CHECK_KEYS = ("limit.kind", "limit.detail", "limit.evidence")
+
+
+def summary_limit(runs: Sequence[Mapping[str, Any]], last: RunFacts | None) -> Limit | None:
+    """A test's limiter from its measured runs' checks: the kind most of them recorded, with the last such run's
+    evidence (and how many runs named another); with none recorded (an older journal, imported fio output), its
+    last measured run's figures named now. None without a measured run."""
+    kinds = [str(r["limit.kind"]) for r in runs if r.get("limit.kind")]
+    if not kinds:
+        return name_limiter(last) if last is not None else None
+    top, n = Counter(kinds).most_common(1)[0]
+    run = next(r for r in reversed(runs) if r.get("limit.kind") == top)
+    evidence = str(run.get("limit.evidence", ""))
+    if n < len(kinds):
+        others = ", ".join(f"{k} {c}" for k, c in Counter(kinds).items() if k != top)
+        evidence += f" ({n} of {len(kinds)} runs; the others: {others})"
+    return Limit(top, evidence, str(run.get("limit.detail", "")))

@@ -1,0 +1,104 @@
+"""What each disk can do (issue 32): a short read-only fio probe per disk — random 4k reads at QD1 and at QD32,
+sequential 1M reads at QD4 — measured once per disk and fingerprint and kept in the fingerprint
+(`device_capability`, by the disk's stable id). The probe only reads (fio --readonly, O_DIRECT): it is safe on a
+disk that holds data, a pool's vdev included. The limiter compares each disk's figures during a run with these.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tankbench.hosts.base import Host
+
+MIB = 1 << 20
+#: (key, rw, bs, ioengine, iodepth): the three probes, each over every disk at once (one fio job per disk)
+PROBES = (
+    ("read_iops_qd1", "randread", 4096, "psync", 1),
+    ("read_iops_deep", "randread", 4096, "libaio", 32),
+    ("read_mibs_seq", "read", MIB, "libaio", 4),
+)
+#: seconds each probe runs (after a 0.5 s ramp)
+PROBE_S = 2.0
+#: listing of the host's stable disk names: "<kernel name> <by-id name>" per line
+_IDS = 'for l in /dev/disk/by-id/*; do [ -e "$l" ] && echo "$(basename "$(readlink -f "$l")") ${l##*/}"; done'
+
+
+def disk_ids(host: Host, names: Iterable[str]) -> dict[str, str]:
+    """{kernel name: stable by-id name (shortest, not a partition)}; a disk without one keeps its kernel name
+    (the agent's disk_ids, asked from here)."""
+    wanted = set(names)
+    res = host.run(["sh", "-c", _IDS], timeout=60)
+    found: dict[str, str] = {}
+    for line in sorted(res.stdout.splitlines(), key=len):
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in wanted and "-part" not in parts[1]:
+            found.setdefault(parts[0], parts[1])
+    return {n: found.get(n, n) for n in wanted}
+
+
+def probe_job(names: Sequence[str], rw: str, bs: int, engine: str, depth: int, seconds: float = PROBE_S) -> str:
+    """One fio job file: a job per disk (/dev/<name>), reading only."""
+    head = (
+        f"[global]\nreadonly=1\ndirect=1\nrw={rw}\nbs={bs}\nioengine={engine}\niodepth={depth}\n"
+        f"time_based=1\nruntime={seconds}s\nramp_time=0.5s\nrandrepeat=0\nnorandommap=1\n"
+    )
+    return head + "".join(f"\n[{n}]\nfilename=/dev/{n}\n" for n in names)
+
+
+def _results(text: str) -> dict[str, tuple[float, float]]:
+    """{job (disk) name: (read IOPS, read MiB/s)} of fio's JSON output."""
+    doc = json.loads(text[text.index("{") :])
+    return {
+        str(j["jobname"]): (float(j["read"]["iops"]), float(j["read"]["bw_bytes"]) / MIB) for j in doc.get("jobs", [])
+    }
+
+
+def measure(host: Host, names: Sequence[str], seconds: float = PROBE_S) -> dict[str, dict[str, Any]]:
+    """{kernel name: {read_iops_qd1, read_iops_deep, read_mibs_seq, how}} measured on the host now; a disk fio
+    could not read gets {"error": why} instead (not root, no such device)."""
+    out: dict[str, dict[str, Any]] = {n: {"how": f"fio --readonly probe, {seconds:g} s each"} for n in names}
+    for key, rw, bs, engine, depth in PROBES:
+        job = probe_job(names, rw, bs, engine, depth, seconds)
+        res = host.run(
+            ["sh", "-c", 'f=$(mktemp) && cat > "$f" && fio --output-format=json "$f"; rc=$?; rm -f "$f"; exit $rc'],
+            input=job.encode(),
+            timeout=120 + 2 * seconds,
+        )
+        try:
+            figures = _results(res.stdout)
+        except (ValueError, KeyError, TypeError):
+            why = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["fio failed"]
+            return {n: {"error": f"the read-only probe failed: {why[0][:200]}"} for n in names}
+        for n in names:
+            iops, mibs = figures.get(n, (0.0, 0.0))
+            out[n][key] = round(mibs if key.endswith("_seq") else iops, 1)
+    return out
+
+
+def reuse(
+    fingerprints: Iterable[Mapping[str, Any]], comparable: Mapping[str, Any], ids: Iterable[str]
+) -> dict[str, Any]:
+    """The capabilities an earlier fingerprint with the same comparable facts (kernel, CPU, disk models, …)
+    already holds for these disk ids (measure once per disk and fingerprint)."""
+    want, out = set(ids), {}
+    for fp in fingerprints:
+        same = all(fp.get(k) == v for k, v in comparable.items())
+        caps = fp.get("device_capability")
+        if same and isinstance(caps, Mapping):
+            out.update({i: c for i, c in caps.items() if i in want and "error" not in c})
+    return out
+
+
+def capabilities(
+    host: Host, names: Sequence[str], known: Mapping[str, Any], seconds: float = PROBE_S
+) -> dict[str, dict[str, Any]]:
+    """{disk id: capability} for the given kernel disk names: taken from `known` (by id) where it holds one, the
+    rest measured now (a probe fio refuses is recorded as an error; HostError from the host propagates)."""
+    ids = disk_ids(host, names)
+    out = {ids[n]: dict(known[ids[n]]) for n in names if ids[n] in known}
+    todo = [n for n in names if ids[n] not in out]
+    if todo:
+        out.update({ids[n]: c for n, c in measure(host, todo, seconds).items()})
+    return out

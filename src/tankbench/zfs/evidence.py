@@ -1,0 +1,163 @@
+"""What ZFS says about a run's limiter (issue 32), pure functions over captured text: each leaf vdev's latency
+and queues (`zpool iostat -Hpv -l -q`), the write throttle's counters (the `dmu_tx` kstat), and which role each
+sampled disk plays in the pool (data, log, cache)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tankbench.agent import disk_label
+from tankbench.zfs.parse import _GROUP_RE, IOSTAT_SECTIONS, parse_arcstats
+
+DMU_TX = "/proc/spl/kstat/zfs/dmu_tx"
+#: `dmu_tx` counters kept as run deltas (metrics dmu_tx.<name>): transactions assigned, and each way ZFS held a
+#: writer back (dirty_delay: past zfs_delay_min_dirty_percent; dirty_throttle: the ARC's dirty data over its
+#: share; dirty_over_max: at zfs_dirty_data_max; wrlog_delay: the ZIL's log data over its limit; delay: ...)
+DMU_TX_COUNTERS = (
+    "assigned",
+    "delay",
+    "error",
+    "suspended",
+    "group",
+    "memory_reserve",
+    "memory_reclaim",
+    "dirty_throttle",
+    "dirty_delay",
+    "dirty_over_max",
+    "dirty_frees_delay",
+    "wrlog_delay",
+    "quota",
+)
+#: the ways a writer is held back, summed as "writer delays"
+HELD = ("dirty_delay", "dirty_throttle", "dirty_over_max", "wrlog_delay", "dirty_frees_delay")
+
+#: `zpool iostat -l` wait columns after the six of -p (ns with -p; rebuild_wait from OpenZFS 2.0 on)
+LATENCY = (
+    "total_wait_r",
+    "total_wait_w",
+    "disk_wait_r",
+    "disk_wait_w",
+    "syncq_wait_r",
+    "syncq_wait_w",
+    "asyncq_wait_r",
+    "asyncq_wait_w",
+    "scrub_wait",
+    "trim_wait",
+    "rebuild_wait",
+)
+#: `zpool iostat -q` queue columns after them: pending and active per class (rebuildq from 2.0 on)
+QUEUES = tuple(
+    f"{q}_{a}"
+    for q in (
+        "syncq_read",
+        "syncq_write",
+        "asyncq_read",
+        "asyncq_write",
+        "scrubq_read",
+        "trimq_write",
+        "rebuildq_write",
+    )
+    for a in ("pend", "activ")
+)
+KEPT_QUEUES = QUEUES[:8]
+
+
+def dmu_tx_delta(before: str, after: str) -> dict[str, float]:
+    """dmu_tx.<counter> deltas over the run (a counter missing from either text, or gone backwards: left out)."""
+    a, b = parse_arcstats(before), parse_arcstats(after)
+    out: dict[str, float] = {}
+    for name in DMU_TX_COUNTERS:
+        key = f"dmu_tx_{name}"
+        if key in a and key in b and b[key] >= a[key]:
+            out[f"dmu_tx.{name}"] = float(b[key] - a[key])
+    return out
+
+
+def writer_delays(m: Mapping[str, Any]) -> float:
+    """Every time ZFS held a writer back during the run (the HELD counters summed)."""
+    return float(sum(float(m.get(f"dmu_tx.{k}", 0.0) or 0.0) for k in HELD))
+
+
+def vdev_label(name: str) -> str:
+    """A vdev path as the disks' labels name it: /dev/disk/by-id/virtio-tbdata0-part1 -> tbdata0."""
+    base = name.rsplit("/", 1)[-1]
+    stem, sep, part = base.rpartition("-part")
+    if sep and part.isdigit():
+        base = stem
+    return disk_label(base)
+
+
+def _value(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _columns(n: int) -> tuple[str, ...]:
+    """The names of the n columns after the six of -p: -l then -q, with or without the rebuild columns."""
+    if n >= len(LATENCY) + len(QUEUES):
+        return LATENCY + QUEUES
+    if n >= len(LATENCY) - 1 + len(QUEUES) - 2:
+        return LATENCY[:-1] + QUEUES[:-2]
+    return ()
+
+
+def roles(status: Mapping[str, Any]) -> dict[str, str]:
+    """{leaf vdev label: data | log | cache | special | dedup} from parse_zpool_status."""
+    out = {vdev_label(d): "data" for d in status.get("data", [])}
+    for section in IOSTAT_SECTIONS:
+        for d in status.get(section, []):
+            out[vdev_label(d)] = "log" if section == "logs" else section
+    return out
+
+
+def vdev_figures(text: str, status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per leaf vdev (by label) over the run's `zpool iostat -Hpv -l -q -y POOL 1` intervals: mean ops and bytes
+    per second each way, waits in ms (each weighted by that interval's ops in its direction) and mean queue
+    lengths; {} when the output has no -l -q columns."""
+    role = roles(status)
+    acc: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        f = line.split("\t")
+        cols = _columns(len(f) - 7)
+        label = vdev_label(f[0].strip())
+        if not cols or label not in role or _GROUP_RE.match(f[0].strip()):
+            continue
+        a = acc.setdefault(label, {"n": 0.0})
+        a["n"] += 1
+        ops = {"r": _value(f[3]) or 0.0, "w": _value(f[4]) or 0.0}
+        for k, t in zip(("read_ops", "write_ops", "read_bw", "write_bw"), f[3:7]):
+            a[k] = a.get(k, 0.0) + (_value(t) or 0.0)
+        for k, t in zip(cols, f[7:]):
+            v = _value(t)
+            if v is None:
+                continue
+            if k in LATENCY:
+                w = ops.get(k[-1], 0.0) if k[-2] == "_" else 0.0
+                a[k] = a.get(k, 0.0) + v * w
+            elif k in KEPT_QUEUES:
+                a[k] = a.get(k, 0.0) + v
+    return {label: _means(a, role[label]) for label, a in acc.items()}
+
+
+def _means(a: Mapping[str, float], role: str) -> dict[str, Any]:
+    n = a["n"]
+    out: dict[str, Any] = {"role": role, "intervals": int(n)}
+    for k in ("read_ops", "write_ops", "read_bw", "write_bw", *KEPT_QUEUES):
+        out[k] = round(a.get(k, 0.0) / n, 2)
+    for k in LATENCY[:8]:
+        ops = a.get("read_ops" if k.endswith("_r") else "write_ops", 0.0)
+        if k in a and ops:
+            out[f"{k}_ms"] = round(a[k] / ops / 1e6, 3)
+    return out
+
+
+def with_roles(devices: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    """The agent's dev.devices with each disk's role in the pool (matched by label; a disk not in the pool: "")."""
+    role = roles(status)
+    return {
+        name: {**d, "role": role.get(str(d.get("label", name)), "")} if isinstance(d, Mapping) else d
+        for name, d in devices.items()
+    }
