@@ -1265,6 +1265,15 @@ def cpu_groups(
     return {"cpu.groups": groups, "cpu.group_threads": {g: n for g, n in b[1].items() if g in groups}}
 
 
+def raw_clock_ns(t: float) -> int:
+    """A time.monotonic() reading on CLOCK_MONOTONIC_RAW, the clock of OpenZFS's gethrtime() (the txgs kstat's
+    birth times), in ns; plain CLOCK_MONOTONIC where there is no raw clock."""
+    clock = getattr(time, "CLOCK_MONOTONIC_RAW", None)
+    if clock is None:
+        return int(t * 1e9)
+    return time.clock_gettime_ns(clock) - int((time.monotonic() - t) * 1e9)
+
+
 def evidence_snapshot(devices: Iterable[str]) -> dict[str, Any]:
     """What evidence_checks compares: the clock, the disks' diskstats and the thread groups' CPU ticks."""
     return {"t": time.monotonic(), "disks": disk_ticks(devices), "cpu": thread_cpu()}
@@ -1475,6 +1484,7 @@ def op_fio_run(req: dict[str, Any]) -> None:
         metrics=sampler.summary(),
         checks={
             **sampler.evidence(),
+            "fio.t0_monotonic_ns": raw_clock_ns(t0),  # fio's start on the clock of ZFS's txg times
             "drain.dirty_start_bytes": dirty_start,
             "drain.dirty_end_bytes": dirty_end,
             "preflight.presync_s": round(presync_s, 3),

@@ -92,7 +92,13 @@ def from_capture(
     samples = zparse.iostat_series(intervals)
     rows_before = zparse.parse_txgs(before.get(txgs_path(pool), ""))
     last_txg = zparse.last_committed_txg(rows_before)  # the txg open at the start belongs to this run
-    metrics.update(zparse.txg_summary(last_txg, zparse.parse_txgs(after.get(txgs_path(pool), ""))))
+    txgs = zparse.parse_txgs(after.get(txgs_path(pool), ""))
+    metrics.update(zparse.txg_summary(last_txg, txgs))
+    t0 = dict(res.get("checks", {})).get("fio.t0_monotonic_ns")
+    if isinstance(t0, int):  # when each txg synced, on fio's time axis (the report marks them on its series)
+        from tankbench.zfs.evidence import txg_syncs
+
+        samples.update(txg_syncs(txgs, last_txg, t0, test.ramp))
     ds = dataset_name(test)
     zil, zil_source = zparse.zil_run_delta(before, after, ds)
     metrics.update(zil)

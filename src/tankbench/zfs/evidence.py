@@ -161,3 +161,16 @@ def with_roles(devices: Mapping[str, Any], status: Mapping[str, Any]) -> dict[st
         name: {**d, "role": role.get(str(d.get("label", name)), "")} if isinstance(d, Mapping) else d
         for name, d in devices.items()
     }
+
+
+def txg_syncs(rows: list[dict[str, Any]], before_last_txg: int, t0_ns: int, ramp_s: float) -> dict[str, list[float]]:
+    """When each txg of the run synced, for the report's time series: txg_sync_start_s (seconds after fio's ramp
+    ended: the txgs kstat's birth is CLOCK_MONOTONIC, as the agent's fio start `t0_ns`; the sync starts after
+    the txg's open, quiesce and wait times), txg_sync_s (how long it synced) and txg_dirty_bytes."""
+    out: dict[str, list[float]] = {"txg_sync_start_s": [], "txg_sync_s": [], "txg_dirty_bytes": []}
+    for r in sorted((r for r in rows if r["state"] == "C" and r["txg"] > before_last_txg), key=lambda r: r["txg"]):
+        start = r["birth"] + r["otime"] + r["qtime"] + r["wtime"]
+        out["txg_sync_start_s"].append(round((start - t0_ns) / 1e9 - ramp_s, 3))
+        out["txg_sync_s"].append(round(r["stime"] / 1e9, 3))
+        out["txg_dirty_bytes"].append(float(r["ndirty"]))
+    return out if out["txg_sync_start_s"] else {}
