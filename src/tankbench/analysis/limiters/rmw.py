@@ -34,10 +34,11 @@ def partial(f: RunFacts) -> bool:
 
 
 def read_factor(f: RunFacts) -> float | None:
-    """Bytes the disks read per byte fio wrote, None when neither is known."""
-    r, _, rbw = disk_rates(f)
+    """Bytes the disks read per byte fio wrote (0: they read nothing — the blocks were new or in the ARC), None
+    when fio wrote nothing or the disks were not measured."""
+    measured = f.role_devices("data") or any(f.m(k) is not None for k in ("dev.read_iops", "zpool.read_ops_per_s"))
     written = f.write_bytes / f.seconds if f.seconds else 0.0
-    return rbw / written if written and (r or rbw) else None
+    return disk_rates(f)[2] / written if written and measured else None
 
 
 def find(f: RunFacts) -> Finding | None:
