@@ -1038,7 +1038,9 @@ class Sampler:
     def __enter__(self) -> Sampler:
         self.t0 = time.monotonic()
         self.first = self.prev = self.snapshot()
+        t = time.monotonic()
         self.ev_first = evidence_snapshot(self.devices)
+        self.evidence_s = time.monotonic() - t  # what the limiter's evidence costs a run (bench/overhead)
         self._thread.start()
         return self
 
@@ -1046,12 +1048,17 @@ class Sampler:
         self._stop.set()
         self._thread.join()
         self.last = self.snapshot()
+        t = time.monotonic()
         self.ev_last = evidence_snapshot(self.devices)
+        self.evidence_s += time.monotonic() - t
 
     def evidence(self) -> dict[str, Any]:
         """The checks a limiter reads, over the same span as summary(): each disk's figures (dev.devices) and the
         CPU of each thread group (cpu.groups, cpu.group_threads)."""
-        return evidence_checks(self.ev_first, self.ev_last, self.devices)
+        t = time.monotonic()
+        out = evidence_checks(self.ev_first, self.ev_last, self.devices)
+        out["harness.evidence_s"] = round(self.evidence_s + time.monotonic() - t, 4)
+        return out
 
     def _loop(self) -> None:
         c0 = time.thread_time()
@@ -1463,6 +1470,9 @@ def op_fio_run(req: dict[str, Any]) -> None:
         except (OSError, subprocess.TimeoutExpired) as e:
             after.append({"argv": argv_, "rc": -1, "stdout": "", "stderr": str(e)})
     fio_json = read_text(out)
+    t_logs = time.monotonic()
+    seconds = fio_seconds(workdir)  # fio's per-second logs, read once (bench/overhead measures them)
+    t_logs = time.monotonic() - t_logs
     # the agent's own time around fio (the run's share of the per-run fixed cost, docs/schedule.md): before
     # fio started (job file, noise facts, samplers), after it ended beside the drain (samplers' stop, captures,
     # the next run's layout check, commands after the run)
@@ -1470,6 +1480,7 @@ def op_fio_run(req: dict[str, Any]) -> None:
         "harness.run_before_s": round(t0 - t_req, 4),
         "harness.run_after_s": round(time.monotonic() - t_end - drain_s, 4),
         "harness.layout_after_s": round(t_layout, 4),
+        "harness.fio_logs_s": round(t_logs, 4),
     }
     emit(
         "result",
@@ -1480,7 +1491,7 @@ def op_fio_run(req: dict[str, Any]) -> None:
         drain_s=drain_s,
         fio_json=fio_json,
         stderr_tail=err.decode(errors="replace")[-4000:],
-        samples={**sampler.series, **fio_seconds(workdir)},
+        samples={**sampler.series, **seconds},
         metrics=sampler.summary(),
         checks={
             **sampler.evidence(),

@@ -14,8 +14,13 @@ from tankbench.units import fmt_size
 
 
 def short(evidence: str) -> str:
-    """The evidence's first clause (up to the first ';'), for a sentence that names two limiters."""
-    return evidence.split(";", 1)[0].strip()
+    """The evidence's first clause (up to the first ';' outside parentheses), for a sentence naming two limiters."""
+    depth = 0
+    for i, c in enumerate(evidence):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if c == ";" and depth <= 0:
+            return evidence[:i].strip()
+    return evidence.strip()
 
 
 def bound_by(t: TestSummary) -> str:
