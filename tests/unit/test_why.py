@@ -64,3 +64,19 @@ def test_advise_prints_and_exports_the_moves(tmp_path: Path) -> None:
     doc = json.loads(tankbench("advise", "--journal", journal, "--json").stdout)
     kinds = {m["limit.kind"] for m in doc["limiter_moves"]}
     assert "arc" in kinds and all(m["proposal"] and m["limit.evidence"] for m in doc["limiter_moves"])
+
+
+def test_latency_histogram_of_json_plus_merges_jobs_into_powers_of_two() -> None:
+    from tankbench.analysis.histogram import histogram, percent_by_bucket
+    from tests.conftest import FIXTURES
+
+    text = (FIXTURES / "fio-public" / "local-fio-3.33-jsonplus-numjobs2-two-jobs.json").read_text()
+    h = histogram(text)
+    doc = json.loads(text)
+    for d in ("read", "write"):
+        ios = sum(int(c) for j in doc["jobs"] for c in j[d]["clat_ns"].get("bins", {}).values())
+        assert sum(n for _, n in h[d]) == ios > 0
+        edges = [e for e, _ in h[d]]
+        assert edges == sorted(edges) and all(round(e * 1e6) & (round(e * 1e6) - 1) == 0 for e in edges)
+    assert abs(sum(p for _, p in percent_by_bucket(h["read"])) - 100) < 0.1
+    assert histogram("not json") == {}
