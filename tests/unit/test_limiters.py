@@ -244,3 +244,12 @@ def test_every_rule_is_registered_once_with_a_known_kind() -> None:
     kinds = [r.kind for r in RULES]
     assert len(kinds) == len(set(kinds)) and set(kinds) < set(KINDS)
     assert all(r.reads and r.tier in (1, 2, 3) for r in RULES)
+
+
+def test_a_late_buffered_zvol_run_says_where_its_writes_waited() -> None:
+    m = writes(**{"timing.excess_s": 14.0, "dmu_tx.assigned": 5000.0, "dmu_tx.dirty_throttle": 60.0})
+    f = run_facts({"rw": "write", "bs": "4k", "io": "buffered"}, {}, traits_of("zvol"), m, {}, REAL, drain_s=9.0)
+    limit = name_limiter(f)
+    assert limit.kind == "write-throttle"
+    assert "the data was durable 23 s after fio's runtime (fio exited 14 s late, then 9 s of drain)" in limit.evidence
+    assert "page cache in front of the device, and its last close waited for them" in limit.evidence

@@ -101,7 +101,7 @@ def reference_dataset(j: Journal, settings: Settings) -> Dataset:
             fp = j.fingerprints().get(last.fingerprint_id)
             props = dict(target.get("props", {}))
             kind = traits_of(row.target_kind)
-            facts = run_facts(row.params, props, kind, last.metrics, last.checks, fp.data if fp else {})
+            facts = run_facts(row.params, props, kind, last.metrics, last.checks, fp.data if fp else {}, last.drain_s)
         limit = summary_limit([v.extra for v in views if v.measured], facts)
         tests.append(
             cases.TestSummary(

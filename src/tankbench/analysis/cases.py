@@ -325,8 +325,9 @@ def summarise_test(
         views = tuple(v._replace(late=False) for v in views)
     target = c.get("target", {})
     props = dict(target.get("props", {}))
-    facts = run_facts(row.params, props, traits_of(row.target_kind), *last) if last else None
     measured = [v.extra for v in views if v.measured]
+    drain = next((v.drain_s for v in reversed(views) if v.measured), None)
+    facts = run_facts(row.params, props, traits_of(row.target_kind), *last, drain) if last else None
     return TestSummary(
         row.id,
         row.number,

@@ -68,7 +68,7 @@ def run_limit(r: Run, t: TestRow | None, fps: Mapping[str, Fingerprint]) -> tupl
         return "", ""
     fp = fps.get(r.fingerprint_id)
     props = dict(t.canonical.get("target", {}).get("props", {}))
-    f = run_facts(t.params, props, traits_of(t.target_kind), r.metrics, r.checks, fp.data if fp else {})
+    f = run_facts(t.params, props, traits_of(t.target_kind), r.metrics, r.checks, fp.data if fp else {}, r.drain_s)
     limit = name_limiter(f)
     return limit.kind, limit.evidence
 

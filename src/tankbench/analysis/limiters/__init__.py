@@ -45,10 +45,11 @@ def run_facts(
     metrics: Mapping[str, Any],
     checks: Mapping[str, Any],
     fingerprint: Mapping[str, Any] | None = None,
+    drain_s: float | None = None,
 ) -> RunFacts:
     """A run's facts; `props` are the target's properties (a matrix axis of the same name in `params` wins)."""
     merged = {**props, **{k: v for k, v in params.items() if k in ("recordsize", "volblocksize")}}
-    return RunFacts(params, merged, traits, metrics, checks, fingerprint or {})
+    return RunFacts(params, merged, traits, metrics, checks, fingerprint or {}, drain_s)
 
 
 def _amplification(f: RunFacts) -> str:
@@ -63,9 +64,28 @@ def _amplification(f: RunFacts) -> str:
     return f"; reads amplify: the disks read {factor:.1f}× what fio read{why}"
 
 
+def _late(f: RunFacts) -> str:
+    """A run whose data was durable well after fio's runtime (seed 000): how late, and where the writes waited."""
+    excess = f.m("timing.excess_s")
+    runtime = f.m("fio.runtime_s") or 0.0
+    if excess is None or f.direction == "read":
+        return ""
+    past = max(0.0, excess) + (f.drain_s or 0.0)
+    if past < max(2.0, 0.2 * runtime):
+        return ""
+    text = f"; the data was durable {past:.0f} s after fio's runtime (fio exited {max(0.0, excess):.0f} s late"
+    text += f", then {f.drain_s:.0f} s of drain)" if f.drain_s else ")"
+    if not f.direct and f.traits.block_device:
+        text += ": fio's buffered writes waited in the kernel's page cache in front of the device, and its last close waited for them"
+    elif not f.direct:
+        text += ": fio's buffered writes waited in memory until they were flushed"
+    return text
+
+
 def _notes(f: RunFacts) -> str:
-    """What the figures say beside the limiter: reads amplified, the network not the limit or not judged."""
-    text = _amplification(f)
+    """What the figures say beside the limiter: reads amplified, a late run, the network not the limit or not
+    judged."""
+    text = _amplification(f) + _late(f)
     note = network.note(f)
     return text + (f"; {note}" if note else "")
 

@@ -83,6 +83,8 @@ class RunFacts:
     metrics: Mapping[str, Any]
     checks: Mapping[str, Any]
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
+    #: seconds from fio's exit until the written data was durable (the run's drain), None when not measured
+    drain_s: float | None = None
 
     def m(self, key: str) -> float | None:
         """A metric (or a numeric check) by key, None when the run did not record it."""
