@@ -7,9 +7,10 @@ disk that holds data, a pool's vdev included. The limiter compares each disk's f
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from tankbench.errors import HostError
 from tankbench.hosts.base import Host
 
 MIB = 1 << 20
@@ -102,3 +103,27 @@ def capabilities(
     if todo:
         out.update({ids[n]: c for n, c in measure(host, todo, seconds).items()})
     return out
+
+
+def for_campaign(
+    host: Host,
+    names: Sequence[str],
+    earlier: Iterable[Mapping[str, Any]],
+    comparable: Mapping[str, Any],
+    note: Callable[[str], None],
+) -> dict[str, dict[str, Any]]:
+    """The `device_capability` of a campaign's fingerprint: each disk's figures from an earlier fingerprint of the
+    journal with the same comparable facts, the rest probed now (read-only). A host error during the probe is a
+    note, not a failure: the runs then go without capabilities."""
+    if not names:
+        return {}
+    try:
+        ids = disk_ids(host, names)
+        known = reuse(earlier, comparable, ids.values())
+        todo = [n for n in names if ids[n] not in known]
+        if todo:
+            note(f"what each disk can do: a read-only fio probe of {', '.join(todo)} ({len(PROBES)} × {PROBE_S:g} s)")
+        return capabilities(host, names, known)
+    except HostError as e:
+        note(f"warning: the disks' capability probe failed ({e}); the limiter goes by how busy they were")
+        return {}

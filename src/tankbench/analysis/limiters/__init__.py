@@ -18,7 +18,8 @@ from typing import Any
 from tankbench.analysis.limiters import arc, cpu, disks, network, rmw, throttle
 from tankbench.analysis.limiters.base import KINDS, LABELS, Finding, Limit, Rule, size
 from tankbench.analysis.limiters.facts import RunFacts
-from tankbench.targets import KindTraits
+from tankbench.model import Test
+from tankbench.targets import KindTraits, traits_of
 
 __all__ = [
     "KINDS",
@@ -29,6 +30,7 @@ __all__ = [
     "Limit",
     "Rule",
     "RunFacts",
+    "limit_checks",
     "name_limiter",
     "run_facts",
     "summary_limit",
@@ -137,3 +139,15 @@ def summary_limit(runs: Sequence[Mapping[str, Any]], last: RunFacts | None) -> L
         others = ", ".join(f"{k} {c}" for k, c in Counter(kinds).items() if k != top)
         evidence += f" ({n} of {len(kinds)} runs; the others: {others})"
     return Limit(top, evidence, str(run.get("limit.detail", "")))
+
+
+def limit_checks(
+    test: Test,
+    metrics: Mapping[str, Any],
+    checks: Mapping[str, Any],
+    fingerprint: Mapping[str, Any],
+    drain_s: float | None,
+) -> dict[str, object]:
+    """The `limit.*` checks of a run being recorded (the runner calls this once the run's figures are complete)."""
+    f = run_facts(test.params, test.target.props, traits_of(test.target.kind), metrics, checks, fingerprint, drain_s)
+    return name_limiter(f).checks()
