@@ -1,0 +1,100 @@
+"""What a disk can do (issue 32): the read-only probe's job, reading fio's answer, reusing an earlier
+fingerprint's figures, and what a failed probe leaves. The host is a fake at the boundary (FakeHost answers the two
+commands the probe runs); tests/lab/test_seeds.py checks the probe against the lab's disk models."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tankbench import capability
+from tankbench.errors import HostError
+from tankbench.hosts.base import Result
+
+IDS = "vdb virtio-tbdata0\nvdb1 virtio-tbdata0-part1\nvdc virtio-tblog0\nsda wwn-0x5000\nsda ata-DISK_123\n"
+
+
+class FakeHost:
+    """A host that lists by-id names and answers fio with fixed figures per probe (reads only)."""
+
+    name = "fake"
+
+    def __init__(self, fio_rc: int = 0) -> None:
+        self.jobs: list[str] = []
+        self.fio_rc = fio_rc
+
+    def run(self, argv: list[str], *, input: bytes | None = None, timeout: float | None = None) -> Result:
+        if input is None:
+            return Result(tuple(argv), 0, IDS, "")
+        job = input.decode()
+        self.jobs.append(job)
+        if self.fio_rc:
+            return Result(tuple(argv), self.fio_rc, "", "fio: failed to open /dev/vdb: Permission denied")
+        names = [line[1:-1] for line in job.splitlines() if line.startswith("[") and line != "[global]"]
+        deep = "iodepth=32" in job
+        doc = {
+            "jobs": [
+                {
+                    "jobname": n,
+                    "read": {
+                        "iops": 40.2 if n == "vdb" else (1001.0 if deep else 990.0),
+                        "bw_bytes": 16 * 2**20 if n == "vdb" else 128 * 2**20,
+                    },
+                }
+                for n in names
+            ]
+        }
+        return Result(tuple(argv), 0, "fio-3.33\n" + json.dumps(doc), "")
+
+
+def test_the_probe_only_reads_every_disk_at_once() -> None:
+    job = capability.probe_job(["vdb", "vdc"], "randread", 4096, "psync", 1)
+    assert "readonly=1\n" in job and "direct=1\n" in job and "rw=randread\n" in job
+    assert "[vdb]\nfilename=/dev/vdb\n" in job and "[vdc]\nfilename=/dev/vdc\n" in job
+    assert "write" not in job
+
+
+def test_capabilities_by_stable_id() -> None:
+    host = FakeHost()
+    caps = capability.capabilities(host, ["vdb", "vdc"], {})  # type: ignore[arg-type]
+    assert set(caps) == {"virtio-tbdata0", "virtio-tblog0"}
+    assert caps["virtio-tbdata0"]["read_iops_qd1"] == 40.2 and caps["virtio-tbdata0"]["read_mibs_seq"] == 16.0
+    assert caps["virtio-tblog0"]["read_iops_deep"] == 1001.0 and len(host.jobs) == 3
+    assert capability.disk_ids(host, ["sda"]) == {"sda": "wwn-0x5000"}  # type: ignore[arg-type]
+
+
+def test_an_earlier_fingerprint_with_the_same_facts_is_reused() -> None:
+    old = {
+        "kernel": "6.12",
+        "lab_disk_models": {"tbdata0": "hdd"},
+        "device_capability": {"virtio-tbdata0": {"read_iops_qd1": 39.0}},
+    }
+    other = {
+        "kernel": "6.12",
+        "lab_disk_models": {"tbdata0": "ssd"},
+        "device_capability": {"virtio-tbdata0": {"read_iops_qd1": 250.0}},
+    }
+    comparable = {"kernel": "6.12", "lab_disk_models": {"tbdata0": "hdd"}}
+    known = capability.reuse([other, old], comparable, ["virtio-tbdata0", "virtio-tblog0"])
+    assert known == {"virtio-tbdata0": {"read_iops_qd1": 39.0}}
+    host = FakeHost()
+    notes: list[str] = []
+    caps = capability.for_campaign(host, ["vdb", "vdc"], [old], comparable, notes.append)  # type: ignore[arg-type]
+    assert caps["virtio-tbdata0"] == {"read_iops_qd1": 39.0}  # not probed again
+    assert caps["virtio-tblog0"]["read_iops_qd1"] == 990.0
+    assert notes == ["what each disk can do: a read-only fio probe of vdc (3 × 2 s)"]
+
+
+def test_a_probe_fio_refuses_is_an_error_entry_and_a_host_failure_a_note() -> None:
+    caps = capability.capabilities(FakeHost(fio_rc=1), ["vdb"], {})  # type: ignore[arg-type]
+    assert caps == {
+        "virtio-tbdata0": {"error": "the read-only probe failed: fio: failed to open /dev/vdb: Permission denied"}
+    }
+
+    class Down(FakeHost):
+        def run(self, argv: list[str], **kw: Any) -> Result:
+            raise HostError("fake: connection lost")
+
+    notes: list[str] = []
+    assert capability.for_campaign(Down(), ["vdb"], [], {}, notes.append) == {}  # type: ignore[arg-type]
+    assert "capability probe failed" in notes[0]
