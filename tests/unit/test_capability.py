@@ -56,11 +56,11 @@ def test_the_probe_only_reads_every_disk_at_once() -> None:
 
 def test_capabilities_by_stable_id() -> None:
     host = FakeHost()
-    caps = capability.capabilities(host, ["vdb", "vdc"], {})  # type: ignore[arg-type]
+    caps = capability.capabilities(host, ["vdb", "vdc"], {})
     assert set(caps) == {"virtio-tbdata0", "virtio-tblog0"}
     assert caps["virtio-tbdata0"]["read_iops_qd1"] == 40.2 and caps["virtio-tbdata0"]["read_mibs_seq"] == 16.0
     assert caps["virtio-tblog0"]["read_iops_deep"] == 1001.0 and len(host.jobs) == 3
-    assert capability.disk_ids(host, ["sda"]) == {"sda": "wwn-0x5000"}  # type: ignore[arg-type]
+    assert capability.disk_ids(host, ["sda"]) == {"sda": "wwn-0x5000"}
 
 
 def test_an_earlier_fingerprint_with_the_same_facts_is_reused() -> None:
@@ -79,14 +79,14 @@ def test_an_earlier_fingerprint_with_the_same_facts_is_reused() -> None:
     assert known == {"virtio-tbdata0": {"read_iops_qd1": 39.0}}
     host = FakeHost()
     notes: list[str] = []
-    caps = capability.for_campaign(host, ["vdb", "vdc"], [old], comparable, notes.append)  # type: ignore[arg-type]
+    caps = capability.for_campaign(host, ["vdb", "vdc"], [old], comparable, notes.append)
     assert caps["virtio-tbdata0"] == {"read_iops_qd1": 39.0}  # not probed again
     assert caps["virtio-tblog0"]["read_iops_qd1"] == 990.0
     assert notes == ["what each disk can do: a read-only fio probe of vdc (3 × 2 s)"]
 
 
 def test_a_probe_fio_refuses_is_an_error_entry_and_a_host_failure_a_note() -> None:
-    caps = capability.capabilities(FakeHost(fio_rc=1), ["vdb"], {})  # type: ignore[arg-type]
+    caps = capability.capabilities(FakeHost(fio_rc=1), ["vdb"], {})
     assert caps == {
         "virtio-tbdata0": {"error": "the read-only probe failed: fio: failed to open /dev/vdb: Permission denied"}
     }
@@ -96,5 +96,5 @@ def test_a_probe_fio_refuses_is_an_error_entry_and_a_host_failure_a_note() -> No
             raise HostError("fake: connection lost")
 
     notes: list[str] = []
-    assert capability.for_campaign(Down(), ["vdb"], [], {}, notes.append) == {}  # type: ignore[arg-type]
+    assert capability.for_campaign(Down(), ["vdb"], [], {}, notes.append) == {}
     assert "capability probe failed" in notes[0]
