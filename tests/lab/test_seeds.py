@@ -69,7 +69,7 @@ def run_preset(preset: str, tmp_path: Path) -> list[dict[str, object]]:
     conn = sqlite3.connect(journal)
     try:
         rows = conn.execute(
-            "SELECT t.canonical, r.metrics, r.run_no, f.data, r.drain_s FROM runs r JOIN tests t ON t.id = r.test_id "
+            "SELECT t.canonical, r.metrics, r.run_no, f.data, r.drain_s, r.checks FROM runs r JOIN tests t ON t.id = r.test_id "
             "JOIN fingerprints f ON f.id = r.fingerprint_id WHERE r.warmup = 0 AND r.status = 'done' ORDER BY r.id"
         ).fetchall()
     finally:
@@ -82,9 +82,41 @@ def run_preset(preset: str, tmp_path: Path) -> list[dict[str, object]]:
             "run_no": n,
             "fingerprint": json.loads(f),
             "drain_s": d,
+            "checks": json.loads(ch),
         }
-        for c, m, n, f, d in rows
+        for c, m, n, f, d, ch in rows
     ]
+
+
+def limits(rows: list[dict[str, object]], **params: object) -> list[tuple[str, str, str]]:
+    """(limit.kind, limit.detail, limit.evidence) of each run whose params match, in run order (issue 32)."""
+    out = []
+    for r in rows:
+        p, c = r["params"], r["checks"]
+        assert isinstance(p, dict) and isinstance(c, dict)
+        if all(p.get(k) == v for k, v in params.items()):
+            out.append((str(c.get("limit.kind")), str(c.get("limit.detail", "")), str(c.get("limit.evidence", ""))))
+    assert out, params
+    return out
+
+
+def capability_agrees(fp: dict[str, object]) -> dict[str, float]:
+    """Each modelled disk's probed capability against its model (issue 32: within bench/disk-models' 15 %):
+    {drive: worst measured/modelled ratio}."""
+    from tankbench.lab.diskmodels import MIB, MODELS
+
+    caps, models = fp["device_capability"], fp["lab_disk_models"]
+    assert isinstance(caps, dict) and isinstance(models, dict)
+    out = {}
+    for drive, spec in models.items():
+        model = MODELS[str(spec).split(":", 1)[0]]
+        cap = caps.get(f"virtio-{drive}")
+        if model.name == "none" or cap is None:
+            continue
+        ratios = [cap["read_iops_qd1"] / model.rate(4096)[0], cap["read_iops_deep"] / model.rate(4096)[0]]
+        ratios.append(cap["read_mibs_seq"] / model.rate(MIB)[1])
+        out[drive] = max(ratios, key=lambda x: abs(x - 1))
+    return out
 
 
 def mibs(rows: list[dict[str, object]], **params: str) -> list[float]:
