@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -113,3 +114,17 @@ def emulator_figures(a: ThreadTimes, b: ThreadTimes, seconds: float) -> dict[str
         "cpu.emulator_pct": round(100.0 * run / ns, 1),
         "cpu.emulator_busy_pct": round(min(100.0, 100.0 * busiest / ns), 1),
     }
+
+
+def emulator_mark(host: object) -> tuple[ThreadTimes, float] | None:
+    """Where the emulator's CPU stands before a run (None: the host is not an emulated lab)."""
+    if not isinstance(host, LabHost):
+        return None
+    return host.emulator_threads(), time.monotonic()
+
+
+def emulator_metrics(host: object, mark: tuple[ThreadTimes, float] | None) -> dict[str, float]:
+    """cpu.emulator_pct and cpu.emulator_busy_pct since `mark` (emulator_figures), {} without a mark."""
+    if mark is None or not isinstance(host, LabHost):
+        return {}
+    return emulator_figures(mark[0], host.emulator_threads(), time.monotonic() - mark[1])
