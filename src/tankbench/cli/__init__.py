@@ -19,6 +19,7 @@ ORDER = [
     "results",
     "report",
     "compare",
+    "bundle",
     "advise",
     "importfio",
     "presets",

@@ -8,7 +8,9 @@ import sys
 from typing import Any, TextIO
 
 
-def print_json(value: Any, stream: TextIO = sys.stdout) -> None:
+def print_json(value: Any, stream: TextIO | None = None) -> None:
+    """JSON to `stream` (default: sys.stdout as it is at the call, so a redirection made later counts)."""
+    stream = stream or sys.stdout
     json.dump(value, stream, indent=2, sort_keys=False, default=str)
     stream.write("\n")
 

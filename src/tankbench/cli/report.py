@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from typing import Any
 
-from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, load
+from tankbench.analysis.analyse import RANK_BY, Analysis, analyse_dataset, check_rank_by, load
 from tankbench.analysis.checks import lab_disk_note
 from tankbench.analysis.detail import with_run_detail
 from tankbench.analysis.select import Where, parse_group_by, parse_where
 from tankbench.cli.show import add_journal_args, journal_path
 from tankbench.clientreport import write_clients
+from tankbench.journal.bundle import default_report_dir
 from tankbench.journal.db import Journal
 from tankbench.journal.hostview import fleet_mode
 from tankbench.reports.write import write_all
@@ -65,13 +67,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_report)
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    rank_by = check_rank_by(args.rank_by)
-    group_by, where, text = selection(args)
-    path = journal_path(args)
+def write_report(
+    path: str,
+    out: str,
+    rank_by: str = "auto",
+    group_by: tuple[str, ...] | None = None,
+    where: Sequence[Where] = (),
+    text: tuple[str, ...] = (),
+) -> tuple[Analysis, list[str], bool]:
+    """Analyse the journal at `path` and write every output into `out`: (the analysis, the files written,
+    whether several hosts ran every test). `report` and `bundle` both write reports with it."""
     with Journal.open_readonly(path) as j:
-        a = analyse_dataset(load(j, group_by=group_by, where=where), rank_by, selection=text)
-        out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "report")
+        a = analyse_dataset(load(j, group_by=group_by, where=list(where)), rank_by, selection=text)
         paths = write_all(with_run_detail(a, j), out)
         paths += write_clients(j, out)  # per-client figures of client/server tests (clients.md)
         each = fleet_mode(j) == "each"
@@ -79,6 +86,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         from tankbench.fleetreport import write_host_reports
 
         paths += write_host_reports(path, out)
+    return a, paths, each
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    rank_by = check_rank_by(args.rank_by)
+    group_by, where, text = selection(args)
+    path = journal_path(args)
+    out = args.out or (
+        default_report_dir(args.bundle.path)
+        if args.bundle
+        else os.path.join(os.path.dirname(os.path.abspath(path)), "report")
+    )
+    a, paths, each = write_report(path, out, rank_by, group_by, where, text)
+    if each:
         print("Note: several hosts ran every test (hosts_mode = each): compare them in hosts.md, one report per host")
     if a.emulated:
         print("Note: emulated machine (qemu TCG): the numbers measure the emulator, not your disks.")

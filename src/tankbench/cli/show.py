@@ -10,16 +10,29 @@ from typing import Any
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
 from tankbench.journal import Journal
+from tankbench.journal.bundle import looks_like_bundle, read_bundle
 from tankbench.model import Run
 
 
 def add_journal_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("campaign", metavar="CAMPAIGN", nargs="?", help="campaign file (to find its default journal)")
-    p.add_argument("--journal", metavar="PATH", help="journal file (default: from CAMPAIGN)")
+    p.add_argument(
+        "campaign",
+        metavar="CAMPAIGN",
+        nargs="?",
+        help="campaign file (to find its default journal), or a bundle (`tankbench bundle`)",
+    )
+    p.add_argument("--journal", metavar="PATH", help="journal file or bundle (default: from CAMPAIGN)")
+    p.set_defaults(bundle=None)
 
 
 def journal_path(args: argparse.Namespace) -> str:
-    """--journal, or the campaign's default journal."""
+    """--journal, or the campaign's default journal; a bundle (given either way) is verified and its journal
+    copied to a private temporary directory (`args.bundle` then holds the opened bundle)."""
+    given = args.journal or (args.campaign if args.campaign and looks_like_bundle(args.campaign) else None)
+    if given and looks_like_bundle(str(given)):
+        opened = read_bundle(str(given))
+        args.bundle = opened
+        return opened.journal_path
     if args.journal:
         return str(args.journal)
     if args.campaign:
