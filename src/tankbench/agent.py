@@ -1156,8 +1156,6 @@ def disk_delta(a: DiskStats, b: DiskStats, dt: float) -> dict[str, float]:
 # ---------------------------------------------------------------- why: the evidence a limiter needs (issue 32)
 #: where udev names disks by a stable id (the capability of a disk is kept under that id)
 BY_ID = "/dev/disk/by-id"
-#: bus prefixes of a by-id name left out of a disk's label (virtio-tbdata0 -> tbdata0)
-_ID_PREFIXES = ("virtio-", "ata-", "nvme-", "scsi-", "usb-", "mmc-")
 #: comm prefixes of OpenZFS's kernel threads (taskqs, txg, ARC, ZIL, zvol), grouped by name without the number
 _ZFS_COMMS = ("z_", "zvol", "txg_", "dp_", "arc_", "dbu", "dbuf", "spa_", "zil", "zthr", "l2arc", "mmp", "metaslab")
 
@@ -1176,7 +1174,8 @@ def disk_ticks(names: Iterable[str], root: str = "") -> dict[str, tuple[int, ...
 
 
 def disk_ids(names: Iterable[str], root: str = "") -> dict[str, str]:
-    """{kernel name: its stable by-id name} (the shortest, no partition); a disk without one keeps its name."""
+    """{kernel name: its stable name, /dev/disk/by-id/… (the shortest, no partition)}; a disk without one: its
+    kernel name. Kept as a path, a value, so `bundle --anonymise` replaces the model and serial in it."""
     wanted, out = set(names), {}
     try:
         links = sorted(os.listdir(root + BY_ID), key=len)
@@ -1187,16 +1186,15 @@ def disk_ids(names: Iterable[str], root: str = "") -> dict[str, str]:
             continue
         name = os.path.basename(os.path.realpath(os.path.join(root + BY_ID, link)))
         if name in wanted and name not in out:
-            out[name] = link
+            out[name] = BY_ID + "/" + link
     return {n: out.get(n, n) for n in wanted}
 
 
-def disk_label(disk_id: str) -> str:
-    """A disk's short name for reports: its by-id name without the bus prefix (virtio-tbdata0 -> tbdata0)."""
-    for prefix in _ID_PREFIXES:
-        if disk_id.startswith(prefix):
-            return disk_id[len(prefix) :]
-    return disk_id
+def disk_label(name: str, disk_id: str) -> str:
+    """A disk's short name in reports: a virtual disk's serial as its VM names it (virtio-tbdata0 -> tbdata0), else
+    its kernel name (sda: a real disk's by-id name holds its serial, which a report does not spell out)."""
+    base = disk_id.rsplit("/", 1)[-1]
+    return base[len("virtio-") :] if base.startswith("virtio-") else name
 
 
 def device_figures(
@@ -1213,7 +1211,7 @@ def device_figures(
         ios = d[0] + d[3]
         out[name] = {
             "id": ids.get(name, name),
-            "label": disk_label(ids.get(name, name)),
+            "label": disk_label(name, ids.get(name, name)),
             "read_iops": round(d[0] / dt, 2),
             "write_iops": round(d[3] / dt, 2),
             "read_bw_bytes": round(d[1] * 512 / dt, 1),

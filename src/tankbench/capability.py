@@ -22,13 +22,13 @@ PROBES = (
 )
 #: seconds each probe runs (after a 0.5 s ramp)
 PROBE_S = 2.0
-#: listing of the host's stable disk names: "<kernel name> <by-id name>" per line
-_IDS = 'for l in /dev/disk/by-id/*; do [ -e "$l" ] && echo "$(basename "$(readlink -f "$l")") ${l##*/}"; done'
+#: listing of the host's stable disk names: "<kernel name> <by-id path>" per line
+_IDS = 'for l in /dev/disk/by-id/*; do [ -e "$l" ] && echo "$(basename "$(readlink -f "$l")") $l"; done'
 
 
 def disk_ids(host: Host, names: Iterable[str]) -> dict[str, str]:
-    """{kernel name: stable by-id name (shortest, not a partition)}; a disk without one keeps its kernel name
-    (the agent's disk_ids, asked from here)."""
+    """{kernel name: its stable path /dev/disk/by-id/… (shortest, not a partition)}; a disk without one: its
+    kernel name (the agent's disk_ids, asked from here)."""
     wanted = set(names)
     res = host.run(["sh", "-c", _IDS], timeout=60)
     found: dict[str, str] = {}
@@ -37,6 +37,11 @@ def disk_ids(host: Host, names: Iterable[str]) -> dict[str, str]:
         if len(parts) == 2 and parts[0] in wanted and "-part" not in parts[1]:
             found.setdefault(parts[0], parts[1])
     return {n: found.get(n, n) for n in wanted}
+
+
+def disk_of(name: str, disk_id: str) -> str:
+    """The `disk` an entry names: the stable path, else /dev/<kernel name>."""
+    return disk_id if disk_id.startswith("/") else f"/dev/{name}"
 
 
 def probe_job(names: Sequence[str], rw: str, bs: int, engine: str, depth: int, seconds: float = PROBE_S) -> str:
@@ -78,31 +83,32 @@ def measure(host: Host, names: Sequence[str], seconds: float = PROBE_S) -> dict[
     return out
 
 
-def reuse(
-    fingerprints: Iterable[Mapping[str, Any]], comparable: Mapping[str, Any], ids: Iterable[str]
-) -> dict[str, Any]:
-    """The capabilities an earlier fingerprint with the same comparable facts (kernel, CPU, disk models, …)
-    already holds for these disk ids (measure once per disk and fingerprint)."""
-    want, out = set(ids), {}
-    for fp in fingerprints:
-        same = all(fp.get(k) == v for k, v in comparable.items())
+def reuse(earlier: Iterable[Mapping[str, Any]], comparable: Mapping[str, Any], disks: Iterable[str]) -> dict[str, Any]:
+    """{disk: capability} an earlier fingerprint with the same comparable facts (kernel, CPU, disk models, …)
+    already holds for these disks (measure once per disk and fingerprint)."""
+    want, out = set(disks), {}
+    for fp in earlier:
         caps = fp.get("device_capability")
-        if same and isinstance(caps, Mapping):
-            out.update({i: c for i, c in caps.items() if i in want and "error" not in c})
+        if all(fp.get(k) == v for k, v in comparable.items()) and isinstance(caps, list):
+            out.update(
+                {c["disk"]: c for c in caps if isinstance(c, Mapping) and c.get("disk") in want and "error" not in c}
+            )
     return out
 
 
 def capabilities(
     host: Host, names: Sequence[str], known: Mapping[str, Any], seconds: float = PROBE_S
-) -> dict[str, dict[str, Any]]:
-    """{disk id: capability} for the given kernel disk names: taken from `known` (by id) where it holds one, the
-    rest measured now (a probe fio refuses is recorded as an error; HostError from the host propagates)."""
+) -> list[dict[str, Any]]:
+    """The `device_capability` entries of the given kernel disk names ({disk, name, read_iops_qd1, …, how}): from
+    `known` (by disk) where it holds one, the rest measured now (a probe fio refuses is recorded as an error;
+    HostError from the host propagates). A list naming each disk in a value, which `bundle --anonymise` rewrites."""
     ids = disk_ids(host, names)
-    out = {ids[n]: dict(known[ids[n]]) for n in names if ids[n] in known}
-    todo = [n for n in names if ids[n] not in out]
+    disks = {n: disk_of(n, ids[n]) for n in names}
+    out = [dict(known[disks[n]], name=n) for n in names if disks[n] in known]
+    todo = [n for n in names if disks[n] not in known]
     if todo:
-        out.update({ids[n]: c for n, c in measure(host, todo, seconds).items()})
-    return out
+        out += [{"disk": disks[n], "name": n, **c} for n, c in measure(host, todo, seconds).items()]
+    return sorted(out, key=lambda c: str(c["disk"]))
 
 
 def for_campaign(
@@ -111,19 +117,19 @@ def for_campaign(
     earlier: Iterable[Mapping[str, Any]],
     comparable: Mapping[str, Any],
     note: Callable[[str], None],
-) -> dict[str, dict[str, Any]]:
+) -> list[dict[str, Any]]:
     """The `device_capability` of a campaign's fingerprint: each disk's figures from an earlier fingerprint of the
     journal with the same comparable facts, the rest probed now (read-only). A host error during the probe is a
     note, not a failure: the runs then go without capabilities."""
     if not names:
-        return {}
+        return []
     try:
         ids = disk_ids(host, names)
-        known = reuse(earlier, comparable, ids.values())
-        todo = [n for n in names if ids[n] not in known]
+        known = reuse(earlier, comparable, [disk_of(n, ids[n]) for n in names])
+        todo = [n for n in names if disk_of(n, ids[n]) not in known]
         if todo:
             note(f"what each disk can do: a read-only fio probe of {', '.join(todo)} ({len(PROBES)} × {PROBE_S:g} s)")
         return capabilities(host, names, known)
     except HostError as e:
         note(f"warning: the disks' capability probe failed ({e}); the limiter goes by how busy they were")
-        return {}
+        return []

@@ -47,7 +47,7 @@ def test_a_raw_loop_device_run_is_named_from_disk_and_cpu_figures(tmp_path: Path
     finally:
         conn.close()
     # the probe measured the loop device (read-only) and the fingerprint keeps it
-    cap = fp["device_capability"][name]
+    (cap,) = [c for c in fp["device_capability"] if c["name"] == name]
     assert cap["read_iops_qd1"] > 0 and cap["read_iops_deep"] > 0 and cap["read_mibs_seq"] > 0, cap
     # the run's evidence: its disk's figures and the host's CPU; no ZFS evidence, and the limiter says so
     dev = checks["dev.devices"][name]

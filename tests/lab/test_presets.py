@@ -427,7 +427,7 @@ def test_direct_random_reads_that_reach_the_disk_are_not_the_arc(lab5: SshHost, 
         assert "reads amplify: the disks read" in warned["direct-unaligned"]["message"], warned["direct-unaligned"]
         # the probe read the modelled disk within bench/disk-models' tolerance
         fp = json.loads(sqlite3.connect(journal).execute("SELECT data FROM fingerprints").fetchone()[0])
-        cap = fp["device_capability"]["virtio-tbdata0"]
+        (cap,) = [c for c in fp["device_capability"] if c["disk"] == f"{ID}tbdata0"]
         assert 0.85 <= cap["read_iops_qd1"] / 40 <= 1.15 and 0.85 <= cap["read_mibs_seq"] / 16 <= 1.15, cap
     finally:
         cleaned = tankbench("clean", str(campaign), cwd=tmp_path, timeout=600)

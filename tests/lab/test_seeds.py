@@ -106,11 +106,11 @@ def capability_agrees(fp: dict[str, object]) -> dict[str, float]:
     from tankbench.lab.diskmodels import MIB, MODELS
 
     caps, models = fp["device_capability"], fp["lab_disk_models"]
-    assert isinstance(caps, dict) and isinstance(models, dict)
+    assert isinstance(caps, list) and isinstance(models, dict)
     out = {}
     for drive, spec in models.items():
         model = MODELS[str(spec).split(":", 1)[0]]
-        cap = caps.get(f"virtio-{drive}")
+        cap = next((c for c in caps if c.get("disk") == f"/dev/disk/by-id/virtio-{drive}"), None)
         if model.name == "none" or cap is None:
             continue
         ratios = [cap["read_iops_qd1"] / model.rate(4096)[0], cap["read_iops_deep"] / model.rate(4096)[0]]

@@ -11,7 +11,8 @@ from tankbench import capability
 from tankbench.errors import HostError
 from tankbench.hosts.base import Result
 
-IDS = "vdb virtio-tbdata0\nvdb1 virtio-tbdata0-part1\nvdc virtio-tblog0\nsda wwn-0x5000\nsda ata-DISK_123\n"
+B = "/dev/disk/by-id/"
+IDS = f"vdb {B}virtio-tbdata0\nvdb1 {B}virtio-tbdata0-part1\nvdc {B}virtio-tblog0\nsda {B}wwn-0x5000\nsda {B}ata-DISK_123\n"
 
 
 class FakeHost:
@@ -56,45 +57,38 @@ def test_the_probe_only_reads_every_disk_at_once() -> None:
 
 def test_capabilities_by_stable_id() -> None:
     host = FakeHost()
-    caps = capability.capabilities(host, ["vdb", "vdc"], {})
-    assert set(caps) == {"virtio-tbdata0", "virtio-tblog0"}
-    assert caps["virtio-tbdata0"]["read_iops_qd1"] == 40.2 and caps["virtio-tbdata0"]["read_mibs_seq"] == 16.0
-    assert caps["virtio-tblog0"]["read_iops_deep"] == 1001.0 and len(host.jobs) == 3
-    assert capability.disk_ids(host, ["sda"]) == {"sda": "wwn-0x5000"}
+    caps = {c["disk"]: c for c in capability.capabilities(host, ["vdb", "vdc"], {})}
+    assert set(caps) == {f"{B}virtio-tbdata0", f"{B}virtio-tblog0"}
+    assert caps[f"{B}virtio-tbdata0"]["read_iops_qd1"] == 40.2 and caps[f"{B}virtio-tbdata0"]["read_mibs_seq"] == 16.0
+    assert caps[f"{B}virtio-tblog0"]["read_iops_deep"] == 1001.0 and caps[f"{B}virtio-tblog0"]["name"] == "vdc"
+    assert len(host.jobs) == 3
+    assert capability.disk_ids(host, ["sda", "loop3"]) == {"sda": f"{B}wwn-0x5000", "loop3": "loop3"}
 
 
 def test_an_earlier_fingerprint_with_the_same_facts_is_reused() -> None:
-    old = {
-        "kernel": "6.12",
-        "lab_disk_models": {"tbdata0": "hdd"},
-        "device_capability": {"virtio-tbdata0": {"read_iops_qd1": 39.0}},
-    }
-    other = {
-        "kernel": "6.12",
-        "lab_disk_models": {"tbdata0": "ssd"},
-        "device_capability": {"virtio-tbdata0": {"read_iops_qd1": 250.0}},
-    }
+    mine = {"disk": f"{B}virtio-tbdata0", "read_iops_qd1": 39.0}
+    old = {"kernel": "6.12", "lab_disk_models": {"tbdata0": "hdd"}, "device_capability": [mine]}
+    ssd = {"disk": f"{B}virtio-tbdata0", "read_iops_qd1": 250.0}
+    other = {"kernel": "6.12", "lab_disk_models": {"tbdata0": "ssd"}, "device_capability": [ssd]}
     comparable = {"kernel": "6.12", "lab_disk_models": {"tbdata0": "hdd"}}
-    known = capability.reuse([other, old], comparable, ["virtio-tbdata0", "virtio-tblog0"])
-    assert known == {"virtio-tbdata0": {"read_iops_qd1": 39.0}}
+    known = capability.reuse([other, old], comparable, [f"{B}virtio-tbdata0", f"{B}virtio-tblog0"])
+    assert known == {f"{B}virtio-tbdata0": mine}
     host = FakeHost()
     notes: list[str] = []
-    caps = capability.for_campaign(host, ["vdb", "vdc"], [old], comparable, notes.append)
-    assert caps["virtio-tbdata0"] == {"read_iops_qd1": 39.0}  # not probed again
-    assert caps["virtio-tblog0"]["read_iops_qd1"] == 990.0
+    caps = {c["disk"]: c for c in capability.for_campaign(host, ["vdb", "vdc"], [old], comparable, notes.append)}
+    assert caps[f"{B}virtio-tbdata0"]["read_iops_qd1"] == 39.0  # not probed again
+    assert caps[f"{B}virtio-tblog0"]["read_iops_qd1"] == 990.0
     assert notes == ["what each disk can do: a read-only fio probe of vdc (3 × 2 s)"]
 
 
 def test_a_probe_fio_refuses_is_an_error_entry_and_a_host_failure_a_note() -> None:
-    caps = capability.capabilities(FakeHost(fio_rc=1), ["vdb"], {})
-    assert caps == {
-        "virtio-tbdata0": {"error": "the read-only probe failed: fio: failed to open /dev/vdb: Permission denied"}
-    }
+    (cap,) = capability.capabilities(FakeHost(fio_rc=1), ["vdb"], {})
+    assert cap["error"] == "the read-only probe failed: fio: failed to open /dev/vdb: Permission denied"
 
     class Down(FakeHost):
         def run(self, argv: list[str], **kw: Any) -> Result:
             raise HostError("fake: connection lost")
 
     notes: list[str] = []
-    assert capability.for_campaign(Down(), ["vdb"], [], {}, notes.append) == {}
+    assert capability.for_campaign(Down(), ["vdb"], [], {}, notes.append) == []
     assert "capability probe failed" in notes[0]

@@ -34,9 +34,11 @@ def test_device_figures_from_two_diskstats_snapshots(tmp_path: Path, monkeypatch
     b = agent.disk_ticks(["vdb"], str(tmp_path))
     monkeypatch.setattr(agent, "BY_ID", str(tmp_path / "dev/disk/by-id"))
     ids = agent.disk_ids(["vdb"])
-    assert ids == {"vdb": "virtio-tbdata0"}
+    assert ids == {"vdb": f"{tmp_path}/dev/disk/by-id/virtio-tbdata0"}
     d = agent.device_figures(a, b, 10.0, ids)["vdb"]
-    assert d["label"] == "tbdata0" and d["id"] == "virtio-tbdata0"
+    assert d["label"] == "tbdata0" and d["id"] == ids["vdb"]
+    # a real disk's by-id name holds its serial: its label is its kernel name
+    assert agent.disk_label("sda", "/dev/disk/by-id/ata-ACME_1TB_S3Z9NB0K123456") == "sda"
     assert (d["read_iops"], d["write_iops"]) == (40.0, 2.0)
     assert (d["read_bw_bytes"], d["write_bw_bytes"]) == (400 * 8 * 512 / 10, 20 * 16 * 512 / 10)
     assert d["busy_pct"] == 99.0 and d["queue"] == round(15_000 / 9_900, 2)
@@ -90,13 +92,15 @@ def test_fio_seconds_sums_jobs_and_averages_100ms_windows(tmp_path: Path) -> Non
 
 def test_vdev_waits_and_queues_from_the_lab() -> None:
     status = parse_zpool_status((ZFS / "lab-zpool-status-P-slog.txt").read_text())
-    v = evidence.vdev_figures((ZFS / "lab-zpool-iostat-HpvP-l-q-y.txt").read_text(), status)
-    assert set(v) == {"tbdata0", "tbdata1", "tblog0"}
-    d = v["tbdata0"]
-    assert d["role"] == "data" and v["tblog0"]["role"] == "log" and d["intervals"] == 42
+    v = {x["disk"]: x for x in evidence.vdev_figures((ZFS / "lab-zpool-iostat-HpvP-l-q-y.txt").read_text(), status)}
+    b = "/dev/disk/by-id/virtio-"
+    assert set(v) == {f"{b}tbdata0", f"{b}tbdata1", f"{b}tblog0"}
+    d = v[f"{b}tbdata0"]
+    assert d["vdev"] == f"{b}tbdata0-part1" and d["role"] == "data" and d["intervals"] == 42
+    assert v[f"{b}tblog0"]["role"] == "log"
     assert 30 < d["disk_wait_w_ms"] < 50 and d["total_wait_w_ms"] > d["disk_wait_w_ms"]
     assert d["asyncq_write_pend"] > 0 and "disk_wait_r_ms" not in d  # no reads: no read wait
-    assert evidence.vdev_figures((ZFS / "lab-zpool-iostat-HpvP-y.txt").read_text(), status) == {}  # no -l -q
+    assert evidence.vdev_figures((ZFS / "lab-zpool-iostat-HpvP-y.txt").read_text(), status) == []  # no -l -q
 
 
 def test_dmu_tx_deltas_and_writer_delays() -> None:
@@ -108,10 +112,17 @@ def test_dmu_tx_deltas_and_writer_delays() -> None:
 
 def test_disk_roles_in_the_pool() -> None:
     status = parse_zpool_status((ZFS / "lab-zpool-status-P-slog.txt").read_text())
-    devices = {"vdb": {"label": "tbdata0"}, "vde": {"label": "tblog0"}, "loop0": {"label": "loop0"}}
+    b = "/dev/disk/by-id/virtio-"
+    devices = {"vdb": {"id": f"{b}tbdata0"}, "vde": {"id": f"{b}tblog0"}, "loop0": {"id": "loop0"}}
     roles = {n: d["role"] for n, d in evidence.with_roles(devices, status).items()}
     assert roles == {"vdb": "data", "vde": "log", "loop0": ""}
-    assert evidence.vdev_label("/dev/disk/by-id/virtio-tbdata0-part1") == "tbdata0"
+    assert evidence.disk_key(f"{b}tbdata0-part1") == f"{b}tbdata0"
+    assert [evidence.disk_key(p) for p in ("/dev/sda1", "/dev/nvme0n1p2", "/dev/vdb", "/tmp/f.img")] == [
+        "/dev/sda",
+        "/dev/nvme0n1",
+        "/dev/vdb",
+        "/tmp/f.img",
+    ]
 
 
 def test_the_emulators_busiest_thread_counts_its_wait_for_a_core(tmp_path: Path) -> None:

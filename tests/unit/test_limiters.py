@@ -11,15 +11,17 @@ from tankbench.targets import traits_of
 
 HDD = {"read_iops_qd1": 40.0, "read_iops_deep": 40.0, "read_mibs_seq": 16.0, "how": "probe"}
 OPTANE = {"read_iops_qd1": 1000.0, "read_iops_deep": 1000.0, "read_mibs_seq": 128.0, "how": "probe"}
-LAB = {"accelerator": "tcg", "cpu_count": 2, "device_capability": {"virtio-tbdata0": HDD, "virtio-tblog0": OPTANE}}
-REAL = {"accelerator": "kvm", "cpu_count": 8, "device_capability": {"virtio-tbdata0": HDD, "virtio-tblog0": OPTANE}}
+B = "/dev/disk/by-id/"
+CAPS = [{"disk": f"{B}virtio-tbdata0", **HDD}, {"disk": f"{B}virtio-tblog0", **OPTANE}]
+LAB = {"accelerator": "tcg", "cpu_count": 2, "device_capability": CAPS}
+REAL = {"accelerator": "kvm", "cpu_count": 8, "device_capability": CAPS}
 
 
 def dev(
     label: str, role: str = "data", r: float = 0.0, w: float = 0.0, size: int = 4096, busy: float = 50.0
 ) -> dict[str, Any]:
     return {
-        "id": f"virtio-{label}",
+        "id": f"{B}virtio-{label}",
         "label": label,
         "role": role,
         "read_iops": r,

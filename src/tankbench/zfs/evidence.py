@@ -4,10 +4,10 @@ sampled disk plays in the pool (data, log, cache)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from tankbench.agent import disk_label
 from tankbench.zfs.parse import _GROUP_RE, IOSTAT_SECTIONS, parse_arcstats
 
 DMU_TX = "/proc/spl/kstat/zfs/dmu_tx"
@@ -79,13 +79,23 @@ def writer_delays(m: Mapping[str, Any]) -> float:
     return float(sum(float(m.get(f"dmu_tx.{k}", 0.0) or 0.0) for k in HELD))
 
 
-def vdev_label(name: str) -> str:
-    """A vdev path as the disks' labels name it: /dev/disk/by-id/virtio-tbdata0-part1 -> tbdata0."""
-    base = name.rsplit("/", 1)[-1]
-    stem, sep, part = base.rpartition("-part")
-    if sep and part.isdigit():
-        base = stem
-    return disk_label(base)
+_KERNEL_PART = re.compile(r"^(/dev/(?:(?:sd|vd|xvd|hd)[a-z]+|(?:nvme\d+n\d+|mmcblk\d+|loop\d+)(?=p\d)))p?\d+$")
+
+
+def disk_key(path: str) -> str:
+    """The whole disk a vdev path names, as the agent names disks (dev.devices `id`): /dev/disk/by-id/X-part1 ->
+    /dev/disk/by-id/X, /dev/sda1 -> /dev/sda, /dev/nvme0n1p1 -> /dev/nvme0n1; anything else as it is."""
+    stem, sep, part = path.rpartition("-part")
+    if sep and part.isdigit() and "/dev/disk/" in stem:
+        return stem
+    m = _KERNEL_PART.match(path)
+    return m.group(1) if m else path
+
+
+def device_key(name: str, device: Mapping[str, Any]) -> str:
+    """A sampled disk's key for matching it with the pool's vdevs: its by-id path, else /dev/<kernel name>."""
+    disk_id = str(device.get("id") or name)
+    return disk_id if disk_id.startswith("/") else f"/dev/{name}"
 
 
 def _value(text: str) -> float | None:
@@ -105,27 +115,28 @@ def _columns(n: int) -> tuple[str, ...]:
 
 
 def roles(status: Mapping[str, Any]) -> dict[str, str]:
-    """{leaf vdev label: data | log | cache | special | dedup} from parse_zpool_status."""
-    out = {vdev_label(d): "data" for d in status.get("data", [])}
+    """{disk (disk_key of a leaf vdev): data | log | cache | special | dedup} from parse_zpool_status."""
+    out = {disk_key(d): "data" for d in status.get("data", [])}
     for section in IOSTAT_SECTIONS:
         for d in status.get(section, []):
-            out[vdev_label(d)] = "log" if section == "logs" else section
+            out[disk_key(d)] = "log" if section == "logs" else section
     return out
 
 
-def vdev_figures(text: str, status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per leaf vdev (by label) over the run's `zpool iostat -Hpv -l -q -y POOL 1` intervals: mean ops and bytes
-    per second each way, waits in ms (each weighted by that interval's ops in its direction) and mean queue
-    lengths; {} when the output has no -l -q columns."""
+def vdev_figures(text: str, status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per leaf vdev over the run's `zpool iostat -Hpv -l -q -y POOL 1` intervals: its path (`vdev`), its disk
+    (`disk`: disk_key) and role, mean ops and bytes per second each way, waits in ms (each weighted by that
+    interval's ops in its direction) and mean queue lengths; [] when the output has no -l -q columns. A list, not
+    a dict by path: `bundle --anonymise` rewrites values, never keys."""
     role = roles(status)
     acc: dict[str, dict[str, float]] = {}
     for line in text.splitlines():
         f = line.split("\t")
         cols = _columns(len(f) - 7)
-        label = vdev_label(f[0].strip())
-        if not cols or label not in role or _GROUP_RE.match(f[0].strip()):
+        vdev = f[0].strip()
+        if not cols or disk_key(vdev) not in role or _GROUP_RE.match(vdev):
             continue
-        a = acc.setdefault(label, {"n": 0.0})
+        a = acc.setdefault(vdev, {"n": 0.0})
         a["n"] += 1
         ops = {"r": _value(f[3]) or 0.0, "w": _value(f[4]) or 0.0}
         for k, t in zip(("read_ops", "write_ops", "read_bw", "write_bw"), f[3:7]):
@@ -139,7 +150,7 @@ def vdev_figures(text: str, status: Mapping[str, Any]) -> dict[str, dict[str, An
                 a[k] = a.get(k, 0.0) + v * w
             elif k in KEPT_QUEUES:
                 a[k] = a.get(k, 0.0) + v
-    return {label: _means(a, role[label]) for label, a in acc.items()}
+    return [{"vdev": v, "disk": disk_key(v), **_means(a, role[disk_key(v)])} for v, a in acc.items()]
 
 
 def _means(a: Mapping[str, float], role: str) -> dict[str, Any]:
@@ -155,10 +166,10 @@ def _means(a: Mapping[str, float], role: str) -> dict[str, Any]:
 
 
 def with_roles(devices: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
-    """The agent's dev.devices with each disk's role in the pool (matched by label; a disk not in the pool: "")."""
+    """The agent's dev.devices with each disk's role in the pool (a disk not in the pool: "")."""
     role = roles(status)
     return {
-        name: {**d, "role": role.get(str(d.get("label", name)), "")} if isinstance(d, Mapping) else d
+        name: {**d, "role": role.get(device_key(name, d), "")} if isinstance(d, Mapping) else d
         for name, d in devices.items()
     }
 

@@ -33,7 +33,7 @@ def describe(d: Device, f: RunFacts) -> str:
     )
     if d.busy_pct is not None:
         text += f", {d.busy_pct:.0f} % busy"
-    v = f.vdev(d.label)
+    v = f.vdev(d)
     waits = [
         (way, float(x))
         for way in ("read", "write")

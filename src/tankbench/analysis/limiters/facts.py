@@ -21,6 +21,19 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
+def capabilities(fingerprint: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """{disk (its /dev/disk/by-id path or /dev/name): capability} from a fingerprint's device_capability (a list
+    of entries naming their `disk`: `bundle --anonymise` rewrites values, never keys)."""
+    caps = fingerprint.get("device_capability")
+    out: dict[str, Mapping[str, Any]] = {}
+    for c in caps if isinstance(caps, list) else ():
+        if isinstance(c, Mapping) and "error" not in c:
+            out[str(c.get("disk", ""))] = c
+            if c.get("name"):
+                out.setdefault(f"/dev/{c['name']}", c)
+    return out
+
+
 def _size(text: Any) -> int:
     try:
         return parse_size(str(text))
@@ -33,6 +46,7 @@ class Device:
     """One disk's figures during a run (the agent's `dev.devices` check) and what it can do (its capability)."""
 
     name: str
+    id: str  # its stable path (/dev/disk/by-id/…), else its kernel name
     label: str
     role: str  # "data", "log", "cache" or "" (unknown)
     read_iops: float
@@ -157,17 +171,18 @@ class RunFacts:
     def devices(self) -> tuple[Device, ...]:
         """Each sampled disk with its figures and capability (empty when the run has no per-disk figures)."""
         raw = self.checks.get("dev.devices")
-        caps = self.fingerprint.get("device_capability") or {}
+        caps = capabilities(self.fingerprint)
         out = []
         for name, d in sorted(raw.items()) if isinstance(raw, Mapping) else ():
             if not isinstance(d, Mapping):
                 continue
-            label = str(d.get("label") or name)
-            cap = caps.get(str(d.get("id") or name)) or caps.get(name) or {}
+            disk_id = str(d.get("id") or name)
+            cap = caps.get(disk_id) or caps.get(f"/dev/{name}") or {}
             out.append(
                 Device(
                     name=name,
-                    label=label,
+                    id=disk_id,
+                    label=str(d.get("label") or name),
                     role=str(d.get("role", "")),
                     read_iops=float(d.get("read_iops") or 0.0),
                     write_iops=float(d.get("write_iops") or 0.0),
@@ -188,13 +203,12 @@ class RunFacts:
     def has_capability(self) -> bool:
         return any(d.capability for d in self.devices)
 
-    def vdev(self, label: str) -> Mapping[str, Any]:
-        """The pool's figures for one leaf vdev (zpool iostat -l -q: waits in ms, queue lengths), {} if none."""
+    def vdev(self, d: Device) -> Mapping[str, Any]:
+        """The pool's figures for a disk's vdev (zpool iostat -l -q: waits in ms, queue lengths), {} if none."""
         vdevs = self.checks.get("zfs.vdevs")
-        if not isinstance(vdevs, Mapping):
-            return {}
-        for name, v in vdevs.items():
-            if isinstance(v, Mapping) and (name == label or str(name).rsplit("/", 1)[-1].startswith(label)):
+        keys = {d.id if d.id.startswith("/") else f"/dev/{d.name}", f"/dev/{d.name}"}
+        for v in vdevs if isinstance(vdevs, list) else ():
+            if isinstance(v, Mapping) and v.get("disk") in keys:
                 return v
         return {}
 
@@ -227,7 +241,7 @@ class RunFacts:
                 out.append("ARC data hits (arcstats)")
             if self.direction != "read" and "dmu_tx.dirty_delay" not in self.metrics:
                 out.append("write throttle counters (dmu_tx)")
-            if not isinstance(self.checks.get("zfs.vdevs"), Mapping):
+            if not isinstance(self.checks.get("zfs.vdevs"), list):
                 out.append("per-vdev latency and queues (zpool iostat -l -q)")
         if self.emulated and self.m("cpu.emulator_pct") is None:
             out.append("the emulator's CPU (qemu on the machine running the lab)")
