@@ -12,7 +12,7 @@ beside the one tankbench named, with the evidence figures. Exit status 1 when a 
 | arc | 4k random reads of a 32M file the ARC holds (after a warm-up run) |
 | network | 1M reads of an NFS share from a client lab, the server's link modelled at `--link` Mb/s (ethtool + tc) |
 
-Boots its own lab (`limiter-bench`; 3 data disks, a log disk) unless --lab names one; each campaign applies its
+Boots its own lab (`limiter-bench`; 3 data disks, a log and a cache disk: the seeds' shape) unless --lab names one; each campaign applies its
 own disk models over QMP (no reboot). The network class boots a second lab as the NFS client (--no-network skips it).
 """
 
@@ -28,6 +28,7 @@ from pathlib import Path
 from tankbench.analysis.analyse import analyse_journal
 from tankbench.cli import main as tankbench_main
 from tankbench.lab import vm
+from tankbench.lab.diskmodels import LabMachine
 
 POOL = """
 [pool]
@@ -49,9 +50,13 @@ class Case:
     pool: bool = True
 
 
+#: the lab's shape: the seeds' (3 data disks, a log and a cache disk), so one lab serves both
+SHAPE = "disks = 3\nslog = true\nl2arc = true\n"
+
+
 def host_table(lab: str, disk: str, slog: str, arc: str = "128M", extra: str = "") -> str:
     return (
-        f'[host]\nkind = "lab"\nname = "{lab}"\ndisks = 3\nslog = true\n'
+        f'[host]\nkind = "lab"\nname = "{lab}"\n{SHAPE}'
         f'disk_model = "{disk}"\nslog_model = "{slog}"\narc_max = "{arc}"\n{extra}'
     )
 
@@ -144,7 +149,11 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated classes to run (default: all)")
     args = ap.parse_args()
     lab = args.lab or "limiter-bench"
-    host = vm.ssh_host(vm.require_up(lab)) if args.lab else vm.lab_host(lab, disks=3, slog=True)
+    host = (
+        vm.ssh_host(vm.require_up(lab))
+        if args.lab
+        else vm.lab_host(lab, disks=3, slog=True, machine=LabMachine(l2arc=True))
+    )
     wrong = 0
     try:
         with tempfile.TemporaryDirectory(prefix="tb-limiter-") as tmp:
