@@ -1225,34 +1225,50 @@ def device_figures(
 
 def thread_group(comm: str) -> str:
     """The group a process's CPU counts in: fio, qemu, a ZFS thread by name without its number (z_rd_int_0 ->
-    z_rd_int, zvol_tq-3 -> zvol_tq), kworker, or other."""
+    z_rd_int, zvol_tq-3 -> zvol_tq), or "" (not followed: the host's CPU as a whole is /proc/stat's)."""
     if comm == "fio" or comm.startswith("fio "):
         return "fio"
     if comm.startswith("qemu"):
         return "qemu"
-    if comm.startswith("kworker"):
-        return "kworker"
     if comm.startswith(_ZFS_COMMS):
         base = comm.rstrip("0123456789")
         return base.rstrip("_-/") or comm
-    return "other"
+    return ""
+
+
+#: processes seen not to belong to a followed group, by pid (an agent session reads each once, not every run)
+_NOT_FOLLOWED: set[str] = set()
+_SCANS = [0]
 
 
 def thread_cpu(root: str = "") -> tuple[dict[str, int], dict[str, int]]:
-    """({group: CPU ticks used so far (user + system) by its processes}, {group: processes}) from one pass over
-    /proc/*/stat (a kernel thread is a process of its own; fio's jobs are processes)."""
+    """({group: CPU ticks used so far (user + system) by its processes}, {group: processes}) from /proc/*/stat of
+    the followed groups (a kernel thread is a process of its own; fio's jobs are processes). A process found
+    unfollowed is not read again: two snapshots per run cost a few dozen reads, not one per process."""
     ticks: dict[str, int] = {}
     count: dict[str, int] = {}
-    for path in glob.glob(root + PROC + "/[0-9]*/stat"):
-        text = read_text(path, None)
+    try:
+        pids = [p for p in os.listdir(root + PROC) if p.isdigit()]
+    except OSError:
+        return ticks, count
+    for pid in pids:
+        key = root + pid
+        if key in _NOT_FOLLOWED:
+            continue
+        text = read_text(root + PROC + "/" + pid + "/stat", None)
         if not text:
             continue
         comm, fields = stat_fields(text)
-        if len(fields) < 13:
-            continue
         g = thread_group(comm)
-        ticks[g] = ticks.get(g, 0) + int(fields[11]) + int(fields[12])
-        count[g] = count.get(g, 0) + 1
+        if not g:
+            _NOT_FOLLOWED.add(key)
+            continue
+        if len(fields) >= 13:
+            ticks[g] = ticks.get(g, 0) + int(fields[11]) + int(fields[12])
+            count[g] = count.get(g, 0) + 1
+    _SCANS[0] += 1
+    if _SCANS[0] % 200 == 0:  # a pid is reused once pids wrap around: now and then, read every process again
+        _NOT_FOLLOWED.clear()
     return ticks, count
 
 
