@@ -46,8 +46,8 @@ def disk_of(name: str, disk_id: str) -> str:
 
 def probe_job(names: Sequence[str], rw: str, bs: int, engine: str, depth: int, seconds: float = PROBE_S) -> str:
     """One fio job file: a job per disk (/dev/<name>), reading only."""
-    head = (
-        f"[global]\nreadonly=1\ndirect=1\nrw={rw}\nbs={bs}\nioengine={engine}\niodepth={depth}\n"
+    head = (  # fio --readonly (a command-line option) refuses any write the job would do
+        f"[global]\ndirect=1\nrw={rw}\nbs={bs}\nioengine={engine}\niodepth={depth}\n"
         f"time_based=1\nruntime={seconds}s\nramp_time=0.5s\nrandrepeat=0\nnorandommap=1\n"
     )
     return head + "".join(f"\n[{n}]\nfilename=/dev/{n}\n" for n in names)
@@ -68,7 +68,11 @@ def measure(host: Host, names: Sequence[str], seconds: float = PROBE_S) -> dict[
     for key, rw, bs, engine, depth in PROBES:
         job = probe_job(names, rw, bs, engine, depth, seconds)
         res = host.run(
-            ["sh", "-c", 'f=$(mktemp) && cat > "$f" && fio --output-format=json "$f"; rc=$?; rm -f "$f"; exit $rc'],
+            [
+                "sh",
+                "-c",
+                'f=$(mktemp) && cat > "$f" && fio --readonly --output-format=json "$f"; rc=$?; rm -f "$f"; exit $rc',
+            ],
             input=job.encode(),
             timeout=120 + 2 * seconds,
         )

@@ -31,8 +31,6 @@ OVER_LIMIT: dict[str, str] = {
     # reports/ is "reports"'s
     "reports/html.py": "reports",
     "reports/json.py:analysis_dict": "reports",
-    # analysis/checks.py is "why"'s
-    "analysis/checks.py": "why",
     # doctor/ is "firsthour"'s, and so is the lab image build (lab/steps.py)
     "doctor/checks.py": "firsthour",
     "doctor/checks.py:_vm_disk": "firsthour",
