@@ -255,3 +255,9 @@ def test_a_late_buffered_zvol_run_says_where_its_writes_waited() -> None:
     assert limit.kind == "write-throttle"
     assert "the data was durable 23 s after fio's runtime (fio exited 14 s late, then 9 s of drain)" in limit.evidence
     assert "page cache in front of the device, and its last close waited for them" in limit.evidence
+
+
+def test_a_copy_test_writes() -> None:
+    f = run_facts({"workload": "cp", "copy_size": "64M"}, {}, traits_of("dataset"), {"copy.bytes": 64e6}, {})
+    assert f.direction == "write"
+    assert facts({"rw": "randrw"}, {}).direction == "mixed" and facts({"rw": "randread"}, {}).direction == "read"

@@ -123,6 +123,8 @@ class RunFacts:
         r, w = self.read_bytes, self.write_bytes
         if r or w:
             return "mixed" if r and w and min(r, w) > 0.05 * max(r, w) else ("read" if r >= w else "write")
+        if self.params.get("workload", "fio") != "fio":  # a copy (cp, rsync, dd) or the fill experiment writes
+            return "write"
         rw = str(self.params.get("rw", ""))
         if rw in ("rw", "randrw", "readwrite"):
             return "mixed"
