@@ -261,3 +261,21 @@ def test_a_copy_test_writes() -> None:
     f = run_facts({"workload": "cp", "copy_size": "64M"}, {}, traits_of("dataset"), {"copy.bytes": 64e6}, {})
     assert f.direction == "write"
     assert facts({"rw": "randrw"}, {}).direction == "mixed" and facts({"rw": "randread"}, {}).direction == "read"
+
+
+def test_sync_writes_waiting_on_hdd_latency_below_its_throughput_are_disk_bound() -> None:
+    """Seed 001 without a log: each 4k O_SYNC write waits for its ZIL block on a raidz1 of three 40-IOPS disks:
+    fio does 30 writes/s, each disk 20 requests/s (67 % of what it can), each request 25 ms against fio's 33 ms."""
+    devices = {f"vd{c}": {**dev(f"tbdata{i}", w=20.0, busy=55.0), "await_ms": 25.0} for i, c in enumerate("bcd")}
+    m = {"write.io_bytes": 300 * 4096.0, "write.iops": 30.0, "write.lat_mean_ns": 33e6, "fio.runtime_s": 10.0}
+    p = {"rw": "randwrite", "sync_mode": "sync", "ioengine": "psync"}
+    f = facts(p, m, {"dev.devices": devices})
+    found = disks.find_data(f)
+    assert found is not None and found.figures["latency_share"] > 1.0
+    assert "fio's I/O waited on the disks: tbdata0 took 25.0 ms per request" in found.evidence
+    assert name_limiter(f).kind == "data-disks"
+    # with a log device, the data disks' background txg writes do not make fio wait for them
+    with_log = {**devices, "vde": {**dev("tblog0", role="log", w=245.0, busy=40.0), "await_ms": 1.5}}
+    assert disks.find_data(facts(p, {**m, "write.iops": 245.0}, {"dev.devices": with_log})) is None
+    # buffered async writes never wait on the disks' latency
+    assert disks.find_data(facts({"rw": "write", "io": "buffered"}, m, {"dev.devices": devices})) is None

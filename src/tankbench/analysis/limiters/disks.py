@@ -1,7 +1,8 @@
 """The disks: a data disk or the log device that did about as much as it can (its capability: random 4k IOPS at
 QD1 or deep and sequential bandwidth, measured once per device and fingerprint), or, with no capability, one that
-had I/O in flight all the time. Evidence: which disk, how busy, against what it can do, and the pool's own wait
-figures for that vdev (zpool iostat -l)."""
+had I/O in flight all the time; or disks that carry fio's own I/O (reads, sync writes) in whose service time fio's
+I/O spent most of its latency (a latency-bound run: QD1 reads or sync writes on an HDD below its throughput).
+Evidence: which disk, how busy, against what it can do, and the pool's own wait figures for that vdev."""
 
 from __future__ import annotations
 
@@ -20,6 +21,26 @@ def device_score(d: Device) -> float:
         return u
     busy = (d.busy_pct or 0.0) / 100.0
     return busy if busy >= BUSY_ONLY else 0.0
+
+
+def waited(f: RunFacts, disks: tuple[Device, ...]) -> float | None:
+    """The share of fio's latency its I/O spent in these disks: their requests' time (requests per fio I/O x
+    the mean time a request took, summed over the disks) against fio's mean latency, per I/O fio had in flight.
+    Near 1 (or above, for disks serving one I/O in parallel: a mirror, raidz) when each fio I/O waited for the
+    disks' service time: a latency-bound run on disks below their throughput (QD1 reads, sync writes)."""
+    lat, ops = f.fio_latency_ms, f.fio_ops
+    if not lat or not ops:
+        return None
+    spent = sum(d.ops * d.await_ms for d in disks if d.await_ms)
+    return spent / ops / (lat * f.in_flight) if spent else None
+
+
+def carries_fio(f: RunFacts, role: str) -> bool:
+    """Whether disks of this role carry fio's own I/O, so that fio waits for them: the data disks for reads and for
+    sync writes without a log device; the log device for sync writes."""
+    if role == "log":
+        return f.sync_writes
+    return f.direction == "read" or (f.sync_writes and not f.role_devices("log"))
 
 
 def describe(d: Device, f: RunFacts) -> str:
@@ -49,10 +70,28 @@ def _busiest(f: RunFacts, role: str) -> tuple[Device, float] | None:
     return max(scored, key=lambda p: p[1]) if scored else None
 
 
+def _latency_finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | None:
+    """The disks of this role were below their throughput, yet fio's I/O spent >= 85 % of its latency in them."""
+    disks = f.role_devices(role)
+    share = waited(f, disks) if carries_fio(f, role) else None
+    if share is None or share < BUSY:
+        return None
+    d = max(disks, key=lambda x: x.ops * (x.await_ms or 0.0))
+    per = d.ops / f.fio_ops if f.fio_ops else 0.0
+    text = (
+        f"{lead}fio's I/O waited on the disks: {d.label} took {d.await_ms or 0:.1f} ms per request, "
+        f"{per:.2f} requests per fio I/O, against fio's {f.fio_latency_ms or 0:.1f} ms per I/O "
+        f"({pct(min(share, 1.0))} of its latency in the disks); {describe(d, f)}"
+    )
+    return Finding(
+        kind, min(share, 1.5), text, d.label, {"latency_share": round(share, 3), "await_ms": d.await_ms or 0.0}
+    )
+
+
 def _finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | None:
     best = _busiest(f, role)
     if best is None or best[1] < BUSY:
-        return None
+        return _latency_finding(kind, f, role, lead)
     d, score = best
     others = [x for x in f.role_devices(role) if x is not d and device_score(x) >= BUSY]
     also = f"; also at the limit: {', '.join(x.label for x in others)}" if others else ""

@@ -55,6 +55,7 @@ class Device:
     write_bw: float
     busy_pct: float | None  # share of the run the disk had I/O in flight (diskstats io_ticks)
     queue: float | None  # mean I/Os in flight while busy
+    await_ms: float | None  # mean time a request took, queued and served (diskstats)
     capability: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -168,6 +169,25 @@ class RunFacts:
     def fio_ops(self) -> float:
         return self.m0("read.iops") + self.m0("write.iops") + self.m0("trim.iops")
 
+    @property
+    def fio_latency_ms(self) -> float | None:
+        """fio's mean latency per I/O (ms), weighted by each direction's I/Os; None when fio printed none."""
+        parts = [(self.m0(f"{d}.lat_mean_ns"), self.m0(f"{d}.iops")) for d in ("read", "write", "trim")]
+        parts = [(lat, n) for lat, n in parts if lat and n]
+        total = sum(n for _, n in parts)
+        return sum(lat * n for lat, n in parts) / total / 1e6 if total else None
+
+    @property
+    def in_flight(self) -> float:
+        """How many I/Os fio kept in flight (iodepth x numjobs; 1 for a synchronous engine)."""
+        engine = str(self.params.get("ioengine", "libaio"))
+        depth = (
+            1.0
+            if engine in ("sync", "psync", "vsync", "pvsync", "pvsync2")
+            else float(self.params.get("iodepth", 1) or 1)
+        )
+        return depth * float(self.params.get("numjobs", 1) or 1)
+
     # -- the disks -----------------------------------------------------------------------------
     @cached_property
     def devices(self) -> tuple[Device, ...]:
@@ -192,6 +212,7 @@ class RunFacts:
                     write_bw=float(d.get("write_bw_bytes") or 0.0),
                     busy_pct=_num(d.get("busy_pct")),
                     queue=_num(d.get("queue")),
+                    await_ms=_num(d.get("await_ms")),
                     capability=cap if isinstance(cap, Mapping) else {},
                 )
             )
