@@ -10,10 +10,11 @@ beside the one tankbench named, with the evidence figures. Exit status 1 when a 
 | write-throttle | 1M buffered sequential writes to a dataset on `hdd` data disks, more than ZFS may hold dirty |
 | read-modify-write | 4k random writes into a zvol's 64k volblocks (primarycache=metadata: no block cached) on `hdd` disks |
 | arc | 4k random reads of a 32M file the ARC holds (after a warm-up run) |
-| network | 1M reads of an NFS share from a client lab, the server's link modelled at `--link` Mb/s (ethtool + tc) |
+| network | 1M reads of an NFS share of the lab from a client lab, the server's link modelled at 24 Mb/s (`[host] link_mbps`: tc) |
 
 Boots its own lab (`limiter-bench`; 3 data disks, a log and a cache disk: the seeds' shape) unless --lab names one; each campaign applies its
-own disk models over QMP (no reboot). The network class boots a second lab as the NFS client (--no-network skips it).
+own disk models over QMP (no reboot). The network class boots a second lab as the NFS client (--no-network skips
+it).
 """
 
 from __future__ import annotations
@@ -113,6 +114,36 @@ def cases(lab: str) -> list[Case]:
     ]
 
 
+NFS = """
+[[target]]
+name = "share"
+kind = "nfs"
+size = "256M"
+clients = [{client}]
+client_port = 8766
+nfs_version = "4.2"
+props = {{ recordsize = "1M" }}
+
+[matrix]
+rw = ["read"]
+bs = ["1M"]
+iodepth = [1]
+io = ["buffered"]
+"""
+#: the network class's link model (Mb/s): well under what the emulator's user-mode network moves
+LINK_MBPS = 24
+
+
+def network_case(lab: str, entry: str) -> Case:
+    """1M reads of an NFS share of the lab, from a client lab (its clients entry), the link modelled at LINK_MBPS."""
+    run = '[campaign]\nname = "limiter-network"\nruntime = "8s"\nramp = "0s"\ncooldown = "0s"\nrepeats = 1\nwarmup = false\n'
+    return Case(
+        "network",
+        host_table(lab, "none", "none", extra=f"link_mbps = {LINK_MBPS}\n"),
+        run + NFS.format(client=entry),
+    )
+
+
 @dataclass(frozen=True)
 class Named:
     expected: str
@@ -141,33 +172,56 @@ def run_case(name: str, case: Case, work: Path, note: Callable[[str], None]) -> 
     return out or [Named(case.expected, "(no measured run)", "", "")]
 
 
+def client_lab(name: str, tmp: Path) -> str:
+    """Boot the network class's NFS client lab; its [[target]] clients entry (its known_hosts written in tmp)."""
+    from tankbench.lab.state import LabConfig, labs_dir
+
+    vm.up(name, LabConfig(disks=0, memory_mb=1024, cpus=1))
+    st = vm.require_up(name)
+    image_key = (labs_dir() / name / "known_hosts").read_text().split(None, 1)[1]
+    kh = tmp / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:{st.ssh_port} {image_key}")
+    key = labs_dir() / name / "id_ed25519"
+    return f'{{ address = "127.0.0.1", port = {st.ssh_port}, identity = "{key}", known_hosts = "{kh}" }}'
+
+
+def print_named(n: Named) -> bool:
+    ok = n.kind == n.expected
+    named = n.kind + (f" ({n.detail})" if n.detail else "")
+    print(f"{n.expected:<18} {named:<26} {n.evidence}" + ("" if ok else "   <- WRONG"), flush=True)
+    return ok
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         prog="bench/limiter", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--lab", default="", help="a running lab with 3 data disks and a log disk (default: boot one)")
+    ap.add_argument(
+        "--lab", default="", help="a running lab with 3 data disks, a log and a cache disk (default: boot one)"
+    )
     ap.add_argument("--only", default="", help="comma-separated classes to run (default: all)")
+    ap.add_argument("--no-network", action="store_true", help="skip the network class (it boots a client lab)")
     args = ap.parse_args()
     lab = args.lab or "limiter-bench"
-    host = (
-        vm.ssh_host(vm.require_up(lab))
-        if args.lab
-        else vm.lab_host(lab, disks=3, slog=True, machine=LabMachine(l2arc=True))
-    )
+    client = f"{lab[:26]}-nfsc"
+    wanted = [c for c in args.only.split(",") if c]
+    network = not args.no_network and (not wanted or "network" in wanted)
+    machine = LabMachine(l2arc=True)
+    host = vm.ssh_host(vm.require_up(lab)) if args.lab else vm.lab_host(lab, disks=3, slog=True, machine=machine)
     wrong = 0
     try:
         with tempfile.TemporaryDirectory(prefix="tb-limiter-") as tmp:
+            todo = [c for c in cases(lab) if not wanted or c.expected in wanted]
+            if network:
+                todo.append(network_case(lab, client_lab(client, Path(tmp))))
             print(f"{'expected':<18} {'named':<26} evidence")
-            for c in cases(lab):
-                if args.only and c.expected not in args.only.split(","):
-                    continue
+            for c in todo:
                 for n in run_case(c.expected, c, Path(tmp), lambda m: print(m, file=sys.stderr)):
-                    ok = n.kind == n.expected
-                    wrong += not ok
-                    named = n.kind + (f" ({n.detail})" if n.detail else "")
-                    print(f"{n.expected:<18} {named:<26} {n.evidence}" + ("" if ok else "   <- WRONG"), flush=True)
+                    wrong += not print_named(n)
     finally:
         host.close()
+        if network and vm.read_state(client) is not None:
+            vm.down(client)
         if not args.lab:
             vm.down(lab)
     print("every class named right" if not wrong else f"{wrong} run(s) named wrong")
