@@ -8,9 +8,9 @@ from typing import Any
 from tankbench import EXPORT_FORMAT, __version__
 from tankbench.analysis.analyse import RANK_BY, check_rank_by, load, open_journal
 from tankbench.analysis.compare import Comparison, compare, comparison_dict
+from tankbench.analysis.present import fmt
 from tankbench.cli._common import print_json
 from tankbench.metrics import METRICS
-from tankbench.reports.common import fmt
 
 
 def register(sub: Any) -> None:

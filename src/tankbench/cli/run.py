@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from tankbench.campaign import Spec
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli.plan import resolved_sizes
 from tankbench.runner import run_campaign, summary_line
+from tankbench.schedule.design import step_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,10 +58,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_run)
 
 
+def lab_note(spec: Spec) -> str:
+    """On a machine whose kernel has ZFS, a campaign that names the lab (the quick start) still runs there: say so,
+    and how to measure this machine's pool instead ('' otherwise)."""
+    from tankbench.runner import local_has_zfs
+
+    if spec.host.kind != "lab" or spec.fleet is not None or not local_has_zfs():
+        return ""
+    return (
+        "note: this campaign runs in the lab VM (its host is the lab), though this machine's kernel has ZFS; to "
+        "measure a pool here, run it with --host local (a preset with --disks naming spare disks, or --set "
+        "pool.parent=POOL/DATASET: docs/real-host.md)\n"
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    spec = load_campaign(args)
+    spec = step_spec(load_campaign(args))
     if not args.quiet:
         sys.stdout.write(resolved_sizes(spec))
+        sys.stderr.write(lab_note(spec))
+    if spec.design.step == "screening":  # its choice of tests goes into the journal first (tankbench refine reads it)
+        from tankbench.cli._design import record_screening
+        from tankbench.runner import default_journal_path
+
+        record_screening(spec, args.journal or default_journal_path(spec), campaign_ref(args))
     if args.resume_at_boot or args.no_resume_at_boot or spec.unattended.resume_at_boot:
         return cmd_run_resumable(spec, args)
     if spec.fleet is not None:  # several hosts: fleet.py drives one single-host runner per host
@@ -72,6 +94,8 @@ def cmd_run_one(spec: Spec, args: argparse.Namespace) -> int:
     print(summary_line(outcome), file=sys.stderr if args.quiet else sys.stdout)
     if not args.no_report:
         write_report(outcome.journal, args.quiet)
+    if spec.design.step == "screening" and not args.quiet:
+        print(f"next: tankbench refine {outcome.journal} (the top {spec.design.top} factors of each workload in full)")
     return outcome.exit_status
 
 
@@ -103,6 +127,14 @@ def cmd_run_resumable(spec: Spec, args: argparse.Namespace) -> int:
         pass
     with resumeboot.kept_until_end(unit, note):
         return cmd_run_one(spec, args)
+
+
+def campaign_ref(args: argparse.Namespace) -> dict[str, Any]:
+    """How `refine` finds the campaign again: the file (absolute) or preset, and the options it ran with."""
+    source = args.campaign
+    if os.path.isfile(source):
+        source = os.path.abspath(source)
+    return {"campaign": source, "options": [o for o in resume_options(args) if o not in ("--quiet", "--no-report")]}
 
 
 def resume_options(args: argparse.Namespace) -> list[str]:
@@ -142,27 +174,29 @@ def cmd_run_fleet(spec: Spec, args: argparse.Namespace) -> int:
     if spec.fleet.mode == "split":
         write_report(o.journal, args.quiet)
         return o.exit_status
-    from tankbench.fleetreport import write_host_reports
-
-    out = os.path.join(os.path.dirname(os.path.abspath(o.journal)), "report")
-    paths = write_host_reports(o.journal, out)
-    if not args.quiet and paths:
-        print(f"report: {paths[0]} (hosts side by side; each host's own report in {out}/<host>/)")
+    paths = write_report(o.journal, quiet=True)
+    hosts = [p for p in paths if os.path.basename(p) == "hosts.md"]
+    if not args.quiet and hosts:
+        out = os.path.dirname(hosts[0])
+        print(
+            f"report: {hosts[0]} (hosts side by side; each host's own report in {out}/<host>/; {out}/index.html "
+            "pools their runs per test)"
+        )
     return o.exit_status
 
 
-def write_report(journal: str, quiet: bool) -> None:
-    """The report of the whole journal, in report/ beside it (what `tankbench report` writes)."""
+def write_report(journal: str, quiet: bool) -> list[str]:
+    """The report of the whole journal, in report/ beside it (what `tankbench report` writes); the paths written."""
     from tankbench.analysis.analyse import analyse_dataset, load
-    from tankbench.analysis.detail import with_run_detail
-    from tankbench.clientreport import write_clients
     from tankbench.journal.db import Journal
     from tankbench.reports.write import write_all
 
     out = os.path.join(os.path.dirname(os.path.abspath(journal)), "report")
     with Journal.open_readonly(journal) as j:
-        analysis = analyse_dataset(load(j), "auto")
-        paths = write_all(with_run_detail(analysis, j), out)
-        paths += write_clients(j, out)  # per-client figures of client/server tests (clients.md)
+        paths = write_all(analyse_dataset(load(j), "auto", journal=j), out)
     if not quiet:
-        print(f"report: {paths[0]} (and {', '.join(os.path.basename(p) for p in paths[1:])})")
+        print(
+            f"report: {paths[0]} (and {', '.join(os.path.basename(p) for p in paths[1:5])}"
+            + (f", {len(paths) - 5} more)" if len(paths) > 5 else ")")
+        )
+    return paths
