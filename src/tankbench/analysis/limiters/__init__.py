@@ -25,6 +25,7 @@ __all__ = [
     "KINDS",
     "LABELS",
     "LIMIT_CHECK_KEYS",
+    "ZFS_GAP",
     "RULES",
     "Finding",
     "Limit",
@@ -76,7 +77,7 @@ def _late(f: RunFacts) -> str:
     if past < max(2.0, 0.2 * runtime):
         return ""
     text = f"; the data was durable {past:.0f} s after fio's runtime (fio exited {max(0.0, excess):.0f} s late"
-    text += f", then {f.drain_s:.0f} s of drain)" if f.drain_s else ")"
+    text += f", then {f.drain_s:.1f} s of drain)" if f.drain_s else ")"
     if not f.direct and f.traits.block_device:
         text += ": fio's buffered writes waited in the kernel's page cache in front of the device, and its last close waited for them"
     elif not f.direct:
@@ -101,9 +102,13 @@ def _undetermined(f: RunFacts) -> Limit:
     return Limit("not-determined", text + _notes(f), "", {}, missing + _zfs_gap(f))
 
 
+#: how `limit.missing` says what a target not on ZFS cannot have (the report lists those tests with it)
+ZFS_GAP = "ZFS evidence (not a ZFS target): "
+
+
 def _zfs_gap(f: RunFacts) -> tuple[str, ...]:
     gap = f.zfs_unavailable()
-    return (f"ZFS evidence (not a ZFS target): {', '.join(gap)}",) if gap else ()
+    return (ZFS_GAP + ", ".join(gap),) if gap else ()
 
 
 def name_limiter(f: RunFacts) -> Limit:
@@ -122,7 +127,7 @@ def name_limiter(f: RunFacts) -> Limit:
 
 
 #: the run checks the report reads per run (journal index): what bounded it, the part, the sentence
-LIMIT_CHECK_KEYS = ("limit.kind", "limit.detail", "limit.evidence")
+LIMIT_CHECK_KEYS = ("limit.kind", "limit.detail", "limit.evidence", "limit.missing")
 
 
 def summary_limit(runs: Sequence[Mapping[str, Any]], last: RunFacts | None) -> Limit | None:
@@ -138,7 +143,10 @@ def summary_limit(runs: Sequence[Mapping[str, Any]], last: RunFacts | None) -> L
     if n < len(kinds):
         others = ", ".join(f"{k} {c}" for k, c in Counter(kinds).items() if k != top)
         evidence += f" ({n} of {len(kinds)} runs; the others: {others})"
-    return Limit(top, evidence, str(run.get("limit.detail", "")))
+    missing = run.get("limit.missing")
+    return Limit(
+        top, evidence, str(run.get("limit.detail", "")), {}, tuple(missing) if isinstance(missing, list) else ()
+    )
 
 
 def limit_checks(
