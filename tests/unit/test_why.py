@@ -77,6 +77,8 @@ def test_latency_histogram_of_json_plus_merges_jobs_into_powers_of_two() -> None
         ios = sum(int(c) for j in doc["jobs"] for c in j[d]["clat_ns"].get("bins", {}).values())
         assert sum(n for _, n in h[d]) == ios > 0
         edges = [e for e, _ in h[d]]
-        assert edges == sorted(edges) and all(round(e * 1e6) & (round(e * 1e6) - 1) == 0 for e in edges)
+        assert edges == sorted(edges) and all(
+            round(e * 1e6) & (round(e * 1e6) - 1) == 0 and round(e * 1e6).bit_length() % 2 for e in edges
+        )
     assert abs(sum(p for _, p in percent_by_bucket(h["read"])) - 100) < 0.1
     assert histogram("not json") == {}
