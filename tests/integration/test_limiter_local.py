@@ -56,3 +56,16 @@ def test_a_raw_loop_device_run_is_named_from_disk_and_cpu_figures(tmp_path: Path
     assert any(m.startswith("ZFS evidence (not a ZFS target): ARC hits") for m in checks["limit.missing"])
     results = json.loads(tankbench("results", "--journal", str(tmp_path / "j.sqlite"), "--json").stdout)
     assert results[0]["limit.kind"] == checks["limit.kind"] and results[0]["limit.evidence"] == checks["limit.evidence"]
+    # the report says it where people look: the leaderboard's limiter, the why section with the ZFS evidence this
+    # target cannot have, fio's per-second series and its latency histogram (json+)
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "| limiter |" in summary and "## Why: what bounded each test" in summary
+    assert "Tests #1 are not on ZFS: their limiter is named from the disk and CPU figures alone" in summary
+    assert "the ZFS evidence they cannot have: ARC hits (arcstats), write throttle (dmu_tx)" in summary
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert 'data-series="fio_read_iops"' in page and 'data-series="fio_read_lat_ms"' in page
+    assert 'data-figure="histogram-' in page
+    doc = json.loads((tmp_path / "report" / "results.json").read_text())
+    (test,) = doc["tests"]
+    assert test["limit"]["kind"] == checks["limit.kind"] and test["runs"][0]["limit.kind"] == checks["limit.kind"]
+    assert doc["zfs_evidence_unavailable"]["tests"] == ["#1"]
