@@ -13,7 +13,7 @@ from tests.conftest import tankbench
 CAMPAIGN = """
 [campaign]
 name = "why-local"
-runtime = "2s"
+runtime = "4s"
 ramp = "0s"
 host = "local"
 repeats = 1
