@@ -253,7 +253,7 @@ def test_a_late_buffered_zvol_run_says_where_its_writes_waited() -> None:
     f = run_facts({"rw": "write", "bs": "4k", "io": "buffered"}, {}, traits_of("zvol"), m, {}, REAL, drain_s=9.0)
     limit = name_limiter(f)
     assert limit.kind == "write-throttle"
-    assert "the data was durable 23 s after fio's runtime (fio exited 14 s late, then 9 s of drain)" in limit.evidence
+    assert "the data was durable 23 s after fio's runtime (fio exited 14 s late, then 9.0 s of drain)" in limit.evidence
     assert "page cache in front of the device, and its last close waited for them" in limit.evidence
 
 
