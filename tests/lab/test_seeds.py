@@ -290,3 +290,8 @@ def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Pa
     assert all(r["status"] == "done" for t in doc["tests"] for r in t["runs"]), doc["tests"]
     (board,) = doc["leaderboards"]
     assert board["metric"] == "durable_mibs" and "finished late" in board["reason"], board
+    # the report says why, from its own figures: the zvol's buffered test names its limiter and why it was late
+    zvol = next(t for t in doc["tests"] if t["target"] == "zvol" and t["params"]["io"] == "buffered")
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    row = next(line for line in summary.splitlines() if line.startswith(f"| #{zvol['number']} ") and "durable" in line)
+    assert zvol["limit"]["kind"] in ("read-modify-write", "write-throttle") and "the data was durable" in row, row
