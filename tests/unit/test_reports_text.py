@@ -26,7 +26,9 @@ def _html(journal: str) -> str:
 def test_html_self_contained_with_charts(tmp_path: Path) -> None:
     page = _html(local_journal(tmp_path))
     assert "<script" not in page and not re.search(r"(src|href)=\"https?://", page)
-    assert page.count('class="leaderboard"') == 2 and page.count('class="chart"') == 2
+    # bar charts: the two leaderboards' and the factor section's two workloads' (analysis/sections/factors.py)
+    assert page.count('class="leaderboard"') == 2 and page.count('class="chart"') == 4
+    assert page.count('factors by effect bar chart"') == 2
     assert 'data-series="load1"' in page and 'data-series="dev_iops"' in page  # real sampler series
     assert 'data-series="dev_avg_io_bytes"' in page
     assert 'id="emulated"' not in page
