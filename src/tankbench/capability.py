@@ -6,8 +6,11 @@ disk that holds data, a pool's vdev included. The limiter compares each disk's f
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tankbench.errors import HostError
@@ -115,6 +118,44 @@ def capabilities(
     return sorted(out, key=lambda c: str(c["disk"]))
 
 
+def cache_path() -> Path:
+    """This machine's capabilities, by host and fingerprint: ${XDG_CACHE_HOME:-~/.cache}/tankbench/capability.json."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tankbench" / "capability.json"
+
+
+def cache_key(host: Host, comparable: Mapping[str, Any]) -> str:
+    """A host's disks measured under one set of comparable facts (kernel, CPU, disk models, …)."""
+    text = json.dumps([host.name, dict(comparable)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def cached(key: str) -> dict[str, Any]:
+    """{disk: capability} this machine measured before under `key` ({} when none, or the cache is unreadable)."""
+    try:
+        doc = json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    entries = doc.get(key, []) if isinstance(doc, dict) else []
+    return {str(c["disk"]): c for c in entries if isinstance(c, dict) and "disk" in c and "error" not in c}
+
+
+def remember(key: str, caps: Sequence[Mapping[str, Any]]) -> None:
+    """Keep what was measured for the next campaign on this host and fingerprint, whatever journal it writes (a
+    cache: a write that fails only costs a probe next time)."""
+    path = cache_path()
+    try:
+        doc = json.loads(path.read_text()) if path.exists() else {}
+        doc = doc if isinstance(doc, dict) else {}
+        doc[key] = [dict(c) for c in caps if "error" not in c]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(doc, sort_keys=True))
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass
+
+
 def for_campaign(
     host: Host,
     names: Sequence[str],
@@ -123,17 +164,23 @@ def for_campaign(
     note: Callable[[str], None],
 ) -> list[dict[str, Any]]:
     """The `device_capability` of a campaign's fingerprint: each disk's figures from an earlier fingerprint of the
-    journal with the same comparable facts, the rest probed now (read-only). A host error during the probe is a
-    note, not a failure: the runs then go without capabilities."""
+    journal with the same comparable facts, or measured on this machine before for the same host and facts, the
+    rest probed now (read-only). A host error during the probe is a note, not a failure: the runs then go without
+    capabilities."""
     if not names:
         return []
     try:
         ids = disk_ids(host, names)
-        known = reuse(earlier, comparable, [disk_of(n, ids[n]) for n in names])
-        todo = [n for n in names if disk_of(n, ids[n]) not in known]
+        disks = [disk_of(n, ids[n]) for n in names]
+        key = cache_key(host, comparable)
+        known = {**{d: c for d, c in cached(key).items() if d in disks}, **reuse(earlier, comparable, disks)}
+        todo = [n for n, d in zip(names, disks, strict=True) if d not in known]
         if todo:
             note(f"what each disk can do: a read-only fio probe of {', '.join(todo)} ({len(PROBES)} × {PROBE_S:g} s)")
-        return capabilities(host, names, known)
+        caps = capabilities(host, names, known)
+        if todo:
+            remember(key, caps)
+        return caps
     except HostError as e:
         note(f"warning: the disks' capability probe failed ({e}); the limiter goes by how busy they were")
         return []

@@ -5,7 +5,10 @@ commands the probe runs); tests/lab/test_seeds.py checks the probe against the l
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tankbench import capability
 from tankbench.errors import HostError
@@ -66,7 +69,8 @@ def test_capabilities_by_stable_id() -> None:
     assert capability.disk_ids(host, ["sda", "loop3"]) == {"sda": f"{B}wwn-0x5000", "loop3": "loop3"}
 
 
-def test_an_earlier_fingerprint_with_the_same_facts_is_reused() -> None:
+def test_an_earlier_fingerprint_with_the_same_facts_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     mine = {"disk": f"{B}virtio-tbdata0", "read_iops_qd1": 39.0}
     old = {"kernel": "6.12", "lab_disk_models": {"tbdata0": "hdd"}, "device_capability": [mine]}
     ssd = {"disk": f"{B}virtio-tbdata0", "read_iops_qd1": 250.0}
@@ -82,7 +86,10 @@ def test_an_earlier_fingerprint_with_the_same_facts_is_reused() -> None:
     assert notes == ["what each disk can do: a read-only fio probe of vdc (3 × 2 s)"]
 
 
-def test_a_probe_fio_refuses_is_an_error_entry_and_a_host_failure_a_note() -> None:
+def test_a_probe_fio_refuses_is_an_error_entry_and_a_host_failure_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     (cap,) = capability.capabilities(FakeHost(fio_rc=1), ["vdb"], {})
     assert cap["error"] == "the read-only probe failed: fio: failed to open /dev/vdb: Permission denied"
 
@@ -93,3 +100,19 @@ def test_a_probe_fio_refuses_is_an_error_entry_and_a_host_failure_a_note() -> No
     notes: list[str] = []
     assert capability.for_campaign(Down(), ["vdb"], [], {}, notes.append) == []
     assert "capability probe failed" in notes[0]
+
+
+def test_this_machine_remembers_a_hosts_capabilities_for_the_same_facts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measure once per disk and fingerprint, whatever journal the campaign writes (integration tests, CI)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    facts = {"kernel": "6.12", "lab_disk_models": {"tbdata0": "hdd"}}
+    first = FakeHost()
+    caps = capability.for_campaign(first, ["vdb"], [], facts, lambda m: None)
+    assert len(first.jobs) == 3 and (tmp_path / "tankbench" / "capability.json").exists()
+    again = FakeHost()
+    assert capability.for_campaign(again, ["vdb"], [], facts, lambda m: None) == caps and again.jobs == []
+    other = FakeHost()  # another disk model: measured again
+    capability.for_campaign(other, ["vdb"], [], {**facts, "lab_disk_models": {"tbdata0": "ssd"}}, lambda m: None)
+    assert len(other.jobs) == 3
