@@ -34,7 +34,9 @@ def candidates(f: RunFacts) -> list[tuple[float, str, str]]:
         out.append((p / 100.0 / cap, name, f"ZFS's {name} thread{'s' if cap > 1 else ''} {p:.0f} % of a CPU"))
     if f.m("sys.cpu_user_pct") is not None:
         host = (f.m0("sys.cpu_user_pct") + f.m0("sys.cpu_sys_pct")) / 100.0
-        out.append((host, "all CPUs", f"the host's {f.cpu_count} CPU(s) {pct(host)} busy (user + system)"))
+        load = f.m("sys.load1_max")
+        also = f", load1 up to {load:.1f}" if load is not None else ""
+        out.append((host, "all CPUs", f"the host's {f.cpu_count} CPU(s) {pct(host)} busy (user + system{also})"))
     return out
 
 
