@@ -1251,6 +1251,9 @@ class Sampler:
     def __enter__(self) -> Sampler:
         self.t0 = time.monotonic()
         self.first = self.prev = self.snapshot()
+        t = time.monotonic()
+        self.ev_first = evidence_snapshot(self.devices)
+        self.evidence_s = time.monotonic() - t  # what the limiter's evidence costs a run (bench/overhead)
         self._thread.start()
         return self
 
@@ -1258,6 +1261,17 @@ class Sampler:
         self._stop.set()
         self._thread.join()
         self.last = self.snapshot()
+        t = time.monotonic()
+        self.ev_last = evidence_snapshot(self.devices)
+        self.evidence_s += time.monotonic() - t
+
+    def evidence(self) -> dict[str, Any]:
+        """The checks a limiter reads, over the same span as summary(): each disk's figures (dev.devices) and the
+        CPU of each thread group (cpu.groups, cpu.group_threads)."""
+        t = time.monotonic()
+        out = evidence_checks(self.ev_first, self.ev_last, self.devices)
+        out["harness.evidence_s"] = round(self.evidence_s + time.monotonic() - t, 4)
+        return out
 
     def _loop(self) -> None:
         c0 = time.thread_time()
@@ -1352,6 +1366,213 @@ def disk_delta(a: DiskStats, b: DiskStats, dt: float) -> dict[str, float]:
     }
 
 
+# ---------------------------------------------------------------- why: the evidence a limiter needs (issue 32)
+#: where udev names disks by a stable id (the capability of a disk is kept under that id)
+BY_ID = "/dev/disk/by-id"
+#: comm prefixes of OpenZFS's kernel threads (taskqs, txg, ARC, ZIL, zvol), grouped by name without the number
+_ZFS_COMMS = ("z_", "zvol", "txg_", "dp_", "arc_", "dbu", "dbuf", "spa_", "zil", "zthr", "l2arc", "mmp", "metaslab")
+
+
+def disk_ticks(names: Iterable[str], root: str = "") -> dict[str, tuple[int, ...]]:
+    """{name: (reads, read sectors, read ms, writes, write sectors, write ms, busy ms, weighted ms)} from
+    /proc/diskstats: busy ms (io_ticks) is the time the disk had I/O in flight; weighted ms sums each request's
+    time in flight (their ratio is the mean queue while busy)."""
+    out = {}
+    wanted = set(names)
+    for line in read_text(root + PROC + "/diskstats").splitlines():
+        p = line.split()
+        if len(p) >= 14 and p[2] in wanted:
+            out[p[2]] = tuple(int(p[i]) for i in (3, 5, 6, 7, 9, 10, 12, 13))
+    return out
+
+
+def disk_ids(names: Iterable[str], root: str = "") -> dict[str, str]:
+    """{kernel name: its stable name, /dev/disk/by-id/… (the shortest, no partition)}; a disk without one: its
+    kernel name. Kept as a path, a value, so `bundle --anonymise` replaces the model and serial in it."""
+    wanted, out = set(names), {}
+    try:
+        links = sorted(os.listdir(root + BY_ID), key=len)
+    except OSError:
+        links = []
+    for link in links:
+        if "-part" in link:
+            continue
+        name = os.path.basename(os.path.realpath(os.path.join(root + BY_ID, link)))
+        if name in wanted and name not in out:
+            out[name] = BY_ID + "/" + link
+    return {n: out.get(n, n) for n in wanted}
+
+
+def disk_label(name: str, disk_id: str) -> str:
+    """A disk's short name in reports: a virtual disk's serial as its VM names it (virtio-tbdata0 -> tbdata0), else
+    its kernel name (sda: a real disk's by-id name holds its serial, which a report does not spell out)."""
+    base = disk_id.rsplit("/", 1)[-1]
+    return base[len("virtio-") :] if base.startswith("virtio-") else name
+
+
+def device_figures(
+    a: dict[str, tuple[int, ...]], b: dict[str, tuple[int, ...]], dt: float, ids: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Per disk over dt seconds: IOPS and bytes/s each way, % of the time busy, mean queue while busy, mean
+    time per request (ms), and its stable id and label."""
+    out = {}
+    for name, vb in b.items():
+        va = a.get(name)
+        if not va:
+            continue
+        d = [y - x for x, y in zip(va, vb)]
+        ios = d[0] + d[3]
+        out[name] = {
+            "id": ids.get(name, name),
+            "label": disk_label(name, ids.get(name, name)),
+            "read_iops": round(d[0] / dt, 2),
+            "write_iops": round(d[3] / dt, 2),
+            "read_bw_bytes": round(d[1] * 512 / dt, 1),
+            "write_bw_bytes": round(d[4] * 512 / dt, 1),
+            "busy_pct": round(min(100.0, 100.0 * d[6] / (dt * 1000.0)), 1),
+            "queue": round(d[7] / d[6], 2) if d[6] else 0.0,
+            "await_ms": round((d[2] + d[5]) / ios, 2) if ios else 0.0,
+        }
+    return out
+
+
+def thread_group(comm: str) -> str:
+    """The group a process's CPU counts in: fio, qemu, a ZFS thread by name without its number (z_rd_int_0 ->
+    z_rd_int, zvol_tq-3 -> zvol_tq), or "" (not followed: the host's CPU as a whole is /proc/stat's)."""
+    if comm == "fio" or comm.startswith("fio "):
+        return "fio"
+    if comm.startswith("qemu"):
+        return "qemu"
+    if comm.startswith(_ZFS_COMMS):
+        base = comm.rstrip("0123456789")
+        return base.rstrip("_-/") or comm
+    return ""
+
+
+#: processes seen not to belong to a followed group, by pid (an agent session reads each once, not every run)
+_NOT_FOLLOWED: set[str] = set()
+_SCANS = [0]
+
+
+def thread_cpu(root: str = "") -> tuple[dict[str, int], dict[str, int]]:
+    """({group: CPU ticks used so far (user + system) by its processes}, {group: processes}) from /proc/*/stat of
+    the followed groups (a kernel thread is a process of its own; fio's jobs are processes). A process found
+    unfollowed is not read again: two snapshots per run cost a few dozen reads, not one per process."""
+    ticks: dict[str, int] = {}
+    count: dict[str, int] = {}
+    try:
+        pids = [p for p in os.listdir(root + PROC) if p.isdigit()]
+    except OSError:
+        return ticks, count
+    for pid in pids:
+        key = root + pid
+        if key in _NOT_FOLLOWED:
+            continue
+        text = read_text(root + PROC + "/" + pid + "/stat", None)
+        if not text:
+            continue
+        comm, fields = stat_fields(text)
+        g = thread_group(comm)
+        if not g:
+            _NOT_FOLLOWED.add(key)
+            continue
+        if len(fields) >= 13:
+            ticks[g] = ticks.get(g, 0) + int(fields[11]) + int(fields[12])
+            count[g] = count.get(g, 0) + 1
+    _SCANS[0] += 1
+    if _SCANS[0] % 200 == 0:  # a pid is reused once pids wrap around: now and then, read every process again
+        _NOT_FOLLOWED.clear()
+    return ticks, count
+
+
+def cpu_groups(
+    a: tuple[dict[str, int], dict[str, int]], b: tuple[dict[str, int], dict[str, int]], dt: float
+) -> dict[str, Any]:
+    """The cpu.* checks: % of one CPU each thread group used over dt (groups under 0.5 % left out; a process
+    that ended in between loses its share) and how many processes each group had."""
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    groups = {}
+    for g, t in b[0].items():
+        pct = 100.0 * (t - a[0].get(g, 0)) / hz / dt
+        if pct >= 0.5:
+            groups[g] = round(pct, 1)
+    return {"cpu.groups": groups, "cpu.group_threads": {g: n for g, n in b[1].items() if g in groups}}
+
+
+def raw_clock_ns(t: float) -> int:
+    """A time.monotonic() reading on CLOCK_MONOTONIC_RAW, the clock of OpenZFS's gethrtime() (the txgs kstat's
+    birth times), in ns; plain CLOCK_MONOTONIC where there is no raw clock."""
+    clock = getattr(time, "CLOCK_MONOTONIC_RAW", None)
+    if clock is None:
+        return int(t * 1e9)
+    return time.clock_gettime_ns(clock) - int((time.monotonic() - t) * 1e9)
+
+
+def evidence_snapshot(devices: Iterable[str]) -> dict[str, Any]:
+    """What evidence_checks compares: the clock, the disks' diskstats and the thread groups' CPU ticks."""
+    return {"t": time.monotonic(), "disks": disk_ticks(devices), "cpu": thread_cpu()}
+
+
+def evidence_checks(a: dict[str, Any], b: dict[str, Any], devices: Iterable[str]) -> dict[str, Any]:
+    """dev.devices (device_figures) and the cpu.* checks (cpu_groups) between two evidence snapshots."""
+    dt = max(1e-6, b["t"] - a["t"])
+    out = cpu_groups(a["cpu"], b["cpu"], dt)
+    if a["disks"]:
+        out["dev.devices"] = device_figures(a["disks"], b["disks"], dt, disk_ids(devices))
+    return out
+
+
+#: the stem of the per-second fio logs every run writes (fio/jobs.py run_job_text)
+SEC_LOG = "tbsec"
+
+
+def _log_buckets(path: str) -> dict[tuple[int, int], list[float]]:
+    """{(second, direction): the window values fio logged in it} of one fio log (time ms, value, direction, …)."""
+    out: dict[tuple[int, int], list[float]] = {}
+    for line in read_text(path).splitlines():
+        p = line.split(",")
+        try:
+            t, v, ddir = float(p[0]), float(p[1]), int(p[2])
+        except (IndexError, ValueError):
+            continue
+        out.setdefault((int((t + 500) // 1000), ddir), []).append(v)  # the second a window ends in
+    return out
+
+
+def fio_seconds(workdir: str) -> dict[str, list[float]]:
+    """fio's own per-second series of a run from its logs (summed over jobs; a second without a completed I/O has
+    no line in fio's log and is 0 here): fio_t, fio_{read,write}_iops, fio_bw_bytes, fio_{read,write}_lat_ms."""
+    iops: dict[tuple[int, int], float] = {}
+    bw: dict[int, float] = {}
+    lat: dict[tuple[int, int], list[float]] = {}
+    # a size-based job that ends with an fsync logs its IOPS under tbio (100 ms windows), the rest under tbsec
+    paths = glob.glob(os.path.join(workdir, SEC_LOG + "_*.log")) + glob.glob(
+        os.path.join(workdir, IO_LOG_PREFIX + "_iops.*.log")
+    )
+    for path in paths:
+        kind = os.path.basename(path).split("_", 1)[1].split(".")[0]
+        for (sec, ddir), vals in _log_buckets(path).items():
+            mean = sum(vals) / len(vals)
+            if kind == "iops":
+                iops[(sec, ddir)] = iops.get((sec, ddir), 0.0) + mean
+            elif kind == "bw":
+                bw[sec] = bw.get(sec, 0.0) + mean * 1024
+            elif kind == "lat":
+                lat.setdefault((sec, ddir), []).append(mean)
+    seconds = sorted({s for s, _ in iops} | set(bw))
+    if not seconds:
+        return {}
+    span = range(seconds[0], seconds[-1] + 1)
+    out: dict[str, list[float]] = {"fio_t": [float(s) for s in span], "fio_bw_bytes": [bw.get(s, 0.0) for s in span]}
+    for ddir, name in ((0, "read"), (1, "write")):
+        if any(d == ddir for _, d in iops):
+            out[f"fio_{name}_iops"] = [round(iops.get((s, ddir), 0.0), 1) for s in span]
+        if any(d == ddir for _, d in lat):
+            per_s = [lat.get((s, ddir)) for s in span]
+            out[f"fio_{name}_lat_ms"] = [round(sum(v) / len(v) / 1e6, 3) if v else 0.0 for v in per_s]
+    return out
+
+
 def drain(max_s: float, threshold_bytes: int, sync_cmd: Sequence[str] | None = None) -> tuple[float, int, int]:
     """Seconds until written data is durable: `sync` (and e.g. `zpool sync POOL`), then poll /proc/meminfo
     until dirty + writeback memory is below the threshold; bounded by max_s."""
@@ -1416,8 +1637,11 @@ def op_fio_run(req: FioRunRequest) -> None:
     else:
         with open(job, "w") as f:
             f.write(req["job_text"])
-        argv = ["fio", "--output-format=json", "--output=" + out, job]
-    for old in glob.glob(os.path.join(workdir, IO_LOG_PREFIX + "_*.log")):
+        # json+: fio's latency histogram beside its percentiles (the report draws it; parse merges jobs exactly)
+        argv = ["fio", "--output-format=" + str(req.get("fio_format", "json+")), "--output=" + out, job]
+    for old in glob.glob(os.path.join(workdir, IO_LOG_PREFIX + "_*.log")) + glob.glob(
+        os.path.join(workdir, SEC_LOG + "_*.log")
+    ):
         os.unlink(old)  # a log of an earlier run must not stand for this one
     sync_cmd = req.get("sync_cmd")
     presync_s = 0.0
@@ -1477,6 +1701,9 @@ def op_fio_run(req: FioRunRequest) -> None:
         except (OSError, subprocess.TimeoutExpired) as e:
             after.append({"argv": argv_, "rc": -1, "stdout": "", "stderr": str(e)})
     fio_json = read_text(out)
+    t_logs = time.monotonic()
+    seconds = fio_seconds(workdir)  # fio's per-second logs, read once (bench/overhead measures them)
+    t_logs = time.monotonic() - t_logs
     # the agent's own time around fio (the run's share of the per-run fixed cost, docs/schedule.md): before
     # fio started (job file, noise facts, samplers), after it ended beside the drain (samplers' stop, captures,
     # the next run's layout check, commands after the run)
@@ -1484,6 +1711,7 @@ def op_fio_run(req: FioRunRequest) -> None:
         "harness.run_before_s": round(t0 - t_req, 4),
         "harness.run_after_s": round(time.monotonic() - t_end - drain_s, 4),
         "harness.layout_after_s": round(t_layout, 4),
+        "harness.fio_logs_s": round(t_logs, 4),
     }
     emit(
         "result",
@@ -1494,9 +1722,11 @@ def op_fio_run(req: FioRunRequest) -> None:
         drain_s=drain_s,
         fio_json=fio_json,
         stderr_tail=err.decode(errors="replace")[-4000:],
-        samples=sampler.series,
+        samples={**sampler.series, **seconds},
         metrics=sampler.summary(),
         checks={
+            **sampler.evidence(),
+            "fio.t0_monotonic_ns": raw_clock_ns(t0),  # fio's start on the clock of ZFS's txg times
             "drain.dirty_start_bytes": dirty_start,
             "drain.dirty_end_bytes": dirty_end,
             "preflight.presync_s": round(presync_s, 3),

@@ -88,6 +88,8 @@ MODELS: dict[str, DiskModel] = {
 }
 #: the smallest zfs_arc_max OpenZFS accepts (smaller values are ignored by the module)
 ARC_MIN = 64 * MIB
+#: the fastest link model (Mb/s): the emulator's user-mode network moves far less
+LINK_MAX = 10_000
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ class LabMachine:
     l2arc: bool = False
     l2arc_model: str = "none"
     arc_max: int = 0
+    #: the lab's network link in Mb/s (0: not modelled): its NIC is shaped to this rate and says it (issue 32)
+    link_mbps: int = 0
 
     def models(self, disks: int, slog: bool) -> dict[str, str]:
         """Drive id -> model name, for every disk of a lab with this many data disks (and a log disk)."""
@@ -111,7 +115,7 @@ class LabMachine:
 
 
 #: the [host] keys this module reads
-HOST_KEYS = ("disk_model", "slog_model", "l2arc", "l2arc_model", "arc_max")
+HOST_KEYS = ("disk_model", "slog_model", "l2arc", "l2arc_model", "arc_max", "link_mbps")
 
 
 def parse_host_keys(table: Mapping[str, Any], err: Callable[[str, object, str, str], Exception]) -> LabMachine:
@@ -138,22 +142,44 @@ def parse_host_keys(table: Mapping[str, Any], err: Callable[[str, object, str, s
             raise err("host.arc_max", raw, "is below the 64M that OpenZFS accepts", 'e.g. arc_max = "256M"')
     if "l2arc_model" in table and not l2arc:
         raise err("host.l2arc_model", table["l2arc_model"], "needs a cache disk", "add l2arc = true")
+    link = table.get("link_mbps", 0)
+    if not isinstance(link, int) or isinstance(link, bool) or not 0 <= link <= LINK_MAX:
+        raise err(
+            "host.link_mbps",
+            link,
+            f"must be a whole number of Mb/s from 0 (not modelled) to {LINK_MAX}",
+            "e.g. link_mbps = 40",
+        )
     return LabMachine(
         disk_model=model("disk_model"),
         slog_model=model("slog_model"),
         l2arc=l2arc,
         l2arc_model=model("l2arc_model"),
         arc_max=arc_max,
+        link_mbps=link,
     )
 
 
-def fingerprint(models: Mapping[str, str], arc_max: int, arc_c_max: int) -> dict[str, object]:
-    """What a run's fingerprint records about the lab machine: every disk's model with its numbers, the ARC."""
-    return {
+def fingerprint(models: Mapping[str, str], arc_max: int, arc_c_max: int, link_mbps: int = 0) -> dict[str, object]:
+    """What a run's fingerprint records about the lab machine: every disk's model with its numbers, the ARC, and
+    the network link's model when there is one."""
+    out: dict[str, object] = {
         "lab_disk_models": {d: MODELS[m].describe() for d, m in sorted(models.items())},
         "lab_arc_max": arc_max,
         "lab_arc_c_max": arc_c_max,
     }
+    if link_mbps:
+        out["lab_link_mbps"] = link_mbps
+    return out
+
+
+def link_script(iface: str, mbps: int) -> str:
+    """The guest's shell commands that shape its NIC's egress to `mbps` (tc tbf) and then print the root qdisc, or
+    remove the shaping (0): the server's sending side is what a network share's reads wait for."""
+    if not mbps:
+        return f"tc qdisc del dev {iface} root 2>/dev/null; tc qdisc show dev {iface}"
+    burst = max(32, mbps * 1000 // 8 // 100)  # KiB: at least one timer tick's worth at HZ=100
+    return f"tc qdisc replace dev {iface} root tbf rate {mbps}mbit burst {burst}kb latency 200ms && tc qdisc show dev {iface}"
 
 
 def summary(models: Mapping[str, str]) -> str:

@@ -120,6 +120,12 @@ def test_nfs_share_from_the_lab_two_client_labs_kill_and_finish(lab: LabHost, tm
         assert checks["net.server"]["eth0"]["rx_bytes"] > 0 and sorted(checks["net.clients"]) == sorted(names)
         assert all(checks["net.clients"][n]["eth0"]["tx_bytes"] > 0 for n in names)
         assert checks["net.limit"] in ("unknown", "cpu")  # a virtio NIC states no speed
+        # issue 32: the run's limiter is named from the server's figures all the same, with its evidence
+        print(
+            f"nfs run's limiter: {checks['limit.kind']} ({checks.get('limit.detail', '')}): {checks['limit.evidence']}"
+        )
+        assert checks["limit.kind"] not in ("not-determined", "unknown"), checks["limit.evidence"]
+        assert checks["limit.evidence"]
         assert checks["nfs.share"]["server"] == "10.0.2.2"
         assert (tmp_path / "report" / "clients.md").exists()
 

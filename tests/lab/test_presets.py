@@ -365,3 +365,70 @@ def test_raidz1_log_cache_pool_with_a_tunable_axis_survives_kill_9_and_resume(la
     words = [w.split()[0].removesuffix("-part1") for w in sh(lab5, "zpool status -P tbkill").splitlines() if w.strip()]
     assert "raidz1-0" in words and words[words.index("cache") + 1] == f"{ID}tbdata3"
     assert tankbench("clean", str(campaign), cwd=tmp_path, timeout=600).returncode == 0
+
+
+DIRECT_READS = f"""
+[campaign]
+name = "direct-reads"
+runtime = "4s"
+ramp = "0s"
+warmup = false
+repeats = 1
+cooldown = "0s"
+
+[host]
+disk_model = "hdd"
+
+[pool]
+name = "tbdirect"
+vdevs = ["{ID}tbdata0"]
+confirm = ["{ID}tbdata0"]
+ashift = 12
+
+[[target]]
+name = "fs"
+kind = "dataset"
+size = "96M"
+props = {{ recordsize = "16k", compression = "off" }}
+
+[matrix]
+rw = ["randread"]
+bs = ["4k"]
+iodepth = [1]
+ioengine = ["psync"]
+io = ["direct"]
+"""
+
+
+def test_direct_random_reads_that_reach_the_disk_are_not_the_arc(lab5: SshHost, tmp_path: Path) -> None:
+    """Issue 32's example: O_DIRECT 4k random reads of 16k records (OpenZFS 2.3 honours O_DIRECT on a dataset)
+    read every record from the modelled disk. Such a run is bounded by the disk, not the ARC; it is not flagged
+    arc-hits (metadata hits do not count) nor partial-record-writes (it writes nothing), and direct-unaligned
+    says the reads amplify, by the factor the disk's bytes show."""
+    campaign = tmp_path / "direct.toml"
+    campaign.write_text(in_lab(DIRECT_READS))
+    journal = tmp_path / "j.sqlite"
+    res = tankbench(
+        "run", str(campaign), "--journal", str(journal), "--out", str(tmp_path / "report"), cwd=tmp_path, timeout=900
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    try:
+        (run,) = [r for r in rows(journal) if r["status"] == "done"]
+        m, c = run["metrics"], run["checks"]
+        print(f"direct 4k reads of 16k records: {c['limit.kind']} — {c['limit.evidence']}")
+        assert m["arc.demand_data_hits"] + m["arc.demand_data_misses"] < 0.1 * m["read.total_ios"], m
+        factor = m["dev.read_bytes"] / m["read.io_bytes"]
+        assert factor > 2.5, factor  # each 4k read read its 16k record
+        assert c["limit.kind"] == "data-disks" and c["limit.detail"] == "tbdata0", c["limit.evidence"]
+        assert "reads amplify" in c["limit.evidence"]
+        report = json.loads((tmp_path / "results" / "report" / "results.json").read_text())
+        warned = {w["code"]: w for w in report["warnings"]}
+        assert "arc-hits" not in warned and "partial-record-writes" not in warned, sorted(warned)
+        assert "reads amplify: the disks read" in warned["direct-unaligned"]["message"], warned["direct-unaligned"]
+        # the probe read the modelled disk within bench/disk-models' tolerance
+        fp = json.loads(sqlite3.connect(journal).execute("SELECT data FROM fingerprints").fetchone()[0])
+        (cap,) = [c for c in fp["device_capability"] if c["disk"] == f"{ID}tbdata0"]
+        assert 0.85 <= cap["read_iops_qd1"] / 40 <= 1.15 and 0.85 <= cap["read_mibs_seq"] / 16 <= 1.15, cap
+    finally:
+        cleaned = tankbench("clean", str(campaign), cwd=tmp_path, timeout=600)
+        assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr

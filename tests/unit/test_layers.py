@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("analysis",),
     ("campaign", "schedule", "progress", "verdict", "fio.jobs"),
     ("targets", "drivers"),
-    ("guest", "lab", "preflight", "secrets", "tunables", "coldcache", "fio.clientserver"),
+    ("guest", "lab", "preflight", "secrets", "tunables", "coldcache", "capability", "fio.clientserver"),
     ("hosts",),
     (
         "fio",

@@ -30,6 +30,7 @@ from tankbench.analysis.cases import (
     timing_limit,
 )
 from tankbench.analysis.checks import CHECKS, RunCheck, Warning, _warning
+from tankbench.analysis.limiters import run_facts, summary_limit
 from tankbench.analysis.settings import Settings, parse_settings
 from tankbench.analysis.stats import summarise
 from tankbench.journal.db import Journal
@@ -95,6 +96,13 @@ def reference_dataset(j: Journal, settings: Settings) -> Dataset:
         if traits_of(row.target_kind).zfs and last is not None:
             zfs = {k: v for k, v in (*last.metrics.items(), *last.checks.items()) if k.startswith(("zfs.", "arc."))}
         target = c.get("target", {})
+        facts = None
+        if last is not None:
+            fp = j.fingerprints().get(last.fingerprint_id)
+            props = dict(target.get("props", {}))
+            kind = traits_of(row.target_kind)
+            facts = run_facts(row.params, props, kind, last.metrics, last.checks, fp.data if fp else {}, last.drain_s)
+        limit = summary_limit([v.extra for v in views if v.measured], facts)
         tests.append(
             cases.TestSummary(
                 row.id,
@@ -114,6 +122,8 @@ def reference_dataset(j: Journal, settings: Settings) -> Dataset:
                 tuple(views),
                 stats,
                 zfs,
+                facts,
+                limit,
             )  # fmt: skip
         )
     names = tuple(str(c.get("name", "")) for c in j.campaigns())

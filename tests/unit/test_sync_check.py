@@ -54,14 +54,19 @@ def test_size_based_tail_reads_the_last_io_of_each_jobs_log() -> None:
     assert end_fsync_seconds({"jobs": [{"jobname": "j"}]}, 1, 60, True) is None
 
 
-def test_run_job_text_adds_io_logs_only_to_size_based_jobs_that_end_with_an_fsync() -> None:
+def test_run_job_text_adds_100ms_io_logs_only_to_size_based_jobs_that_end_with_an_fsync() -> None:
     sized = _test("size", end_fsync=1)
     assert ends_with_fsync(sized) and not ends_with_fsync(_test("size"))
     text = run_job_text(sized)
-    assert f"[global]\nwrite_iops_log=tbio\nlog_avg_msec={IO_LOG_MSEC}\nper_job_logs=1\n" in text
-    timed = _test(end_fsync=1)
-    assert "write_iops_log" not in run_job_text(timed)
-    assert "write_iops_log" not in run_job_text(_test("size", fsync_on_close=0))
+    assert (
+        f"[global]\nwrite_iops_log=tbio\nwrite_bw_log=tbsec\nwrite_lat_log=tbsec\nlog_avg_msec={IO_LOG_MSEC}\n"
+        "per_job_logs=1\n"
+    ) in text
+    # every other run logs IOPS, bandwidth and latency per second (the report's time series, issue 32)
+    for other in (_test(end_fsync=1), _test("size", fsync_on_close=0)):
+        assert "write_iops_log=tbsec\nwrite_bw_log=tbsec\nwrite_lat_log=tbsec\nlog_avg_msec=1000\n" in run_job_text(
+            other
+        )
 
 
 def test_zil_counters_of_the_zvol_from_its_objset_kstat() -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from tankbench.analysis.limiters import LIMIT_CHECK_KEYS, Limit, RunFacts, run_facts, summary_limit
 from tankbench.analysis.settings import Settings
 from tankbench.analysis.stats import Summary, summarise
 from tankbench.bulk import gc_paused
@@ -42,6 +43,7 @@ CHECK_KEYS = (
     "guest.settings_match",
     "guest.settings_mismatch",
     "crash.layer",
+    *LIMIT_CHECK_KEYS,
     *FILL_CHECK_KEYS,
 )
 WORKLOAD = (*FIO_JOB_AXES, "runtime", "workload", "copy_size")
@@ -123,6 +125,10 @@ class TestSummary:
     runs: tuple[RunView, ...]
     stats: Mapping[str, Summary | None]
     zfs: Mapping[str, Any] = field(default_factory=dict)  # zfs.* / arc.* metrics and checks of the last measured run
+    #: what its last measured run recorded, as the limiter rules read it (None: no measured run)
+    facts: RunFacts | None = None
+    #: what bounded its measured runs (analysis/limiters: the runs' recorded limiter, else its last run's, named now)
+    limit: Limit | None = None
 
     @cached_property
     def traits(self) -> KindTraits:
@@ -318,8 +324,10 @@ def summarise_test(
     settings: Settings,
     keys: tuple[str, ...] | None = None,
     zfs: Mapping[str, Any] | None = None,
+    last: tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]] | None = None,
 ) -> TestSummary:
-    """Build the TestSummary of one journal test from its runs (Journal.run_input_rows tuples)."""
+    """Build the TestSummary of one journal test from its runs (Journal.run_input_rows tuples); `last`: the
+    (metrics, checks, fingerprint) of its last measured run, for the limiter."""
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
     views = tuple([view_of(r, ramp, settings, keys) for r in runs])
@@ -328,6 +336,10 @@ def summarise_test(
     elif str(row.params.get("rw", "")) in READ_ONLY and row.params.get("workload", "fio") == "fio":
         views = tuple(v._replace(late=False) for v in views)  # a read's extra wall time is start-up, not lateness
     target = c.get("target", {})
+    props = dict(target.get("props", {}))
+    measured = [v.extra for v in views if v.measured]
+    drain = next((v.drain_s for v in reversed(views) if v.measured), None)
+    facts = run_facts(row.params, props, traits_of(row.target_kind), *last, drain) if last else None
     return TestSummary(
         row.id,
         row.number,
@@ -336,7 +348,7 @@ def summarise_test(
         row.target_kind,
         case_name(row.params, settings.case_keys),
         row.params,
-        dict(target.get("props", {})),
+        props,
         dict(c.get("fio", {})),
         float(c.get("runtime", 0.0) or 0.0),
         ramp,
@@ -346,6 +358,8 @@ def summarise_test(
         views,
         summarise_runs(views),
         dict(zfs or {}),
+        facts,
+        summary_limit(measured, facts),
     )
 
 
@@ -372,13 +386,28 @@ def _load_dataset(journal: Journal, settings: Settings) -> Dataset:
             last[r[1]] = r[0]
     keys = applicable(seen)
     rows = journal.tests()
-    facts = journal.run_facts(last[t.id] for t in rows if t.id in last and traits_of(t.target_kind).zfs)
+    facts = journal.run_facts(last[t.id] for t in rows if t.id in last)
+    fps = journal.fingerprints()
+    fp_of = {r[0]: r[9] for runs in grouped.values() for r in runs if r[0] in facts}
     tests = tuple(
-        summarise_test(row, grouped.get(row.id, []), settings, keys, zfs_facts(row, facts.get(last.get(row.id, -1))))
+        summarise_test(
+            row,
+            grouped.get(row.id, []),
+            settings,
+            keys,
+            zfs_facts(row, facts.get(last.get(row.id, -1))),
+            _last(facts.get(last.get(row.id, -1)), fps.get(fp_of.get(last.get(row.id, -1), ""))),
+        )
         for row in rows
     )
     names = tuple(str(c.get("name", "")) for c in journal.campaigns())
-    return Dataset(journal.path, tests, journal.fingerprints(), names, settings)
+    return Dataset(journal.path, tests, fps, names, settings)
+
+
+def _last(
+    facts: tuple[Mapping[str, Any], Mapping[str, Any]] | None, fp: Fingerprint | None
+) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]] | None:
+    return None if facts is None else (facts[0], facts[1], fp.data if fp is not None else {})
 
 
 def campaign_spec_text(journal: Journal) -> str:

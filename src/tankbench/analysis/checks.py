@@ -8,24 +8,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from tankbench.analysis.cases import Dataset, RunView, TestSummary
+from tankbench.analysis.emulation import _emulated
+from tankbench.analysis.emulation import emulation_banner as emulation_banner
+from tankbench.analysis.emulation import emulation_layers as emulation_layers
+from tankbench.analysis.emulation import lab_disk_note as lab_disk_note
+from tankbench.analysis.mechanisms import MECHANISM_CHECKS
 from tankbench.analysis.stats import monotonic_increase
-from tankbench.units import fmt_size
+from tankbench.analysis.warning import Warning as Warning
+from tankbench.analysis.warning import _warning as _warning
 
 CV_LIMIT = 0.10
 DIRTY_LIMIT = 64 * 1024 * 1024
 DEFAULT_TXG_TIMEOUT = 5.0
-
-
-@dataclass(frozen=True)
-class Warning:
-    """A reason to distrust some numbers, the rows it concerns (tests.id, runs.id) and how to fix it."""
-
-    code: str
-    severity: str  # "error" (numbers wrong), "warning" (numbers doubtful), "info" (cannot check)
-    message: str
-    fix: str
-    test_ids: tuple[str, ...] = ()
-    run_rows: tuple[int, ...] = ()
 
 
 def _size_bytes(text: Any) -> int | None:
@@ -33,71 +27,6 @@ def _size_bytes(text: Any) -> int | None:
     if not m:
         return None
     return int(float(m.group(1)) * 1024 ** " kmgtp".index(m.group(2) or " "))
-
-
-def _warning(
-    code: str, sev: str, tests: list[TestSummary], msg: str, fix: str, rows: Iterable[int] = ()
-) -> Iterator[Warning]:
-    """One warning naming the tests (and run rows) a check holds for; none when it holds for none."""
-    if tests:
-        names = ", ".join(f"#{t.number}" for t in tests[:12]) + (" …" if len(tests) > 12 else "")
-        yield Warning(code, sev, f"{msg} (tests {names})", fix, tuple(t.id for t in tests), tuple(rows))
-
-
-_ACCEL = {"tcg": "qemu TCG (emulated)", "kvm": "KVM", "": "not virtualised"}
-
-
-def emulation_layers(fingerprints: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
-    """How the runs' machines were virtualised, one phrase per distinct fingerprint: the host (the lab VM or a
-    real machine) and, where fio ran in a test guest, the guest, e.g. "host: qemu TCG (emulated); test guest:
-    qemu TCG (emulated) inside it"."""
-    out: dict[str, None] = {}
-    for fp in fingerprints:
-        host = str(fp.get("accelerator", ""))
-        text = f"host: {_ACCEL.get(host, host)}"
-        if fp.get("guest_accelerator"):
-            guest = str(fp["guest_accelerator"])
-            text += f"; test guest: {_ACCEL.get(guest, guest)}" + (" inside it" if fp.get("guest_nested") else "")
-        out[text] = None
-    return tuple(out)
-
-
-def _emulated(fp: Mapping[str, Any]) -> bool:
-    return fp.get("accelerator") == "tcg" or fp.get("guest_accelerator") == "tcg"
-
-
-def lab_disk_note(fingerprints: Iterable[Mapping[str, Any]]) -> str:
-    """The lab's disk models and ARC cap as the runs recorded them, one phrase ('' when no disk was modelled)."""
-    out: dict[str, None] = {}
-    for fp in fingerprints:
-        models = fp.get("lab_disk_models") or {}
-        named = {d: str(m).split(":", 1)[0] for d, m in models.items()}
-        if not any(m != "none" for m in named.values()):
-            continue
-        groups: dict[str, list[str]] = {}
-        for d, m in named.items():
-            groups.setdefault(m, []).append(d)
-        text = "; ".join(f"{', '.join(ds)}: {m}" for m, ds in groups.items())
-        if fp.get("lab_arc_max"):
-            text += f"; ARC max {fmt_size(int(fp['lab_arc_max']))}"
-        out[text] = None
-    return " | ".join(out)
-
-
-def emulation_banner(fingerprints: Iterable[Mapping[str, Any]]) -> str:
-    """What an emulated machine's numbers mean, for the report's banner and the `emulated` warning."""
-    fps = list(fingerprints)
-    text = (
-        f"These runs ran in an emulated machine ({' / '.join(emulation_layers(fps))}): the numbers measure the "
-        "emulator, not your disks. They are not for choosing hardware or a configuration."
-    )
-    disks = lab_disk_note(fps)
-    if disks:
-        text += (
-            f" The lab's disks were modelled ({disks}; scaled-down models, see docs/lab.md): the direction of a "
-            "disk-bound effect is meaningful, its size is not."
-        )
-    return text
 
 
 def check_emulated(ds: Dataset) -> Iterator[Warning]:
@@ -136,11 +65,6 @@ def _sparse(c: Mapping[str, Any]) -> bool:
 
 
 TRAP_LAYOUTS = ("unwritten", "zero")
-
-
-def _direct_unaligned(t: TestSummary) -> bool:
-    rs, bs = _size_bytes(t.props.get("recordsize", t.props.get("volblocksize", ""))), _size_bytes(t.params.get("bs"))
-    return t.params.get("io") == "direct" and bool(rs and bs) and bs % rs != 0  # type: ignore[operator]
 
 
 def _misaligned_ashift(z: Mapping[str, Any]) -> bool:
@@ -310,14 +234,6 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "remove buffer_compress_percentage / zero_buffers; tankbench's default is incompressible refill_buffers",
         lambda t: _compress_options(t) or str(t.fio_options.get("refill_buffers", "1")) == "0",
     ),
-    TestCheck(
-        "direct-unaligned",
-        "warning",
-        "O_DIRECT with a block size that is not a multiple "
-        "of recordsize/volblocksize: each I/O becomes a read-modify-write of a whole record",
-        "match bs to recordsize (or volblocksize), or test buffered I/O",
-        lambda t: _direct_unaligned(t),
-    ),
     # seed 002's trap as an axis: reads of an unwritten or zero-filled file measure memory; compressible data with
     # compression on moves less than fio reports; and data that compressed although nobody asked for it
     TestCheck(
@@ -426,13 +342,6 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         ),
     ),
     TestCheck(
-        "arc-hits",
-        "warning",
-        "ARC hit ratio above 90 %: the reads measure the cache",
-        "make the working set larger than the ARC, or set primarycache=metadata for the test",
-        lambda t: t.zfs and "read" in t.case and (t.zfs.get("arc.hit_ratio") or 0) > 0.9,
-    ),
-    TestCheck(
         "runtime-vs-txg",
         "warning",
         "Write runtime shorter than 3 txg intervals: where the txg syncs fall decides the result",
@@ -462,13 +371,6 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         'Buffered I/O on a dataset with direct=always (OpenZFS >= 2.3): the "buffered" test measured direct I/O',
         "set direct=standard on the dataset for buffered tests",
         lambda t: t.zfs.get("zfs.direct_forced"),
-    ),
-    TestCheck(
-        "partial-record-writes",
-        "warning",
-        "bs is not a whole number of records/volblocks: overwrites read-modify-write whole blocks",
-        "match bs to recordsize/volblocksize, or expect this cost in the numbers",
-        lambda t: t.zfs.get("zfs.partial_record_writes"),
     ),
     TestCheck(
         "ashift-alignment",
@@ -552,7 +454,7 @@ def _startup_limit(r: RunView) -> float:
 def validity_warnings(ds: Dataset) -> tuple[Warning, ...]:
     """All warnings, most severe first."""
     out: list[Warning] = [*check_emulated(ds), *check_fingerprints(ds)]
-    for check in CHECKS:
+    for check in (*CHECKS, *MECHANISM_CHECKS):
         out.extend(check.warnings(ds))
     order = {"error": 0, "warning": 1, "info": 2}
     return tuple(sorted(out, key=lambda w: order[w.severity]))

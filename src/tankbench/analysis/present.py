@@ -62,7 +62,7 @@ ZFS_BESIDE = (
     "physical_read_mibs",
     "physical_per_logical",
     "compressratio",
-    "arc_hit_ratio",
+    "arc_data_hit_ratio",
     "arc_mru_hits",
     "arc_mfu_hits",
 )

@@ -148,10 +148,12 @@ class Bars:
 
 @dataclass(frozen=True)
 class Lines:
-    """Small time-series charts of one run (HTML): (name, title, seconds, values) each."""
+    """Small time-series charts of one run (HTML): (name, title, seconds, values) each; `marks`: spans of time
+    (start, length in seconds) shaded on the charts of a name (the txg syncs on fio's series)."""
 
     charts: tuple[tuple[str, str, tuple[float, ...], tuple[float | None, ...]], ...]
     only: frozenset[str] = frozenset({HTML})
+    marks: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, 
 from tankbench.analysis.present import fmt, metric_label
 from tankbench.analysis.result import Analysis
 from tankbench.analysis.settings import parse_mix_text
+from tankbench.analysis.why import moves
 from tankbench.cli._common import print_json
 from tankbench.cli.report import add_selection_args, selection
 from tankbench.cli.show import add_journal_args, journal_path
@@ -42,9 +43,25 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_advise)
 
 
+def limiter_moves(a: Analysis) -> list[dict[str, Any]]:
+    """For each limiter the measured tests hit (once per limiter and part): the campaign that would move it."""
+    measured = [t for t in a.dataset.tests if t.measured]
+    return [
+        {
+            "limit.kind": m.limiter,
+            "test_id": t.id,
+            "test": f"#{t.number} {t.name}",
+            "limit.evidence": t.limit.evidence if t.limit else "",
+            "proposal": m.text,
+            "campaign": m.campaign,
+        }
+        for t, m in moves(a.dataset, measured)
+    ]
+
+
 def advice_dict(a: Analysis) -> dict[str, Any]:
     d = analysis_dict(a)
-    return {
+    return {"limiter_moves": limiter_moves(a)} | {
         k: d[k]
         for k in (
             "format_version",
@@ -84,6 +101,13 @@ def print_advice(a: Analysis) -> None:
             print(f"  {i:>2}. {value:>16}  {e.config}{miss}")
         for c in a.mix.unknown_cases:
             print(f"  ! test case {c!r} is not in the journal")
+    proposals = limiter_moves(a)
+    if proposals:
+        print("\nWhat bounded the runs, and the campaign that would move it:")
+        for m in proposals:
+            print(f"  - {m['test']}: {m['limit.kind']} — {m['proposal']}")
+            for line in m["campaign"].splitlines():
+                print(f"      {line}")
     for g in a.goals:
         met = ", ".join(f"#{t.number} {t.name}" for t, _, _ in g.passing) or "none"
         print(f"\nGoal {g.goal.name} ({g.goal.text}): {'not measured' if g.not_measured else 'met by ' + met}")

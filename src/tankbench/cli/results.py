@@ -6,13 +6,18 @@ import argparse
 import csv
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
+from tankbench.analysis.limiters import name_limiter, run_facts
 from tankbench.cli._common import open_out, print_json
 from tankbench.cli.show import add_journal_args, open_journal
 from tankbench.errors import UserError
 from tankbench.journal import Journal
+from tankbench.journal.db import TestRow
 from tankbench.metrics import SUPERSEDED, Times, run_values
+from tankbench.model import Fingerprint, Run
+from tankbench.targets import traits_of
 
 BASE_COLUMNS = [
     "run_id",
@@ -35,6 +40,8 @@ BASE_COLUMNS = [
     "drain_s",
     "exit_status",
     "note",
+    "limit.kind",
+    "limit.evidence",
 ]
 
 
@@ -52,10 +59,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_results)
 
 
+def run_limit(r: Run, t: TestRow | None, fps: Mapping[str, Fingerprint]) -> tuple[str, str]:
+    """(limit.kind, limit.evidence) of a run: what it recorded, else (older journals, imported fio output) named
+    now from its figures; ("", "") for a run that measured nothing."""
+    if r.checks.get("limit.kind"):
+        return str(r.checks["limit.kind"]), str(r.checks.get("limit.evidence", ""))
+    if r.status != "done" or t is None:
+        return "", ""
+    fp = fps.get(r.fingerprint_id)
+    props = dict(t.canonical.get("target", {}).get("props", {}))
+    f = run_facts(t.params, props, traits_of(t.target_kind), r.metrics, r.checks, fp.data if fp else {}, r.drain_s)
+    limit = name_limiter(f)
+    return limit.kind, limit.evidence
+
+
 def result_rows(journal: Journal) -> list[dict[str, Any]]:
     """Flat rows: base columns, param.*, journal metric keys, the registry's figures (tankbench.metrics: mibs,
-    durable_mibs, …) and check.* columns."""
+    durable_mibs, …), what limited the run (limit.kind, limit.evidence) and check.* columns."""
     tests = {t.id: t for t in journal.tests()}
+    fps = journal.fingerprints()
     rows = []
     for r in journal.iter_runs():
         t = tests.get(r.test_id)
@@ -88,6 +110,7 @@ def result_rows(journal: Journal) -> list[dict[str, Any]]:
                 row[k] = v
         ramp = float(t.canonical.get("ramp", 0.0) or 0.0) if t else 0.0
         row.update(run_values(r.metrics, Times(r.wall_s, r.expected_s, ramp, r.drain_s)))
+        row["limit.kind"], row["limit.evidence"] = run_limit(r, t, fps)
         for k, v in sorted(r.checks.items()):
             row[f"check.{k}"] = v
         rows.append(row)
@@ -139,7 +162,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.write(
         f"{'run':>5} {'#':>4} {'test':40} {'run':>5} {'status':8} {'IOPS':>9} {'MiB/s':>8} "
-        f"{'p99 ms':>8} {'wall s':>7} {'drain s':>7}\n"
+        f"{'p99 ms':>8} {'wall s':>7} {'drain s':>7}  limit\n"
     )
     for r in rows:
         p99 = max(r.get("read.lat_p99_ns", 0) or 0, r.get("write.lat_p99_ns", 0) or 0) / 1e6
@@ -150,6 +173,6 @@ def cmd_results(args: argparse.Namespace) -> int:
             figures = f"{'-':>9} {'-':>8} {'-':>8}"
         sys.stdout.write(
             f"{r['run_id']:>5} {r['test_number'] or 0:04d} {r['test_name'][:40]:40} {run:>5} {r['status']:8} "
-            f"{figures} {r['wall_s'] or 0:7.1f} {r['drain_s'] or 0:7.2f}\n"
+            f"{figures} {r['wall_s'] or 0:7.1f} {r['drain_s'] or 0:7.2f}  {r['limit.kind'] or '-'}\n"
         )
     return 0

@@ -217,8 +217,9 @@ class ClientLoad:
             del self.servers[key]
 
 
-#: the per-job IOPS log options fio/jobs.py adds to size-based jobs that end with an fsync (runner side)
-_LOG_OPTIONS = ("write_iops_log=", "log_avg_msec=", "per_job_logs=")
+#: the per-job log options fio/jobs.py adds to a run's job (per-second logs; 100 ms IOPS logs of size-based jobs
+#: that end with an fsync)
+_LOG_OPTIONS = ("write_iops_log=", "write_bw_log=", "write_lat_log=", "log_avg_msec=", "per_job_logs=")
 
 
 def without_logs(job: str) -> str:

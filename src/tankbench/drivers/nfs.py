@@ -270,6 +270,8 @@ class NfsDriver(NfsKind, DatasetDriver):
     def capture(self, test: Test) -> FioRunExtras:
         cap = super().capture(test)
         cap["capture_files"] = [*cap.get("capture_files", []), "/proc/net/dev", "/sys/class/net/*/speed"]
+        # a shaped interface (tc) is limited to its rate whatever speed its NIC states (the lab's link model)
+        cap["after_cmds"] = [*cap.get("after_cmds", []), ["tc", "qdisc", "show"]]
         return cap
 
     def after_run(self, test: Test, res: Mapping[str, Any], metrics: Mapping[str, float]) -> Capture:
@@ -324,6 +326,10 @@ def network_checks(res: Mapping[str, Any], metrics: Mapping[str, float]) -> dict
     server = netcount.delta(before.get("/proc/net/dev", ""), after.get("/proc/net/dev", ""))
     iface, _ = netcount.busiest(server)
     speed = netcount.link_speed(str(after.get(f"/sys/class/net/{iface}/speed", "")))
+    tc = next((str(o.get("stdout", "")) for o in res.get("after_outputs", []) if o.get("argv", [""])[0] == "tc"), "")
+    shaped = netcount.shaped_rate(tc, iface)
+    if shaped and (not speed or shaped < speed):
+        speed = shaped
     total = dict(res.get("checks", {})).get("clients.total", {})
     client_mibs = (float(total.get("read_bw_bytes", 0)) + float(total.get("write_bw_bytes", 0))) / netcount.MIB
     cpu = None

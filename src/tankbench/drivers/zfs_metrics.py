@@ -9,6 +9,7 @@ from tankbench.hosts.base import Host
 from tankbench.model import Test
 from tankbench.targets.zfsplan import buffer_check, dataset_name, pool_root, zfs_props
 from tankbench.units import parse_size
+from tankbench.zfs.evidence import DMU_TX
 from tankbench.zfs.props import REPORTED
 
 if TYPE_CHECKING:
@@ -33,8 +34,9 @@ def zfs_capture(test: Test, pool: str) -> FioRunExtras:
     and `zpool sync` both before (no dirty data carried in) and after (drain until durable)."""
     ds = dataset_name(test)
     return {
-        "capture_files": [ARCSTATS, txgs_path(pool), ZIL_KSTAT, objset_kstats(pool)],
-        "during_cmd": ["zpool", "iostat", "-HpvP", "-y", pool, "1"],
+        "capture_files": [ARCSTATS, txgs_path(pool), ZIL_KSTAT, objset_kstats(pool), DMU_TX],
+        # -l -q: each vdev's waits and queues beside its ops (the limiter's evidence, zfs/evidence.py)
+        "during_cmd": ["zpool", "iostat", "-HpvP", "-l", "-q", "-y", pool, "1"],
         "after_cmds": [
             ["zfs", "get", "-Hp", "-o", "name,property,value,source", "all", ds],
             # the pool-level ashift reads 0 unless set at creation; the vdevs carry the real one
@@ -94,7 +96,13 @@ def from_capture(
     samples = ziostat.iostat_series(intervals)
     rows_before = zparse.parse_txgs(before.get(txgs_path(pool), ""))
     last_txg = zparse.last_committed_txg(rows_before)  # the txg open at the start belongs to this run
-    metrics.update(zparse.txg_summary(last_txg, zparse.parse_txgs(after.get(txgs_path(pool), ""))))
+    txgs = zparse.parse_txgs(after.get(txgs_path(pool), ""))
+    metrics.update(zparse.txg_summary(last_txg, txgs))
+    t0 = dict(res.get("checks", {})).get("fio.t0_monotonic_ns")
+    if isinstance(t0, int):  # when each txg synced, on fio's time axis (the report marks them on its series)
+        from tankbench.zfs.evidence import txg_syncs
+
+        samples.update(txg_syncs(txgs, last_txg, t0, test.ramp))
     ds = dataset_name(test)
     zil, zil_source = zparse.zil_run_delta(before, after, ds)
     metrics.update(zil)
@@ -110,6 +118,7 @@ def from_capture(
     if "compressratio" in props:
         metrics["zfs.compressratio"] = float(str(props["compressratio"]).rstrip("x") or 0)
     checks.update(buffer_check(test, props.get("compression"), metrics.get("zfs.compressratio")))
+    checks.update(_evidence(res, status, before, after, metrics))
     checks["zfs.slog_present"] = bool(status.get("logs"))
     checks["zfs.scan_active"] = status.get("scan_active")
     # logical: what fio wrote; physical: what reached the vdev disks (diskstats), incl. metadata and ZIL
@@ -119,6 +128,28 @@ def from_capture(
     checks.update(_honesty(test, version_text, props, arc_after, params, _after(res, "zpool get"), zfs_object))
     checks.update(sync_checks(test, props, {**run_metrics, **metrics}, res, qemu_cache))
     return metrics, checks, samples
+
+
+def _evidence(
+    res: dict[str, Any],
+    status: dict[str, Any],
+    before: dict[str, str],
+    after: dict[str, str],
+    metrics: dict[str, float],
+) -> dict[str, Any]:
+    """The limiter's ZFS evidence (issue 32): write-throttle counters into `metrics`; each vdev's waits and queues
+    and each sampled disk's role in the pool as checks."""
+    from tankbench.zfs import evidence
+
+    metrics.update(evidence.dmu_tx_delta(before.get(DMU_TX, ""), after.get(DMU_TX, "")))
+    out: dict[str, Any] = {}
+    vdevs = evidence.vdev_figures(res.get("during_output", ""), status)
+    if vdevs:
+        out["zfs.vdevs"] = vdevs
+    devices = dict(res.get("checks", {})).get("dev.devices")
+    if isinstance(devices, dict) and status.get("pool"):
+        out["dev.devices"] = evidence.with_roles(devices, status)
+    return out
 
 
 def sync_checks(

@@ -157,17 +157,28 @@ def job_text(test: Test, filename: str | None = None) -> str:
 IO_LOG = "tbio"
 
 
+#: per-second logs of IOPS, bandwidth and latency every run on the host writes (the agent reads `tbsec_*.log`)
+SEC_LOG = "tbsec"
+SEC_LOG_MSEC = 1000
+
+
 def run_job_text(test: Test) -> str:
-    """The job file a run executes: job_text(), plus per-job IOPS logs averaged over 100 ms when a size-based job
-    ends with an fsync. fio counts that fsync in each job's runtime but reports no figure of its own; the time of
-    the last logged I/O tells where the I/O ended and the fsync began (a time-based job's I/O ends at `runtime`).
-    The logs change no I/O."""
+    """The job file a run executes: job_text(), plus fio's own per-second IOPS, bandwidth and latency logs (the
+    report's time series, issue 32: bench/overhead measures what they cost), and per-job IOPS logs averaged over
+    100 ms when a size-based job ends with an fsync. fio counts that fsync in each job's runtime but reports no
+    figure of its own; the time of the last logged I/O tells where the I/O ended and the fsync began (a
+    time-based job's I/O ends at `runtime`); the other logs then share the 100 ms window (fio has one per job)
+    and the agent sums them per second. A job in a test guest writes no logs. The logs change no I/O."""
     text = job_text(test)
-    if test.is_copy or not ends_with_fsync(test) or not size_based(test):
+    if test.is_copy or test.is_fill or kind_of(test.target).traits.runs_in_guest:
         return text
-    return text.replace(
-        "[global]\n", f"[global]\nwrite_iops_log={IO_LOG}\nlog_avg_msec={IO_LOG_MSEC}\nper_job_logs=1\n", 1
+    timing = ends_with_fsync(test) and size_based(test)
+    iops = IO_LOG if timing else SEC_LOG
+    msec = IO_LOG_MSEC if timing else SEC_LOG_MSEC
+    logs = (
+        f"write_iops_log={iops}\nwrite_bw_log={SEC_LOG}\nwrite_lat_log={SEC_LOG}\nlog_avg_msec={msec}\nper_job_logs=1\n"
     )
+    return text.replace("[global]\n", "[global]\n" + logs, 1)
 
 
 def fio_path(path: str) -> str:

@@ -146,13 +146,22 @@ def apply_machine(name: str, host: LabHost, machine: LabMachine, progress: Progr
                 f"lab {name}: zfs_arc_max {arc} was not taken (the ARC's c_max is {c_max}); "
                 "it cannot be set below zfs_arc_min (1/32 of the guest's memory)"
             )
-        state.extra["machine"] = diskmodels.fingerprint(models, machine.arc_max, c_max)
+        _shape_link(name, host, machine.link_mbps)
+        state.extra["machine"] = diskmodels.fingerprint(models, machine.arc_max, c_max, machine.link_mbps)
         write_state(d, state)
     progress(
         f"lab {name}: disks {diskmodels.summary(models)}; ARC max "
         + (fmt_size(c_max) if machine.arc_max else f"{fmt_size(c_max)} (the module's default)")
     )
     return state
+
+
+def _shape_link(name: str, host: LabHost, mbps: int) -> None:
+    """Shape the lab's NIC to its link model (0: unshaped) and check the qdisc took the rate."""
+    res = host.run(["sh", "-c", diskmodels.link_script("eth0", mbps)], timeout=60)
+    shaped = f"rate {mbps}Mbit" in res.stdout or f"rate {mbps // 1000}Gbit" in res.stdout
+    if (mbps and (res.returncode != 0 or not shaped)) or (not mbps and "tbf" in res.stdout):
+        raise HostError(f"lab {name}: the network link model of {mbps} Mb/s was not taken: {res.stdout} {res.stderr}")
 
 
 def _arc_c_max(name: str, host: LabHost, before: str) -> int:

@@ -183,8 +183,27 @@ def hbars_svg(b: Bars) -> str:
     return "".join(parts)
 
 
-def series_svg(name: str, title: str, t: Sequence[float], ys: Sequence[float | None]) -> str:
-    """One small time-series chart (polyline) with its peak; an all-zero series says so (max 0, not 1)."""
+def _marks(spans: Sequence[tuple[float, float]], x0: float, x1: float, pad: int, w: int, h: int) -> str:
+    """Shaded spans of time (start, length in s) behind a series, each with its tooltip."""
+    out = []
+    for start, length in spans:
+        a, b = max(start, x0), min(start + max(length, 0.05), x1)
+        if b <= a:
+            continue
+        xa = pad + (w - pad - 6) * (a - x0) / (x1 - x0)
+        xb = pad + (w - pad - 6) * (b - x0) / (x1 - x0)
+        out.append(
+            f'<rect class="mark" x="{xa:.1f}" y="12" width="{max(xb - xa, 1.0):.1f}" height="{h - 30}" '
+            f'fill="#f0a020" fill-opacity="0.3"><title>txg sync at {fmt(start)} s for {fmt(length)} s</title></rect>'
+        )
+    return "".join(out)
+
+
+def series_svg(
+    name: str, title: str, t: Sequence[float], ys: Sequence[float | None], marks: Sequence[tuple[float, float]] = ()
+) -> str:
+    """One small time-series chart (polyline) with its peak; an all-zero series says so (max 0, not 1); `marks`:
+    spans of time shaded behind it (the txg syncs during fio's series)."""
     pts = [(float(a), float(b)) for a, b in zip(t, ys) if b is not None]
     if len(pts) < 2:
         return ""
@@ -199,6 +218,7 @@ def series_svg(name: str, title: str, t: Sequence[float], ys: Sequence[float | N
     return (
         f'<svg class="series" data-series="{e(name)}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">'
         f'<rect x="{pad}" y="12" width="{w - pad - 6}" height="{h - 30}" fill="#f6f8fa"/>'
+        f"{_marks(marks, x0, x1, pad, w, h)}"
         f'<polyline fill="none" stroke="#0969da" stroke-width="1.5" points="{coords}"/>'
         f'<text x="{pad}" y="10">{e(title)} (max {e(fmt(peak))})</text>'
         f'<text x="{pad}" y="{h - 4}">{fmt(x0)} s</text><text x="{w - 6}" y="{h - 4}" text-anchor="end">'

@@ -159,7 +159,7 @@ def block_html(b: Block) -> str:
     if isinstance(b, Bars):
         return hbars_svg(b)
     if isinstance(b, Lines):
-        charts = "".join(series_svg(*c) for c in b.charts)
+        charts = "".join(series_svg(*c, marks=b.marks.get(c[0], ())) for c in b.charts)
         return f'<div class="charts">{charts or "<p>no samples</p>"}</div>'
     assert isinstance(b, Figures)
     return f'<div class="figs">{"".join(figure_html(f, b.higher) for f in b.figures)}</div>'

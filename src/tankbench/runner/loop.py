@@ -16,7 +16,7 @@ from tankbench.runner.context import Attempt, HostRun, StepFailed
 from tankbench.runner.failure import FailureHandling
 from tankbench.runner.outcome import Outcome, describe
 from tankbench.runner.probe import Preflight
-from tankbench.runner.run import OneRun
+from tankbench.runner.run import OneRun, capabilities
 from tankbench.schedule.configs import config_key
 from tankbench.schedule.estimate import Estimator, priors_for
 from tankbench.schedule.rules import FINISHED, Decision, observation
@@ -105,6 +105,8 @@ class CampaignRunner:
         try:
             self.setup_kinds(sorted({t.target.kind for t in tests if not sched.states[t.id].final}))
             estimator.setup_done = True
+            pending = [t for t in tests if not sched.states[t.id].final]
+            ctx.extra_fingerprint.update(capabilities(self.one, pending))  # what each disk can do (issue 32)
             # what setup learned (e.g. the accelerator a test guest booted with) belongs to every run's fingerprint
             ctx.fingerprint = ctx.make_fingerprint()
             ctx.journal.add_fingerprint(ctx.fingerprint)

@@ -8,12 +8,15 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from tankbench import capability
 from tankbench import preflight as preflight_mod
+from tankbench.analysis.limiters import limit_checks
 from tankbench.coldcache import prepare_cache
 from tankbench.copytest import copy_argv
 from tankbench.drivers import TargetDriver
 from tankbench.errors import HostError, HostHung, UserError
 from tankbench.fio.jobs import deadline_s, run_job_text, test_file_path
+from tankbench.hosts.lab import emulator_mark, emulator_metrics
 from tankbench.model import Run, Test
 from tankbench.runner.context import Attempt, CrashedRow, HostRun, Step, StepFailed, during
 from tankbench.schedule.cooldown import cooldown_checks, cooldown_request, idle_marks
@@ -210,7 +213,9 @@ class OneRun:
         started = time.time()
         self._since = None
         try:
+            mark = emulator_mark(ctx.host)  # the lab's qemu: the emulator's CPU is a run's limiter too (issue 32)
             res = ctx.kinds[test.target.kind].run_fio(test, request, on_event, deadline + ctx.spec.drain_max + 120)
+            res = dict(res, metrics={**res.get("metrics", {}), **emulator_metrics(ctx.host, mark)})
             if isinstance(res.get("counters"), dict):
                 self._since = dict(res["counters"], **{"from": "previous run"})
             self._idle_marks.update(idle_marks(res))
@@ -296,6 +301,9 @@ class OneRun:
         samples.update(ks)
         if "zfs.direct_ignored" in all_checks:  # the prediction from version and properties, against the run
             all_checks.update(direct_io_confirm(all_checks.get("zfs.direct_ignored"), metrics))
+        if verdict.status == "done":  # what bounded it, from what it recorded (issue 32, analysis/limiters)
+            drain = float(res.get("drain_s") or 0.0)
+            all_checks.update(limit_checks(test, metrics, all_checks, ctx.fingerprint.data, drain))
         invalid = run_validity(test.params, all_checks)
         all_checks["valid"] = not invalid
         if invalid:
@@ -346,3 +354,18 @@ def hung(
     )
     one.ctx.journal.finish_run(row, failed)
     return StepFailed(Step.RUN, error, CrashedRow(row, failed, pid))
+
+
+def capabilities(one: OneRun, tests: list[Test]) -> dict[str, Any]:
+    """The fingerprint's `device_capability` (issue 32): what each disk under the tests' targets can do, reused from
+    an earlier fingerprint of the journal with the same facts, else measured now by a read-only probe."""
+    ctx, names = one.ctx, set()
+    for t in {t.target.name: t for t in tests}.values():
+        try:
+            names.update(one.devices(t))
+        except HostError as e:
+            ctx.progress.note(f"warning: the disks of {t.target.name} were not found ({e}): not probed")
+    earlier = [fp.data for fp in ctx.journal.fingerprints().values()]
+    comparable = ctx.make_fingerprint().comparable_keys()
+    caps = capability.for_campaign(ctx.host, sorted(names), earlier, comparable, ctx.progress.note)
+    return {"device_capability": caps} if caps else {}

@@ -55,6 +55,29 @@ def link_speed(text: str) -> int:
     return int(text) if text.isdigit() and int(text) > 0 else 0
 
 
+_UNITS = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3, "tbit": 1e6}
+
+
+def shaped_rate(text: str, iface: str) -> int:
+    """Mb/s an interface's root qdisc shapes its egress to (tbf/htb `rate`, from `tc qdisc show`), 0 when it is
+    not shaped: a shaped link's limit is its rate, whatever speed the NIC states."""
+    for line in text.splitlines():
+        words = line.split()
+        if (
+            "dev" not in words
+            or "root" not in words
+            or words[words.index("dev") + 1 : words.index("dev") + 2] != [iface]
+        ):
+            continue
+        if "rate" in words[:-1]:
+            value = words[words.index("rate") + 1].lower()
+            for unit, f in sorted(_UNITS.items(), key=lambda u: -len(u[0])):
+                num = value[: -len(unit)]
+                if value.endswith(unit) and num.replace(".", "", 1).isdigit():
+                    return max(1, round(float(num) * f))
+    return 0
+
+
 def judge(
     *,
     seconds: float,

@@ -28,12 +28,13 @@ from tankbench.analysis.section import (
     Table,
 )
 from tankbench.analysis.sections.runs import axis_columns, ratio_dict
+from tankbench.analysis.why import pair_sentence
 from tankbench.metrics import METRICS
 
 TOP_ROWS = {HTML: 40, MD: 10}  # rows people read per test case (every row: results.csv, results.xlsx)
 TOP_BARS = 20  # bars per chart
 MAX_RUN_CHIPS = 12  # per-run values shown per row
-MD_BESIDE = ("mibs", "durable_mibs", "copy_mibs", "physical_per_logical", "compressratio", "arc_hit_ratio")
+MD_BESIDE = ("mibs", "durable_mibs", "copy_mibs", "physical_per_logical", "compressratio", "arc_data_hit_ratio")
 CASE_HEAD = ("rank", "test_number", "test_name", "test_id", "target_kind", "config")
 CASE_TAIL = ("baseline", "winner", "n", "ranked_by", "rank_value", "ci95_low", "ci95_high")
 CASE_END = ("vs_fastest_baseline", "vs_first_place", "load_per_mibs", "cost")
@@ -86,6 +87,7 @@ def _columns(lb: Leaderboard, side: tuple[str, ...]) -> tuple[Column, ...]:
         *(Column(k, metric_label(k), EXPLAIN[k], num=True, only=READ if k in MD_BESIDE else HTML_ONLY) for k in side),
         Column("vs fastest baseline"),
         Column("vs first place"),
+        Column("limiter", tip=EXPLAIN_LIMIT, only=READ),
         Column("load1", num=True),
         Column("load per MiB/s", tip=EXPLAIN["load_per_mibs"], num=True, only=HTML_ONLY),
         Column("cost vs first", only=HTML_ONLY),
@@ -110,11 +112,22 @@ def _row(r: Row, key: str, lo: float, hi: float, side: tuple[str, ...]) -> tuple
         *(Cell(t.mean(k), fmt(t.mean(k)), tip=EXPLAIN[k]) for k in side),
         _ratio(r.vs_baseline, EXPLAIN["vs_baseline"]),
         _ratio(r.vs_first, EXPLAIN["vs_first"]),
+        _limit(t),
         Cell(t.load1.mean if t.load1 else None, fmt(t.load1.mean) if t.load1 else "not measured", tip=EXPLAIN["load1"]),
         Cell(r.cost.load_per_mibs, fmt(r.cost.load_per_mibs, 2), tip=EXPLAIN["load_per_mibs"]),
         Cell(r.cost.text, r.cost.text, style="small"),
         Cell(None, _run_chips(t, key)),
     )
+
+
+EXPLAIN_LIMIT = "what bounded the test's runs, named from the figures they recorded (docs/limiters.md)"
+
+
+def _limit(t: TestSummary) -> Cell:
+    """The row's limiter: its short name, the evidence as the tooltip (and in full in the why section)."""
+    if t.limit is None:
+        return Cell(None, "—")
+    return Cell(t.limit.kind, t.limit.label, tip=t.limit.evidence)
 
 
 def row_style(t: TestSummary) -> str:
@@ -145,6 +158,8 @@ def data_table(lb: Leaderboard, a: Analysis, sheet: str) -> Table:
     higher = bool(METRICS[lb.metric].higher_is_better)
     cols = (
         *(Column(k) for k in (*CASE_HEAD, *axes, *CASE_TAIL[:4])),
+        Column("limit.kind", tip=EXPLAIN_LIMIT),
+        Column("limit.evidence"),
         Column("rank_value", tip=tips["rank_value"], scale=higher if lb.rows and lb.shade else None),
         Column("ci95_low", tip=tips["ci95_low"]),
         Column("ci95_high"),
@@ -165,7 +180,9 @@ def data_table(lb: Leaderboard, a: Analysis, sheet: str) -> Table:
                 [
                     *(r.rank, t.number, t.name, t.id, t.target_kind, t.config),
                     *(ax.get(k, "") for k in axes),
-                    *(int(t.is_baseline), int(r.is_winner), len(t.measured), lb.metric, r.value, lo, hi),
+                    *(int(t.is_baseline), int(r.is_winner), len(t.measured), lb.metric),
+                    *((t.limit.kind, t.limit.evidence) if t.limit else ("", "")),
+                    *(r.value, lo, hi),
                     *(t.mean(k) for k in present),
                     *(r.vs_baseline.text if r.vs_baseline else "", r.vs_first.text if r.vs_first else ""),
                     *(r.cost.load_per_mibs, r.cost.text),
@@ -203,7 +220,9 @@ def board(lb: Leaderboard, a: Analysis) -> Part:
         only=READ,
         total=len(lb.rows),
     )
-    blocks: tuple[Block, ...] = (ranked, *((chart,) if chart else ()), table, data_table(lb, a, lb.case))
+    why = pair_sentence(lb)  # the winner and the runner-up bounded by different things: one sentence (issue 32)
+    said = (Para(why, "note", only=READ),) if why else ()
+    blocks: tuple[Block, ...] = (ranked, *((chart,) if chart else ()), table, *said, data_table(lb, a, lb.case))
     return Part(lb.case, blocks, kind="leaderboard", attrs={"data-case": lb.case, "data-metric": lb.metric})
 
 
@@ -248,9 +267,12 @@ def to_json(a: Analysis, boards: tuple[Leaderboard, ...]) -> Mapping[str, Any]:
                         "load_per_mibs": r.cost.load_per_mibs,
                         "cpu_per_mibs": r.cost.cpu_per_mibs,
                         "cost": r.cost.text,
+                        "limit.kind": r.test.limit.kind if r.test.limit else None,
+                        "limit.evidence": r.test.limit.evidence if r.test.limit else None,
                     }
                     for r in lb.rows
                 ],
+                "limiters_differ": pair_sentence(lb) or None,
             }
             for lb in boards
         ]

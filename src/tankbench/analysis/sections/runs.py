@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tankbench.analysis.cases import WORKLOAD, TestSummary
+from tankbench.analysis.cases import WORKLOAD, RunView, TestSummary
 from tankbench.analysis.leaderboard import Ratio
 from tankbench.analysis.present import EXPLAIN, ci_bounds
 from tankbench.analysis.result import Analysis, Context, SectionSpec
@@ -35,9 +35,25 @@ def figures(a: Analysis) -> tuple[str, ...]:
     return tuple(k for k in a.dataset.present() if k not in RUN)
 
 
+#: what bounded each run (issue 32, docs/limiters.md)
+LIMIT = ("limit.kind", "limit.evidence")
+
+
 def header(a: Analysis) -> tuple[str, ...]:
-    """Column names: who, axes, run, registry figures, note."""
-    return (*HEAD, *axis_columns(a), *RUN, *figures(a), "note")
+    """Column names: who, axes, run, registry figures, what bounded the run, note."""
+    return (*HEAD, *axis_columns(a), *RUN, *figures(a), *LIMIT, "note")
+
+
+def run_limit(t: TestSummary, r: RunView) -> tuple[str, str]:
+    """(limit.kind, limit.evidence) a run recorded; a journal older than the limiters has none recorded, and its
+    test's last measured run then gets the limiter named from its figures now ("" for the other runs)."""
+    kind = r.extra.get("limit.kind")
+    if kind:
+        return str(kind), str(r.extra.get("limit.evidence", ""))
+    last = t.measured[-1] if t.measured else None
+    if t.limit is not None and r is last and not any(v.extra.get("limit.kind") for v in t.measured):
+        return t.limit.kind, t.limit.evidence
+    return "", ""
 
 
 def rows(a: Analysis) -> list[list[Any]]:
@@ -59,6 +75,7 @@ def rows(a: Analysis) -> list[list[Any]]:
                         *(r.run_no, int(r.warmup), r.attempt, r.status, r.wall_s, r.expected_s, r.excess_s),
                         *(r.drain_s, int(r.late)),
                         *map(v.get, present),
+                        *run_limit(t, r),
                         r.note,
                     ]
                 )
@@ -70,6 +87,8 @@ def render(a: Analysis, _: None) -> Section:
     tips |= {
         "excess_s": EXPLAIN["excess_s"],
         "late": "1 when wall − ramp − runtime + drain exceeded the timing threshold",
+        "limit.kind": "what bounded the run, named from the figures it recorded (docs/limiters.md)",
+        "limit.evidence": "the figures that show it",
     }
     cols = tuple(Column(k, tip=tips.get(k, "")) for k in header(a))
     table = Table(cols, Lazy(lambda: rows(a)), only=frozenset({CSV, XLSX}), sheet="raw", freeze=True)
@@ -114,6 +133,7 @@ def test_dict(t: TestSummary) -> dict[str, Any]:
         "runtime": t.runtime,
         "ramp": t.ramp,
         "skip_note": t.skip_note,
+        "limit": limit_dict(t),
         "stats": {k: summary_dict(t.stats.get(k)) for k in METRICS},
         "runs": [
             {
@@ -128,11 +148,20 @@ def test_dict(t: TestSummary) -> dict[str, Any]:
                 "drain_s": r.drain_s,
                 "late": r.late,
                 "note": r.note,
+                **dict(zip(LIMIT, run_limit(t, r), strict=True)),
                 **r.values,
             }
             for r in t.runs
         ],
     }
+
+
+def limit_dict(t: TestSummary) -> dict[str, Any] | None:
+    """The test's limiter: kind, part, evidence and the evidence its runs lacked (None: no measured run)."""
+    if t.limit is None:
+        return None
+    lim = t.limit
+    return {"kind": lim.kind, "detail": lim.detail, "evidence": lim.evidence, "missing": list(lim.missing)}
 
 
 def to_json(a: Analysis, _: None) -> Mapping[str, Any]:

@@ -1,0 +1,131 @@
+"""The disks: a data disk or the log device that did about as much as it can (its capability: random 4k IOPS at
+QD1 or deep and sequential bandwidth, measured once per device and fingerprint), or, with no capability, one that
+had I/O in flight all the time; or disks that carry fio's own I/O (reads, sync writes) in whose service time fio's
+I/O spent most of its latency (a latency-bound run: QD1 reads or sync writes on an HDD below its throughput).
+Evidence: which disk, how busy, against what it can do, and the pool's own wait figures for that vdev."""
+
+from __future__ import annotations
+
+from tankbench.analysis.limiters.base import Finding, Rule, count, pct, size
+from tankbench.analysis.limiters.facts import BUSY, Device, RunFacts
+
+#: without a capability, a disk busy (I/O in flight) this share of the run is taken as its limit
+BUSY_ONLY = 0.95
+
+
+def device_score(d: Device) -> float:
+    """How close the disk was to its limit: its utilisation of capability, else (none measured) its busy share
+    when that is at least BUSY_ONLY, else 0."""
+    u = d.utilisation()
+    if u is not None:
+        return u
+    busy = (d.busy_pct or 0.0) / 100.0
+    return busy if busy >= BUSY_ONLY else 0.0
+
+
+def waited(f: RunFacts, disks: tuple[Device, ...]) -> float | None:
+    """The share of fio's latency its I/O spent in these disks: their requests' time (requests per fio I/O x
+    the mean time a request took, summed over the disks) against fio's mean latency, per I/O fio had in flight.
+    Near 1 (or above, for disks serving one I/O in parallel: a mirror, raidz) when each fio I/O waited for the
+    disks' service time: a latency-bound run on disks below their throughput (QD1 reads, sync writes)."""
+    lat, ops = f.fio_latency_ms, f.fio_ops
+    if not lat or not ops:
+        return None
+    spent = sum(d.ops * d.await_ms for d in disks if d.await_ms)
+    return spent / ops / (lat * f.in_flight) if spent else None
+
+
+def carries_fio(f: RunFacts, role: str) -> bool:
+    """Whether disks of this role carry fio's own I/O, so that fio waits for them: the data disks for reads and for
+    sync writes without a log device; the log device for sync writes."""
+    if role == "log":
+        return f.sync_writes
+    return f.direction == "read" or (f.sync_writes and not f.role_devices("log"))
+
+
+def describe(d: Device, f: RunFacts) -> str:
+    """ "tbdata0 at 39 IOPS of the 40 it can do (98 %), 99 % busy, 25 ms disk wait"."""
+    can = d.can_do_ops()
+    rate = f"{count(d.ops)} IOPS ({size(d.bw)}/s)"
+    text = (
+        f"{d.label} at {rate} of the {count(can)} it can do at {size(d.io_size)} requests ({pct(d.ops / can)})"
+        if can
+        else (f"{d.label} at {rate}, capability not measured")
+    )
+    if d.busy_pct is not None:
+        text += f", {d.busy_pct:.0f} % busy"
+    v = f.vdev(d)
+    waits = [
+        (way, float(x))
+        for way in ("read", "write")
+        if isinstance(x := v.get(f"disk_wait_{way[0]}_ms"), int | float) and x
+    ]
+    if waits:
+        text += ", disk wait " + ", ".join(f"{way} {x:.1f} ms" for way, x in waits)
+    return text
+
+
+def _busiest(f: RunFacts, role: str) -> tuple[Device, float] | None:
+    scored = [(d, device_score(d)) for d in f.role_devices(role)]
+    return max(scored, key=lambda p: p[1]) if scored else None
+
+
+def _latency_finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | None:
+    """The disks of this role were below their throughput, yet fio's I/O spent >= 85 % of its latency in them."""
+    disks = f.role_devices(role)
+    share = waited(f, disks) if carries_fio(f, role) else None
+    if share is None or share < BUSY:
+        return None
+    d = max(disks, key=lambda x: x.ops * (x.await_ms or 0.0))
+    per = d.ops / f.fio_ops if f.fio_ops else 0.0
+    text = (
+        f"{lead}fio's I/O waited on the disks: {d.label} took {d.await_ms or 0:.1f} ms per request, "
+        f"{per:.2f} requests per fio I/O, against fio's {f.fio_latency_ms or 0:.1f} ms per I/O "
+        f"({pct(min(share, 1.0))} of its latency in the disks); {describe(d, f)}"
+    )
+    return Finding(
+        kind, min(share, 1.5), text, d.label, {"latency_share": round(share, 3), "await_ms": d.await_ms or 0.0}
+    )
+
+
+def _finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | None:
+    best = _busiest(f, role)
+    if best is None or best[1] < BUSY:
+        return _latency_finding(kind, f, role, lead)
+    d, score = best
+    others = [x for x in f.role_devices(role) if x is not d and device_score(x) >= BUSY]
+    also = f"; also at the limit: {', '.join(x.label for x in others)}" if others else ""
+    return Finding(
+        kind,
+        score,
+        f"{lead}{describe(d, f)}{also}",
+        d.label,
+        {"utilisation": round(score, 3), "ops_per_s": round(d.ops, 1), "bw_bytes": round(d.bw, 1)},
+    )
+
+
+def find_data(f: RunFacts) -> Finding | None:
+    """Holds when the busiest data disk did >= 85 % of what it can do."""
+    return _finding("data-disks", f, "data", "")
+
+
+def find_log(f: RunFacts) -> Finding | None:
+    """Holds for sync writes when the log device did >= 85 % of what it can do."""
+    if not f.sync_writes or not f.role_devices("log"):
+        return None
+    commits = f.m("zil.commit_count")
+    lead = f"{count(commits)} ZIL commits; " if commits else ""
+    slog = f.m("zil.itx_metaslab_slog_write") or f.m("zil.itx_metaslab_slog_bytes")
+    if slog:
+        lead += f"{size(slog)} of log blocks to the log device; "
+    return _finding("log-device", f, "log", lead)
+
+
+def busiest_text(f: RunFacts) -> str:
+    """The busiest disk's figures, for a "not determined" verdict."""
+    best = _busiest(f, "data")
+    return f"busiest data disk {describe(best[0], f)}" if best else ""
+
+
+DATA = Rule("data-disks", 3, find_data, "per-disk IOPS, bandwidth and busy time (diskstats) vs the disk's capability")
+LOG = Rule("log-device", 3, find_log, "the log device's IOPS and busy time vs its capability; ZIL commits")
