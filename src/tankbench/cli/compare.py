@@ -7,10 +7,14 @@ from typing import Any
 
 from tankbench import EXPORT_FORMAT, __version__
 from tankbench.analysis.analyse import RANK_BY, check_rank_by, load, open_journal
+from tankbench.analysis.cases import Dataset
 from tankbench.analysis.compare import Comparison, compare, comparison_dict
+from tankbench.analysis.machines import Machine, compare_machines, labels_for, machines_dict
 from tankbench.cli._common import print_json
+from tankbench.journal.bundle import looks_like_bundle, read_bundle
 from tankbench.metrics import METRICS
 from tankbench.reports.common import fmt
+from tankbench.reports.machines import verdict_text, write_comparison
 
 
 def register(sub: Any) -> None:
@@ -19,21 +23,39 @@ def register(sub: Any) -> None:
         help="compare journals test by test (before/after a change, or a chain of tuning steps)",
         description="For every test in both journals (same test id, else same name): mean of A and B, change "
         "in %, and Welch's t-test. With more journals (one per tuning step, seed 001) each step is "
-        "compared with the one before. Refuses journals from different fingerprints (kernel, fio, CPU, "
-        "RAM, ZFS version or tunables) unless --force.",
+        "compared with the one before. Journals or bundles (`tankbench bundle`) of different machines are "
+        "compared side by side in compare.html and compare.md: the tests they share and those they do not, "
+        "each machine's ratio to the first with its interval, one chart per test case, the fingerprints "
+        "with their differences marked, and each claim's verdict per machine. Journals of one machine with "
+        "different fingerprints (kernel, fio, CPU, RAM, ZFS version or tunables) are refused unless --force.",
     )
-    p.add_argument("a", metavar="A", help="journal before (the reference)")
-    p.add_argument("b", metavar="B", help="journal after")
-    p.add_argument("more", metavar="C", nargs="*", help="journals of further steps, in order")
+    p.add_argument("a", metavar="A", help="journal or bundle before, or of the reference machine")
+    p.add_argument("b", metavar="B", help="journal or bundle after, or of another machine")
+    p.add_argument("more", metavar="C", nargs="*", help="journals or bundles of further steps or machines, in order")
     p.add_argument(
         "--metric",
         default="auto",
         help=f"one of {', '.join(RANK_BY)} (default auto: durable MiB/s for a test with a run that "
         "finished late in either journal, fio's MiB/s otherwise)",
     )
-    p.add_argument("--force", action="store_true", help="compare even when the fingerprints differ")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="compare journals of one machine even when their fingerprints differ (journals of different "
+        "machines are compared anyway: the differences are the point, and every ratio says which versions differ)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where compare.html and compare.md go (default: ./tankbench-compare): every machine side by side",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_compare)
+
+
+def judge_claims(ds: Dataset) -> list[tuple[str, str, str, object]]:
+    """Every claim of a dataset's campaign, judged on it: (key, name, text, verdict)."""
+    return []  # until the claims analysis (issue 28) is on main
 
 
 def print_comparison(c: Comparison) -> None:
@@ -55,29 +77,55 @@ def print_comparison(c: Comparison) -> None:
         print(f"{len(c.only_a)} tests only in A, {len(c.only_b)} only in B (not compared)")
 
 
+def _open(path: str) -> Dataset:
+    """A journal or a bundle (verified, its journal copied to a private temporary directory), loaded."""
+    if looks_like_bundle(path):
+        path = read_bundle(path).journal_path
+    with open_journal(path) as j:
+        return load(j)
+
+
+def one_machine(datasets: list[Dataset]) -> bool:
+    """True unless every journal names its machine (the fingerprints' hostname) and they are not all the same: only
+    then is a difference of fingerprints the point of the comparison rather than a reason to refuse it."""
+    names = [{str(fp.data.get("hostname", "")) for fp in ds.fingerprints.values()} - {""} for ds in datasets]
+    return any(not n for n in names) or len(set().union(*names)) == 1
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     key = check_rank_by(args.metric)
     paths = [args.a, args.b, *args.more]
-    datasets = []
-    for path in paths:
-        with open_journal(path) as j:
-            datasets.append(load(j))
-    steps = [compare(x, y, key, args.force) for x, y in zip(datasets, datasets[1:])]
+    datasets = [_open(p) for p in paths]
+    force = args.force or not one_machine(datasets)
+    steps = [compare(x, y, key, force) for x, y in zip(datasets, datasets[1:])]
+    machines = [Machine(label, p, ds) for label, p, ds in zip(labels_for(paths), paths, datasets)]
+    mc = compare_machines(machines, key, judge_claims)
+    written = write_comparison(mc, args.out or "tankbench-compare")
     if args.json:
-        if len(steps) == 1:
-            print_json(comparison_dict(steps[0]))
-        else:
-            print_json(
-                {
-                    "format_version": EXPORT_FORMAT,
-                    "tankbench_version": __version__,
-                    "journals": paths,
-                    "steps": [dict(comparison_dict(c), a=pa, b=pb) for c, pa, pb in zip(steps, paths, paths[1:])],
-                }
-            )
+        doc = (
+            comparison_dict(steps[0])
+            if len(steps) == 1
+            else {
+                "format_version": EXPORT_FORMAT,
+                "tankbench_version": __version__,
+                "journals": paths,
+                "steps": [dict(comparison_dict(c), a=pa, b=pb) for c, pa, pb in zip(steps, paths, paths[1:])],
+            }
+        )
+        print_json(dict(doc, machines=machines_dict(mc), written=written))
         return 0
     for i, c in enumerate(steps):
         if len(steps) > 1:
             print(f"{'' if i == 0 else chr(10)}Step {i + 1}: {paths[i]} → {paths[i + 1]}")
         print_comparison(c)
+    for note in mc.version_notes:
+        print(f"Versions differ: {note}")
+    for row in mc.claims:
+        print(
+            f"claim {row.name!r}: " + "; ".join(f"{m.label}: {verdict_text(v)}" for m, v in zip(machines, row.verdicts))
+        )
+    for u in mc.unmatched_claims:
+        print(f"claim not matched: {u}")
+    for p in written:
+        print(f"wrote {p}")
     return 0
