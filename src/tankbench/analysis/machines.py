@@ -160,11 +160,22 @@ def _match(machines: Sequence[Machine]) -> list[tuple[str, list[TestSummary | No
     return [(k, found[k]) for k in order]
 
 
-def _metric(tests: Sequence[TestSummary | None], machines: Sequence[Machine], key: str) -> str:
-    """The figure a test is compared by: `key`, or with auto durable MiB/s when any machine's runs of it finished
-    late (the report's leaderboard rule), fio's MiB/s otherwise."""
-    picks = {case_metric([t], key, m.dataset.settings)[0] for t, m in zip(tests, machines) if t is not None}
-    return picks.pop() if len(picks) == 1 else "durable_mibs"
+def _case_metrics(matched: Sequence[Sequence[TestSummary | None]], machines: Sequence[Machine], key: str) -> dict[str, str]:
+    """The figure each test case is compared by: `key`, or with auto durable MiB/s when any machine's runs of the
+    case finished late (the report's leaderboard rule), fio's MiB/s otherwise — one figure per case, so its chart
+    and its rows agree."""
+    cases: dict[str, list[list[TestSummary]]] = {}
+    for tests in matched:
+        case = next(t for t in tests if t is not None).case
+        col = cases.setdefault(case, [[] for _ in machines])
+        for i, t in enumerate(tests):
+            if t is not None:
+                col[i].append(t)
+    out = {}
+    for case, cols in cases.items():
+        picks = {case_metric(ts, key, m.dataset.settings)[0] for ts, m in zip(cols, machines) if ts}
+        out[case] = picks.pop() if len(picks) == 1 else "durable_mibs"
+    return out
 
 
 def _cell(t: TestSummary | None, ref: TestSummary | None, metric: str, versions: tuple[str, ...]) -> Cell | None:
@@ -254,9 +265,11 @@ def compare_machines(
     versions = [version_diff(machines[0], m) for m in machines]
     shared: list[MachineRow] = []
     partial: list[MachineRow] = []
-    for key, tests in _match(machines):
+    matched = _match(machines)
+    metrics = _case_metrics([tests for _, tests in matched], machines, metric)
+    for key, tests in matched:
         first = next(t for t in tests if t is not None)
-        k = _metric(tests, machines, metric)
+        k = metrics[first.case]
         ref = tests[0]
         cells = tuple(_cell(t, ref, k, versions[i]) for i, t in enumerate(tests))
         row = MachineRow(key, first.number, first.name, first.case, k, cells)
