@@ -34,8 +34,13 @@ STRAY_GRACE_S = 60.0
 #: the suite's budget per tier on a 2-core machine, in seconds of wall time (README, next to the test command);
 #: the whole of scripts/test, the image build included, has 45 minutes
 BUDGET_S = {"unit": 120.0, "integration": 300.0, "lab": 1800.0, "browser": 120.0}
+#: where scripts/test wants this run's figures (tiers, slowest tests, boots, failures) as JSON for its run record
+#: (.test-results/last-run.json); unset for a plain pytest
+SUMMARY_ENV = "TANKBENCH_TEST_SUMMARY"
 #: per test (node id): its tier, its seconds (setup + call + teardown) and its first start and last stop
 _TIMES: dict[str, list[float]] = {}
+#: tests that failed (or errored in setup/teardown), in the order they did: (node id, phase, one line of why)
+_FAILURES: list[tuple[str, str, str]] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,15 +52,42 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Each test's time, phase by phase (xdist hands every worker's reports to the controller)."""
+    """Each test's time, phase by phase, and its failure (xdist hands every worker's reports to the controller)."""
     t = _TIMES.setdefault(report.nodeid, [0.0, report.start, report.stop])
     t[0] += report.duration
     t[1], t[2] = min(t[1], report.start), max(t[2], report.stop)
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        why = crash.message if crash is not None else str(report.longrepr).strip().splitlines()[-1:]
+        _FAILURES.append((report.nodeid, report.when, str(why).splitlines()[0][:300] if why else ""))
 
 
 def _tier(nodeid: str) -> str:
     parts = nodeid.split("/")
     return parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+
+
+def tier_figures(times: dict[str, list[float]]) -> list[dict[str, Any]]:
+    """Per tier: tests, summed test time, wall span (first start to last end), budget, whether the span is over
+    it, and the five tests that cost the tier most (pure)."""
+    out = []
+    for tier in sorted({_tier(n) for n in times}):
+        mine = {n: t for n, t in times.items() if _tier(n) == tier}
+        span = max(t[2] for t in mine.values()) - min(t[1] for t in mine.values())
+        budget = BUDGET_S.get(tier)
+        costliest = sorted(mine.items(), key=lambda kv: -kv[1][0])[:5]
+        out.append(
+            {
+                "tier": tier,
+                "tests": len(mine),
+                "test_s": round(sum(t[0] for t in mine.values()), 1),
+                "span_s": round(span, 1),
+                "budget_s": budget,
+                "over_budget": budget is not None and span > budget,
+                "costliest": [{"test": n, "seconds": round(t[0], 1)} for n, t in costliest],
+            }
+        )
+    return out
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -64,15 +96,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if hasattr(config, "workerinput") or not _TIMES:
         return
     tr = terminalreporter
+    tiers = tier_figures(_TIMES)
     tr.section("tankbench: time per tier (budget for a 2-core machine; README)")
     tr.write_line(f"{'tier':<12} {'tests':>5} {'test time':>10} {'wall span':>10} {'budget':>8}")
-    for tier in sorted({_tier(n) for n in _TIMES}):
-        rows = [t for n, t in _TIMES.items() if _tier(n) == tier]
-        total, span = sum(t[0] for t in rows), max(t[2] for t in rows) - min(t[1] for t in rows)
-        budget = BUDGET_S.get(tier)
-        over = "  OVER BUDGET" if budget is not None and span > budget else ""
-        shown = f"{budget:.0f} s" if budget is not None else "-"
-        tr.write_line(f"{tier:<12} {len(rows):>5} {total:>8.0f} s {span:>8.0f} s {shown:>8}{over}")
+    for t in tiers:
+        over = "  OVER BUDGET" if t["over_budget"] else ""
+        shown = f"{t['budget_s']:.0f} s" if t["budget_s"] is not None else "-"
+        tr.write_line(f"{t['tier']:<12} {t['tests']:>5} {t['test_s']:>8.0f} s {t['span_s']:>8.0f} s {shown:>8}{over}")
     tr.write_line("(test time: summed over tests and workers; wall span: first start to last end of the tier)")
     tr.section("tankbench: the ten slowest tests")
     for nodeid, t in sorted(_TIMES.items(), key=lambda kv: -kv[1][0])[:10]:
@@ -81,7 +111,31 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.section(f"tankbench: VM boots ({len(boots)}, {sum(b['seconds'] for b in boots):.0f} s to ready in all)")
     for b in boots:
         extra = f", {b['panics']} panicked first" if b.get("panics") else ""
-        tr.write_line(f"{b['seconds']:8.1f} s  {b['what']} {b['name']} ({b.get('accelerator', '?')}{extra})")
+        how = f", {b['how']}" if b.get("how") else ""
+        tr.write_line(f"{b['seconds']:8.1f} s  {b['what']} {b['name']} ({b.get('accelerator', '?')}{how}{extra})")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """For scripts/test's run record: this run's figures as JSON (written even when tests failed or the run was
+    interrupted: pytest calls this after a KeyboardInterrupt too)."""
+    path = os.environ.get(SUMMARY_ENV)
+    if hasattr(session.config, "workerinput") or not path:
+        return
+    boots = _boots()
+    doc = {
+        "exitstatus": int(exitstatus),
+        "tests": len(_TIMES),
+        "failed": len({n for n, _, _ in _FAILURES}),
+        "failures": [{"test": n, "phase": w, "why": why} for n, w, why in _FAILURES],
+        "tiers": tier_figures(_TIMES),
+        "slowest": [
+            {"test": n, "seconds": round(t[0], 1)} for n, t in sorted(_TIMES.items(), key=lambda kv: -kv[1][0])[:10]
+        ],
+        "boots": {"count": len(boots), "seconds": round(sum(b["seconds"] for b in boots), 1), "each": boots},
+    }
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,5 +1,7 @@
-"""A campaign over several hosts, as a layer above the single-host runner: one CampaignRunner per host, each in
-its own thread with its own view of the one journal (HostJournal: it sees only its host's runs).
+"""A campaign over several hosts, as a layer above the single-host runner: the same session as a single host's
+(runner/session.py: crashes found, module parameters, the `end` hook) per host, each in its own thread with its
+own view of the one journal (HostJournal: it sees only its host's runs); the journal is readied once, as for a
+single host (the report's index, stale runs closed, the plan recorded).
 
 - `split`: the hosts must be alike (check_alike); whole test cases are handed out one at a time from a shared
   queue (CaseQueue), so every leaderboard ranks runs of one machine; a host that fails stops alone: test cases
@@ -22,15 +24,23 @@ from tankbench.analysis.settings import parse_settings
 from tankbench.campaign import Spec, expand
 from tankbench.campaign.hosts import FleetHost
 from tankbench.errors import HostError, UserError
-from tankbench.fio.jobs import job_text
 from tankbench.hosts.base import Host
-from tankbench.hosts.lab import LabHost
 from tankbench.journal import Journal
 from tankbench.journal.hostview import HostJournal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Test
 from tankbench.progress import Progress
-from tankbench.runner import CampaignRunner, Outcome, Preflight, default_journal_path, end_stale, leave_lab, preflight
+from tankbench.runner import (
+    Outcome,
+    Preflight,
+    Session,
+    Stale,
+    default_journal_path,
+    end_stale,
+    leave_host,
+    preflight,
+    ready_journal,
+)
 
 #: fingerprint keys that must agree for `split`, and why a difference is refused
 ALIKE: dict[str, str] = {
@@ -276,12 +286,10 @@ def run_fleet(
                 fp["accelerator"] = m.host.accelerator
             check_alike([m.host.name for m in members], fps)
         with JournalLock(journal_path):
-            out = _run_members(spec, tests, members, journal_path, quiet, lock, main)
+            out = _run_members(spec, tests, members, journal_path, quiet, lock, main, t0)
     finally:
         for m in members:
-            m.host.close()
-            if isinstance(m.host, LabHost):
-                leave_lab(m.host, keep_lab, main.note)
+            leave_host(m.host, keep_lab, main.note)
     out.journal = journal_path
     out.seconds = time.monotonic() - t0
     return out
@@ -289,19 +297,19 @@ def run_fleet(
 
 def _prepare_journal(
     spec: Spec, tests: list[Test], members: list[Member], path: str, note: Callable[[str], None]
-) -> int:
-    """Close runs a dead tankbench left `running` (per host, by boot id), end their fio, record the plan."""
+) -> list[Stale]:
+    """The journal readied as for a single host (the report's index, runs a dead tankbench left `running` closed
+    per host by boot id, the plan recorded), their fio ended, the fleet's hosts recorded."""
     assert spec.fleet is not None
     with Journal(path) as j:
-        crashed = j.mark_crashed({m.host.name: m.pre.boot_id for m in members if m.pre and m.pre.boot_id})
+        boot_ids = {m.host.name: m.pre.boot_id for m in members if m.pre and m.pre.boot_id}
+        crashed = ready_journal(j, spec, tests, boot_ids)
         for m in members:
             end_stale(m.host, crashed, spec)
-        j.add_campaign(spec.campaign_id, spec.name, os.path.abspath(spec.path), spec.text)
-        j.add_tests(spec.campaign_id, tests, {t.id: job_text(t) for t in tests})
         j.set_hosts(spec.fleet.mode, [(m.host.name, m.spec.kind, m.spec.address) for m in members])
     if crashed:
         note(f"resuming: {len(crashed)} run(s) were in progress when the last run died; they are retried on their host")
-    return len(crashed)
+    return crashed
 
 
 def _owners(path: str, groups: list[list[Test]]) -> dict[int, str]:
@@ -321,6 +329,7 @@ def _run_members(
     quiet: bool,
     lock: threading.Lock,
     main: Progress,
+    t0: float,
 ) -> FleetOutcome:
     assert spec.fleet is not None
     crashed = _prepare_journal(spec, tests, members, path, main.note)
@@ -330,23 +339,20 @@ def _run_members(
         main.note(f"split: {len(groups)} test case(s) over {len(members)} host(s)")
 
     def work(m: Member) -> None:
+        assert m.pre is not None
         stream = _Prefixed(sys.stderr, f"[{m.host.name}] ", lock)
         progress = _HostProgress(len(tests), stream=stream, quiet=quiet)
         journal = HostJournal.for_host(path, m.host.name)
+        session = Session(spec, m.host, journal, progress, m.pre, m.extra, wait_for_host=False, started=t0)
+        m.outcome = session.outcome
         try:
-            if queue is None:
-                _run_group(spec, m, journal, progress, tests)
-                return
-            while (item := queue.take(m.host.name)) is not None:
-                i, group = item
-                try:
-                    _run_group(spec, m, journal, progress, group)
-                    m.cases += 1
-                    queue.done(i)
-                except BaseException:  # whatever stopped this host, the case goes back (others may wait on it)
-                    started = any(r.status == "done" for t in group for r in journal.runs(t.id, with_samples=False))
-                    queue.give_back(i, m.host.name, started)
-                    raise
+            try:
+                session.begin(crashed, tests)
+                _run_cases(session, m, journal, queue, tests)
+            except BaseException as e:
+                session.end(e)  # the `end` hook says what stopped this host
+                raise
+            session.end(None)
         except (HostError, UserError) as e:
             m.error = str(e)
             progress.note(f"host failed, it takes no more test cases: {e}")
@@ -357,33 +363,31 @@ def _run_members(
     return _combine(spec, tests, members, queue, crashed)
 
 
-def _run_group(spec: Spec, m: Member, journal: Journal, progress: Progress, group: list[Test]) -> None:
-    """One CampaignRunner over some tests on one host, module parameters restored whatever happens."""
-    assert m.pre is not None
-    runner = CampaignRunner(spec, m.host, journal, progress, m.pre, m.extra)
-    if runner.tunables is not None:
-        runner.tunables.restore_stale()
-    try:
-        o = runner.run(group)
-    finally:
-        if runner.tunables is not None:
-            runner.tunables.restore()
-    acc = m.outcome
-    acc.tests += o.tests
-    acc.runs_done += o.runs_done
-    acc.runs_failed += o.runs_failed
-    acc.runs_timeout += o.runs_timeout
-    acc.runs_skipped_existing += o.runs_skipped_existing
-    acc.tests_skipped += o.tests_skipped
+def _run_cases(session: Session, m: Member, journal: Journal, queue: CaseQueue | None, tests: list[Test]) -> None:
+    """The host's session runs the whole matrix (`each`), or the test cases it takes from the queue one by one
+    (`split`), each by a runner of its own."""
+    if queue is None:
+        session.run(tests)
+        return
+    while (item := queue.take(m.host.name)) is not None:
+        i, group = item
+        try:
+            session.run(group)
+            m.cases += 1
+            queue.done(i)
+        except BaseException:  # whatever stopped this host, the case goes back (others may wait on it)
+            started = any(r.status == "done" for t in group for r in journal.runs(t.id, with_samples=False))
+            queue.give_back(i, m.host.name, started)
+            raise
 
 
 def _combine(
-    spec: Spec, tests: list[Test], members: list[Member], queue: CaseQueue | None, crashed: int
+    spec: Spec, tests: list[Test], members: list[Member], queue: CaseQueue | None, crashed: list[Stale]
 ) -> FleetOutcome:
     assert spec.fleet is not None
     out = FleetOutcome(mode=spec.fleet.mode)
     out.tests = len(tests)
-    out.runs_crashed_found = crashed
+    out.runs_crashed_found = len(crashed)
     for m in members:
         o = m.outcome
         out.hosts[m.host.name] = o

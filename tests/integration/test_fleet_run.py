@@ -181,3 +181,53 @@ def test_a_host_that_fails_stops_alone_and_its_case_moves(netns_hosts, tmp_path:
         " WHERE r.status = 'done' GROUP BY 1",
     )
     assert all(n == 1 for _, n in per_case)
+
+
+HOOK = '#!/bin/sh\necho "$1|$TANKBENCH_HOST|$TANKBENCH_EXIT_STATUS|$TANKBENCH_TEST" >> "{log}"\n'
+
+
+def test_each_host_runs_the_session_of_a_single_host(netns_hosts, tmp_path: Path):
+    """A fleet drives the single host's session per host: its `end` hook, crashes found on resume (the row
+    completed with the boot ids, the `crash` and `host-back` hooks) and the report's index of every run."""
+    hosts, target = netns_hosts
+    two = hosts[:2]
+    c = campaign(tmp_path, two, target, "each", '["read"]')
+    log, hook = tmp_path / "hook.log", tmp_path / "hook.sh"
+    hook.write_text(HOOK.format(log=log))
+    hook.chmod(0o755)
+    c.write_text(c.read_text().replace("hosts_mode", f'hook = ["{hook}"]\nhosts_mode'))
+    j = tmp_path / "j.sqlite"
+    res = tankbench("run", str(c), "--journal", str(j), "--no-report", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert sorted(log.read_text().splitlines()) == sorted(f"end|{h.name}|0|" for h in two)
+    # the report's index (run_inputs) holds every run, as a single host's journal does
+    assert rows(j, "SELECT count(*) FROM input_keys") == [(1,)]
+    assert rows(j, "SELECT count(*) FROM run_inputs") == rows(j, "SELECT count(*) FROM runs") == [(4,)]
+
+    # the first host went down under a run (a `running` row of an older boot): the next run finds the crash
+    name = two[0].name
+    ((row, test_id),) = journal_rows(j, "SELECT id, test_id FROM runs WHERE host = ? ORDER BY id LIMIT 1", name)
+    conn = sqlite3.connect(j)
+    with conn:
+        conn.execute("UPDATE runs SET status = 'running', boot_id = 'boot-before' WHERE id = ?", (row,))
+    conn.close()
+    log.unlink()
+    again = tankbench("run", str(c), "--journal", str(j), "--no-report", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert "resuming: 1 run(s)" in again.stderr
+    found = journal_rows(
+        j,
+        "SELECT status, json_extract(checks, '$.\"recovery.boot_id_before\"'),"
+        " json_extract(checks, '$.\"recovery.found_on_resume\"') FROM runs WHERE id = ?",
+        row,
+    )
+    assert found == [("crashed", "boot-before", 1)]
+    ((test_name,),) = journal_rows(j, "SELECT name FROM tests WHERE id = ?", test_id)
+    events = log.read_text().splitlines()  # the hosts' threads interleave: each host's own events in order
+    assert [e for e in events if not e.startswith("end|")] == [
+        f"crash|{name}||{test_name}",
+        f"host-back|{name}||{test_name}",
+    ], events
+    assert sorted(e for e in events if e.startswith("end|")) == sorted(f"end|{h.name}|0|" for h in two), events
+    assert events[-1].startswith("end|"), events
+    assert rows(j, "SELECT count(*) FROM run_inputs") == rows(j, "SELECT count(*) FROM runs") == [(5,)]
