@@ -187,3 +187,62 @@ def test_host_file_with_a_bom_and_a_directory_as_host_file(tmp_path: Path):
     (tmp_path / "d.toml").mkdir()
     res = tankbench("plan", "tuning-matrix", "--host", str(tmp_path / "d.toml"), cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith(f"Error: --host {tmp_path / 'd.toml'}: is a directory")
+
+
+def test_refine_of_a_journal_without_a_screening_step(tmp_path: Path):
+    """`tankbench refine` follows a screening: a journal of an exhaustive campaign is refused, nothing written."""
+    from tankbench.campaign.expand import expand
+    from tankbench.campaign.parse import parse_spec
+    from tankbench.journal.db import Journal
+
+    text = (FIXTURES / "bad" / "design-unknown.toml").read_text().replace('design = "screen"', "")
+    spec = parse_spec(text.replace("@TMP@", str(tmp_path)), str(tmp_path / "c.toml"))
+    j = tmp_path / "j.sqlite"
+    with Journal(str(j)) as journal:
+        journal.add_campaign(spec.campaign_id, spec.name, spec.path, spec.text)
+        journal.add_tests(spec.campaign_id, expand(spec), {})
+    before, files = j.read_bytes(), sorted(os.listdir(tmp_path))
+    res = tankbench("refine", str(j), cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"Error: {j}: has no screening step"), res.stderr
+    assert "Hint: refine follows a screening: tankbench run CAMPAIGN --set campaign.design=screening" in res.stderr
+    # the journal is as it was; SQLite's read-only WAL open may leave its -wal/-shm index files, nothing else
+    assert j.read_bytes() == before
+    assert {f for f in os.listdir(tmp_path) if not f.endswith(("-wal", "-shm"))} == set(files)
+
+
+def test_refine_of_no_journal(tmp_path: Path):
+    res = tankbench("refine", str(tmp_path / "none.sqlite"), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith("Error: ") and "Traceback" not in res.stderr, res.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def _screened_journal(tmp_path: Path) -> tuple[Path, Path]:
+    """A campaign with design = "screening" and a journal holding its screening step (no runs yet)."""
+    from tankbench.campaign.parse import load_spec
+    from tankbench.cli._design import record_screening
+
+    text = (FIXTURES / "bad" / "design-one-storage-factor.toml").read_text().replace("@TMP@", str(tmp_path))
+    campaign = tmp_path / "c.toml"
+    campaign.write_text(
+        text.replace('layout = ["random", "zero"]', 'layout = ["random", "zero"]\nsize = ["8M", "16M"]')
+    )
+    j = tmp_path / "j.sqlite"
+    record_screening(load_spec(str(campaign)), str(j), {"campaign": str(campaign), "options": []})
+    return campaign, j
+
+
+def test_refine_of_a_screening_whose_campaign_changed_or_is_unfinished(tmp_path: Path):
+    campaign, j = _screened_journal(tmp_path)
+    res = tankbench("refine", str(j), cwd=tmp_path)
+    assert res.returncode == 2 and "of the screening's tests have no finished run yet" in res.stderr, res.stderr
+    assert "Hint: finish the screening first" in res.stderr
+    campaign.write_text(campaign.read_text().replace("iodepth = [1, 4, 16]", "iodepth = [1, 4]"))
+    res = tankbench("refine", str(j), "--plan", cwd=tmp_path)
+    assert res.returncode == 2 and "it changed since the screening" in res.stderr, res.stderr
+    campaign.unlink()
+    res = tankbench("refine", str(j), cwd=tmp_path)
+    assert res.returncode == 2 and f"the screening's campaign ({campaign}): campaign file not found" in res.stderr
+    res = tankbench("refine", str(j), "--top", "0", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith("Error: --top 0: must be 1 or more"), res.stderr
+    assert "Traceback" not in res.stderr

@@ -111,6 +111,25 @@ def run_settings(params: dict[str, Any], spec: Spec) -> dict[str, Any]:
 
 
 def expand(spec: Spec) -> list[Test]:
+    """The tests this step of the campaign runs: every test of the matrix (`expand_matrix`), or the fraction its
+    `campaign.design` chooses (schedule/design.py), keeping each test's number in the matrix."""
+    from tankbench.schedule.design import select
+
+    tests = expand_matrix(spec)
+    return select(spec, tests, include_ids(spec))
+
+
+def include_ids(spec: Spec) -> set[str]:
+    """The ids of the [[include]] points' tests (a design always runs them)."""
+    out = set()
+    for target, params in _include_points(spec):
+        if kind_of(target).needs_pool:
+            target = replace(target, pool=spec.zfs_root)
+        out.add(_test(spec, 0, "", target, params).id)
+    return out
+
+
+def expand_matrix(spec: Spec) -> list[Test]:
     """All tests of a campaign: targets in file order x axes in AXES order x values in declared order,
     minus [[exclude]] matches, plus [[include]] points; numbered from 1; capped at campaign.max_tests."""
     axes = [a for a in AXES if a in spec.matrix]

@@ -131,6 +131,24 @@ class Schedule:
         return self.repeats_min < self.repeats_max and (self.ci is not None or self.racing or self.settle is not None)
 
 
+#: `campaign.design`: the steps a campaign file may ask for (`refine` is `tankbench refine`'s, after a screening)
+DESIGN_STEPS = ("exhaustive", "screening")
+
+
+@dataclass(frozen=True)
+class Design:
+    """How the tests to run are chosen (schedule/design.py): `exhaustive` (the matrix), `screening` (a D-optimal
+    fraction per workload), `refine` (the tests `tankbench refine` chose, by id). `top`: factors a refine
+    measures in full; `runs`: tests per workload in a screening (0: the model's size plus a quarter);
+    `workload`: the axes a workload is made of (the rest are factors)."""
+
+    step: str = "exhaustive"
+    top: int = 3
+    runs: int = 0
+    workload: tuple[str, ...] = ("workload", "rw", "bs")
+    ids: frozenset[str] = frozenset()
+
+
 @dataclass(frozen=True)
 class Spec:
     """A validated campaign file."""
@@ -174,6 +192,8 @@ class Spec:
     fleet: FleetSpec | None = None
     #: the watchdog, crash retries, waiting for the host, the event hook (campaign/unattended.py)
     unattended: Unattended = field(default_factory=Unattended)
+    #: which of the tests this step runs (campaign.design; issue 29)
+    design: Design = field(default_factory=Design)
 
     @property
     def size_based(self) -> bool:

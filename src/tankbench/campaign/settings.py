@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tankbench.campaign.designkey import parse_design
 from tankbench.campaign.schema import Cooldown, Schedule
 from tankbench.campaign.unattended import parse_unattended
 from tankbench.campaign.vocab import (
@@ -53,6 +54,7 @@ def parse_campaign(keys: Keys, camp: Mapping[str, Any]) -> dict[str, Any]:
         "mode": mode,
         "min_throughput": min_throughput,
         "unattended": parse_unattended(keys, camp),  # hung_after, late_max, crash_retries, host_wait, hook
+        "design": parse_design(keys, camp.get("design", "exhaustive")),  # which tests a run measures (issue 29)
     }
 
 

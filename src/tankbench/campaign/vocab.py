@@ -90,6 +90,7 @@ CAMPAIGN_KEYS = (
     "mode",
     "min_throughput",
     "fill_room",
+    "design",
     *UNATTENDED_KEYS,
 )
 

@@ -6,15 +6,18 @@ import argparse
 import os
 import sys
 
-from tankbench.campaign import Spec, expand
+from tankbench.campaign import Spec
+from tankbench.campaign.expand import expand_matrix, include_ids
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli._common import print_json
+from tankbench.cli._design import design_lines
 from tankbench.errors import UserError
 from tankbench.fio.jobs import job_script, job_text
 from tankbench.journal import Journal
 from tankbench.model import Test
 from tankbench.progress import fmt_estimate
 from tankbench.runner import default_journal_path, local_has_zfs
+from tankbench.schedule.design import select, step_spec
 from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.units import fmt_duration
@@ -68,11 +71,17 @@ def estimate(
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    spec = load_campaign(args)
-    tests = expand(spec)
+    spec = step_spec(load_campaign(args))
+    full = expand_matrix(spec)
+    tests = select(spec, full, include_ids(spec))  # the tests this step runs (all of them unless a design)
     est, sched, learned = estimate(spec, tests, args.journal)
     real = estimate(spec, tests, args.journal, real_host=True)[0] if runs_in_emulated_lab(spec) else None
     rem = sched.remaining()
+    steps, steps_json = (
+        design_lines(spec, full, tests, est, real, args.journal, estimate)
+        if spec.design.step == "screening"
+        else ([], None)
+    )
     if args.export:
         export(tests, args.export, spec.campaign_id)
     if args.json:
@@ -94,6 +103,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                     for t in tests
                 ],
                 "resolved_sizes": list(spec.extras.get("resolved_sizes", ())),
+                "design": steps_json,
                 "estimated_seconds": round(est.likely, 1),
                 "estimate": {
                     "low_s": round(est.low, 1),
@@ -129,6 +139,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(real)}.\n"
             f"Real-host priors: {describe_priors(priors_for(False), settle, spec.schedule.ss)}.\n"
         )
+    out.write("".join(line + "\n" for line in steps))
     if args.export:
         out.write(f"Exported {len(tests)} job scripts to {args.export}/ (run any NNNN-job.sh with plain fio).\n")
     return 0

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from tankbench.campaign import Spec
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli.plan import resolved_sizes
 from tankbench.runner import run_campaign, summary_line
+from tankbench.schedule.design import step_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,9 +59,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    spec = load_campaign(args)
+    spec = step_spec(load_campaign(args))
     if not args.quiet:
         sys.stdout.write(resolved_sizes(spec))
+    if spec.design.step == "screening":  # its choice of tests goes into the journal first (tankbench refine reads it)
+        from tankbench.cli._design import record_screening
+        from tankbench.runner import default_journal_path
+
+        record_screening(spec, args.journal or default_journal_path(spec), campaign_ref(args))
     if args.resume_at_boot or args.no_resume_at_boot or spec.unattended.resume_at_boot:
         return cmd_run_resumable(spec, args)
     if spec.fleet is not None:  # several hosts: fleet.py drives one single-host runner per host
@@ -72,6 +79,8 @@ def cmd_run_one(spec: Spec, args: argparse.Namespace) -> int:
     print(summary_line(outcome), file=sys.stderr if args.quiet else sys.stdout)
     if not args.no_report:
         write_report(outcome.journal, args.quiet)
+    if spec.design.step == "screening" and not args.quiet:
+        print(f"next: tankbench refine {outcome.journal} (the top {spec.design.top} factors of each workload in full)")
     return outcome.exit_status
 
 
@@ -103,6 +112,14 @@ def cmd_run_resumable(spec: Spec, args: argparse.Namespace) -> int:
         pass
     with resumeboot.kept_until_end(unit, note):
         return cmd_run_one(spec, args)
+
+
+def campaign_ref(args: argparse.Namespace) -> dict[str, Any]:
+    """How `refine` finds the campaign again: the file (absolute) or preset, and the options it ran with."""
+    source = args.campaign
+    if os.path.isfile(source):
+        source = os.path.abspath(source)
+    return {"campaign": source, "options": [o for o in resume_options(args) if o not in ("--quiet", "--no-report")]}
 
 
 def resume_options(args: argparse.Namespace) -> list[str]:

@@ -282,6 +282,25 @@ class Journal:
                     ),
                 )
 
+    def add_design_step(self, campaign_id: str, step: str, data: Mapping[str, Any]) -> int:
+        """Record a design step (a screening's or a refine's choice of tests); returns its row id."""
+        cur = self._tx(
+            "INSERT INTO design_steps(campaign_id, step, created, data) VALUES (?,?,?,?)",
+            (campaign_id, step, time.time(), json.dumps(data, sort_keys=True)),
+        )
+        return int(cur.lastrowid or 0)
+
+    def design_steps(self) -> list[dict[str, Any]]:
+        """Every design step in the order it was recorded: id, campaign_id, step, created and its data."""
+        if not self._has_table("design_steps"):  # a read-only journal of an older schema
+            return []
+        rows = self.conn.execute("SELECT id, campaign_id, step, created, data FROM design_steps ORDER BY id")
+        return [dict(r, data=json.loads(r["data"])) for r in rows]
+
+    def _has_table(self, name: str) -> bool:
+        row = self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+        return row is not None
+
     def set_hosts(self, mode: str, hosts: Sequence[tuple[str, str, str]]) -> None:
         """Record a fleet campaign's hosts (name, kind, address) in its order, and its mode (schema 4)."""
         with self._write():

@@ -53,6 +53,14 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX runs_host ON runs(host);
     """,
+    # 5: the steps of a designed campaign (issue 29): a screening's choice of tests per workload, a refine's
+    # top factors and fixed levels; `data` is the step's JSON (schedule/design.py, cli/refine.py)
+    """
+    CREATE TABLE design_steps (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, campaign_id TEXT NOT NULL, step TEXT NOT NULL,
+        created REAL NOT NULL, data TEXT NOT NULL
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
