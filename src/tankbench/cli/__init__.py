@@ -15,6 +15,8 @@ from tankbench.errors import HostError, UserError
 ORDER = [
     "plan",
     "run",
+    "check",
+    "refine",
     "show",
     "results",
     "report",
