@@ -2,41 +2,47 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
+import functools
+from pathlib import Path
 
-__version__ = "0.1.0"
+from tankbench import gitversion
+
+_HERE = Path(__file__).resolve().parent
+
+
+@functools.cache
+def _stamp() -> tuple[str, str]:
+    """(version, commit): the checkout's, live, when tankbench runs from one (a commit or an edit since the
+    install changes them); else what the build wrote into the package (VERSION, BUILD_COMMIT)."""
+    live = gitversion.from_checkout(_HERE.parent.parent)
+    if live is not None:
+        return live.version, live.commit
+
+    def read(name: str) -> str:
+        try:
+            return (_HERE / name).read_text(encoding="ascii").strip()
+        except OSError:
+            return ""
+
+    return read("VERSION") or gitversion.UNKNOWN, read("BUILD_COMMIT") or "unknown"
+
+
+def __getattr__(name: str) -> str:
+    """`tankbench.__version__`, computed on first use (from a checkout it asks git)."""
+    if name == "__version__":
+        return _stamp()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_commit() -> str:
-    """The commit tankbench runs from: the checkout's (with -dirty for uncommitted changes) when it runs from
-    one, else what the build recorded in the wheel (BUILD_COMMIT); "unknown" when neither says."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if os.path.exists(os.path.join(here, "..", "..", ".git")):
-        try:
-            head = subprocess.run(
-                ["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-            ).stdout.strip()
-            dirty = subprocess.run(
-                ["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-            return head + ("-dirty" if dirty else "")
-        except (OSError, subprocess.SubprocessError):
-            pass
-    try:
-        with open(os.path.join(here, "BUILD_COMMIT"), encoding="ascii") as f:
-            return f.read().strip() or "unknown"
-    except OSError:
-        return "unknown"
+    """The commit tankbench runs from (with -dirty for uncommitted changes); "unknown" when nothing says."""
+    return _stamp()[1]
 
 
 def version_line() -> str:
-    """`tankbench 0.1.0 (commit 1a2b3c4d5e6f)`: what --version prints."""
+    """`tankbench 0.1.dev472+g1a2b3c4d5e6f (commit 1a2b3c4d5e6f)`: what --version prints."""
     commit = build_commit()
-    return f"tankbench {__version__} (commit {commit[:12] + ('-dirty' if commit.endswith('-dirty') else '')})"
+    return f"tankbench {_stamp()[0]} (commit {commit[:12] + ('-dirty' if commit.endswith('-dirty') else '')})"
 
 
 #: the layout of tankbench's JSON exports (results.json, compare --json, advise --json): bump it when a key

@@ -57,6 +57,8 @@ class PreflightPolicy:
 _ACTION_KEYS = ("scrub", "disk_io", "swap", "load")
 _DURATION_KEYS = {"max_wait": "max_wait_s", "poll": "poll_s", "window": "window_s"}
 _NUMBER_KEYS = {"disk_iops": "disk_iops", "load_per_cpu": "load_per_cpu"}
+#: every key of a campaign's [preflight] table
+PREFLIGHT_KEYS = (*_ACTION_KEYS, *_DURATION_KEYS, *_NUMBER_KEYS, "disk_bw")
 
 
 def policy_from_table(table: Mapping[str, Any], source: str = "") -> PreflightPolicy:
@@ -78,7 +80,7 @@ def policy_from_table(table: Mapping[str, Any], source: str = "") -> PreflightPo
                 raise SpecError(source, where, value, "not a number >= 0", f"e.g. {key} = 10")
             changes[_NUMBER_KEYS[key]] = float(value)
         else:
-            known = sorted([*_ACTION_KEYS, *_DURATION_KEYS, *_NUMBER_KEYS, "disk_bw"])
+            known = sorted(PREFLIGHT_KEYS)
             raise SpecError(source, where, value, "unknown key", f"known keys: {', '.join(known)}")
     if changes.get("window_s", policy.window_s) <= 0:
         raise SpecError(source, "preflight.window", table.get("window"), "must be longer than 0 s", 'e.g. "1s"')

@@ -1,5 +1,5 @@
 """Progress with ETA on stderr: a rewriting line on a terminal; otherwise (a log file, a pipe) plain lines, each
-stamped with the UTC time it was written (no bar, no colour, nothing rewritten)."""
+stamped with the UTC time it was written (no bar, nothing rewritten; colour as tankbench.colour says)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from tankbench import colour
 from tankbench.schedule.estimate import Estimate
 from tankbench.units import fmt_duration
 
@@ -84,7 +85,7 @@ class Progress:
         self._run_seconds += time.monotonic() - self._started
         if self.quiet:
             return
-        line = f"    {status}: {detail}"
+        line = f"    {colour.status(status, self.stream)}: {detail}"
         self.stream.write("\r\033[K" + line + "\n" if self.tty else self._stamped(line))
         self.stream.flush()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tankbench
-from tests.reportdata import imported_journal, lab_zfs_journal, local_journal
+from tests.reportdata import fleet_each_journal, imported_journal, lab_zfs_journal, local_journal
 
 pytestmark = pytest.mark.browser
 
@@ -113,3 +113,32 @@ def test_report_renders(tmp_path: Path, which: str) -> None:
     keep = Path(__file__).resolve().parents[2] / "tests" / "browser" / "last-screenshots"
     keep.mkdir(exist_ok=True)
     shutil.copy(shot, keep / shot.name)  # for a human to look at
+
+
+def test_fleet_each_report_shows_the_hosts_side_by_side(tmp_path: Path) -> None:
+    """hosts_mode = "each" (issue 34 item 6): index.html compares the hosts side by side and says that the rest
+    of it pools their runs per test; each host's own report is beside it."""
+    out = tmp_path / "rep"
+    r = tankbench("report", "--journal", fleet_each_journal(tmp_path), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "pools their runs per test" in r.stdout
+    dom = chromium("--dump-dom", (out / "index.html").as_uri())
+    assert dom.returncode == 0 and not console_errors(dom.stderr), dom.stderr[-2000:]
+    page = dom.stdout
+    assert '<h2 id="hosts">Hosts side by side: local vs ssh:root@10.0.0.9</h2>' in page
+    assert "pool the hosts' runs per test" in page and "<code>ssh-root-10.0.0.9/</code>" in page
+    assert "<th>ssh:root@10.0.0.9 / local</th>" in page
+    assert page.count("1.10× (") == 16, "every test on the second host against the first"  # its figures × 1.1
+    assert "<td>vda: QEMU HARDDISK</td>" in page and "{'vda'" not in page
+    assert page.index('id="hosts"') < page.index('id="leaderboards"'), "before the pooled leaderboards"
+    for slug in ("local", "ssh-root-10.0.0.9"):
+        assert (out / slug / "index.html").exists() and 'id="hosts"' not in (out / slug / "index.html").read_text()
+    assert (out / "hosts.md").read_text().startswith("# Hosts side by side: local vs ssh:root@10.0.0.9")
+    shot = tmp_path / "fleet.png"
+    s = chromium(f"--screenshot={shot}", "--window-size=1280,1400", (out / "index.html").as_uri())
+    assert s.returncode == 0 and shot.exists() and not console_errors(s.stderr)
+    _, _, rows = png_pixels(shot.read_bytes())
+    assert len({row[i : i + 3] for row in rows[::10] for i in range(0, len(row), 30)}) > 20, "screenshot is blank"
+    keep = Path(__file__).resolve().parents[2] / "tests" / "browser" / "last-screenshots"
+    keep.mkdir(exist_ok=True)
+    shutil.copy(shot, keep / shot.name)

@@ -28,7 +28,8 @@ metric = "mibs"
 expect = ">= 30x"
 """
 
-CAMPAIGN = """
+CAMPAIGN = (
+    """
 [campaign]
 name = "machines"
 runtime = "3s"
@@ -45,7 +46,9 @@ rw = ["randread"]
 bs = ["4k", "1M"]
 iodepth = [1]
 io = ["direct"]
-""" + CLAIM
+"""
+    + CLAIM
+)
 
 FILE_TARGET = 'name = "scratch"\nkind = "file"\npath = "{dir}"\nsize = "8M"'
 LAB_TARGET = (

@@ -29,7 +29,7 @@ from tests.lab.conftest import LAB
 NAME_SUFFIX = "-resume"
 NAME = f"{LAB[:24]}{NAME_SUFFIX}"
 #: packages tankbench imports, copied from this Python's site-packages (cp311 manylinux wheels, as pip installed them)
-DEPENDENCIES = ("orjson", "lxml", "openpyxl", "et_xmlfile")
+DEPENDENCIES = ("orjson", "openpyxl", "et_xmlfile")
 LIB = "/opt/tankbench/lib"
 
 NETWORK = """[Match]

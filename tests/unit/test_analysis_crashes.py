@@ -8,11 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from tankbench.analysis.analyse import analyse_journal
-from tankbench.reports.html import crashes_html
 from tankbench.reports.json import analysis_dict
 from tankbench.reports.markdown import summary_markdown
 from tests.conftest import tankbench
-from tests.reportdata import local_journal
+from tests.reportdata import local_journal, section_html
 
 NOTE = "the host failed during the run: lab: ssh: connection closed"
 
@@ -80,7 +79,7 @@ def test_a_test_guest_that_died_is_named_as_such_not_as_the_host(tmp_path: Path)
         "## Tests that crashed the host or its test guest" in md and f"| 2 of {c.attempts} (1 the test guest) |" in md
     )
     assert analysis_dict(a)["crashed_host"][0]["guest_crashes"] == 1
-    html = crashes_html(a)
+    html = section_html(a, "crashes")
     assert "crashed the host or its test guest</h2>" in html and "2 of" in html and "(1 the test guest)" in html
     only_guest = replace(c, guest_crashes=2)
     assert only_guest.what == "the test guest 2 time(s)" and replace(c, guest_crashes=0).what == "the host 2 time(s)"

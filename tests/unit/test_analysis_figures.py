@@ -212,7 +212,7 @@ def test_group_by_and_where_without_touching_the_journal(tmp_path: Path) -> None
         "read random 4k sync_mode=async",
     }
     assert all(t.params.get("slog") is False and t.target_kind != "raw" for t in a.dataset.tests)
-    assert "Selection: --group-by rw,bs,sync_mode; --where slog=false" in summary_markdown(a)
+    assert "Selection: `--group-by rw,bs,sync_mode; --where slog=false; --where kind!=raw`." in summary_markdown(a)
     with Journal(path, create=False) as j:
         with pytest.raises(UserError, match="no test has sync=disbled"):
             load(j, where=[parse_where("sync!=disbled")])
@@ -249,8 +249,8 @@ def test_every_axis_is_compared(tmp_path: Path) -> None:
 
 def test_copy_tests_rank_by_durable_with_cp_speed_beside(tmp_path: Path) -> None:
     """Copy tests: copy.* keys only (also an older journal's copy rows that stored cp's speed as total.bw_bytes)."""
+    from tankbench.analysis.present import beside
     from tankbench.metrics import copy_metrics
-    from tankbench.reports.common import beside
 
     tests = [_test(i + 1, DS, workload=w, copy_size="64M") for i, w in enumerate(("cp", "dd"))]
 

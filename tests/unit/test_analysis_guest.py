@@ -48,7 +48,8 @@ def test_no_guest_tables_without_vm_disk_tests(tmp_path: Path) -> None:
 def test_the_tables_in_markdown_json_and_xlsx(tmp_path: Path) -> None:
     a = analyse_journal(lab_vmdisk_journal(tmp_path))
     md = summary_markdown(a)
-    assert md.count("### Guest vs host: write random 4k") == 2
+    guests = md.split("## Guest disks beside the host", 1)[1].split("\n## ", 1)[0]
+    assert guests.count("### write random 4k (") == 2
     assert "| sync honoured | acknowledged before durable |" in md
     assert "test guest: qemu TCG (emulated) inside it" in md  # both layers in the banner
     doc = json.loads(json.dumps(analysis_dict(a), default=str))

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from tankbench.analysis.analyse import analyse_journal
+from tankbench.analysis.present import beside
+from tankbench.analysis.sections.runs import header
 from tankbench.cli.results import result_rows
 from tankbench.journal.db import Journal
 from tankbench.metrics import (
@@ -25,8 +27,7 @@ from tankbench.metrics import (
     resolve,
     run_values,
 )
-from tankbench.reports.common import beside
-from tankbench.reports.csv import header, write_csv
+from tankbench.reports.csv import write_csv
 from tankbench.reports.html import render_html
 from tankbench.reports.json import analysis_dict
 from tankbench.reports.markdown import summary_markdown

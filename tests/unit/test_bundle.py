@@ -171,7 +171,8 @@ def _all_text(bundle: Path, raw: bool = True) -> bytes:
     with zipfile.ZipFile(bundle) as z:
         for name in z.namelist():
             data = z.read(name)
-            parts.append(data)
+            if raw or not name.endswith(".xlsx"):  # an XLSX is itself compressed: any two letters by chance
+                parts.append(data)
             if name.endswith(".xlsx"):
                 with zipfile.ZipFile(__import__("io").BytesIO(data)) as x:
                     parts += [x.read(n) for n in x.namelist()]

@@ -1,5 +1,5 @@
 """A file target's `clients` (targets/clients.py): parsing, test ids, who counts as the server, the job a client
-runs, and clients.md (clientreport.py). The runs themselves: tests/integration/test_clients_run.py."""
+runs, and clients.md (analysis/sections/client_runs.py). The runs themselves: tests/integration/test_clients_run.py."""
 
 from __future__ import annotations
 
@@ -7,16 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from tankbench.analysis.analyse import analyse_dataset, load
 from tankbench.campaign import expand
 from tankbench.campaign.parse import parse_spec
-from tankbench.clientreport import clients_markdown, write_clients
 from tankbench.errors import SpecError, UserError
 from tankbench.fio.jobs import run_job_text
 from tankbench.hosts.local import LocalHost
 from tankbench.journal.clientruns import ClientRun, client_runs
 from tankbench.journal.db import Journal
 from tankbench.model import ClientHost, Run
+from tankbench.reports.write import write_all
 from tankbench.targets.clients import refuse_server_as_client, without_logs
+from tests.reportdata import clients_markdown, local_journal
 
 CAMPAIGN = """
 [campaign]
@@ -164,22 +166,19 @@ def test_clients_md_from_the_journal(tmp_path: Path):
             j.finish_run(row, _run(n, tests[0].id, checks, status))
         runs = client_runs(j)
         assert runs == [ClientRun(1, tests[0].name, 1, "local", per, total)]  # done runs with clients only
-        paths = write_clients(j, str(tmp_path))
+        paths = write_all(analyse_dataset(load(j), journal=j), str(tmp_path / "report"))
     finally:
         j.close()
-    md = Path(paths[0]).read_text()
+    md = Path(next(p for p in paths if p.endswith("/clients.md"))).read_text()
     assert md == clients_markdown(runs)
     row = next(line for line in md.splitlines() if line.startswith("| 1 |"))
     assert row == ("| 1 | local | 2.00 MiB/s (32.0 IOPS) | 1.00 MiB/s (16.0 IOPS) | 3.00 MiB/s (48.0 IOPS) | 0.50 |")
 
 
 def test_no_clients_md_without_client_runs(tmp_path: Path):
-    j = Journal(str(tmp_path / "j.sqlite"))
-    try:
-        assert write_clients(j, str(tmp_path)) == []
-    finally:
-        j.close()
-    assert not (tmp_path / "clients.md").exists()
+    with Journal.open_readonly(local_journal(tmp_path)) as j:
+        paths = write_all(analyse_dataset(load(j), journal=j), str(tmp_path / "report"))
+    assert len(paths) == 5 and not (tmp_path / "report" / "clients.md").exists()
 
 
 def test_a_copy_include_on_a_client_target_is_refused_and_on_another_target_not():

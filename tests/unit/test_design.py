@@ -194,6 +194,11 @@ def test_design_table_options() -> None:
     s = spec('{ step = "screening", top = 2, runs = 16, workload = ["rw", "bs", "iodepth"] }')
     assert (s.design.top, s.design.runs, s.design.workload) == (2, 16, ("workload", "rw", "bs", "iodepth"))
     designs = screening(s, expand_matrix(s), include_ids(s))
+    rw_only = spec('{ step = "screening", workload = ["rw"] }')
+    assert {w.name for w in screening(rw_only, expand_matrix(rw_only), include_ids(rw_only))} == {
+        "fio rw=write",
+        "fio rw=randread",
+    }
     assert {w.name for w in designs} == {
         "write seq 4k iodepth=1",
         "write seq 4k iodepth=8",

@@ -17,8 +17,8 @@ PACKAGE = Path(tankbench.__file__).parent
 
 #: top first; each entry a module or package (its submodules belong to it unless named themselves)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cli", "__main__"),
-    ("runner", "recovery", "resumeboot", "doctor", "fleet", "fleetreport", "clientreport", "hooks"),
+    ("cli", "__main__", "buildfiles"),
+    ("runner", "recovery", "resumeboot", "doctor", "fleet", "hooks"),
     ("reports",),
     ("analysis",),
     ("campaign", "schedule", "progress", "verdict", "fio.jobs"),
@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hosts",),
     ("fio", "fio.parse", "fio.layout", "fio.importer", "zfs", "journal", "metrics", "copytest", "safety"),
     # "": the package itself (its version)
-    ("model", "units", "errors", "keys", "agent", "analysis.stats", "bootlog", "bulk", ""),
+    ("model", "units", "errors", "keys", "agent", "analysis.stats", "bootlog", "bulk", "colour", "gitversion", ""),
 )
 
 #: exporters read the Analysis, never the journal or fio's output themselves

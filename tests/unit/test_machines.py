@@ -14,6 +14,7 @@ from tankbench.analysis.analyse import load
 from tankbench.analysis.machines import Machine, compare_machines, fmt_ratio, labels_for
 from tankbench.cli import main
 from tankbench.journal.db import Journal
+from tankbench.analysis.machine_sections import comparison_sections
 from tankbench.reports.machines import render_html, render_markdown
 from tests.conftest import FIXTURES
 
@@ -31,7 +32,14 @@ def other_machine(tmp: Path, name: str, factor: float, fio: str = "", drop: tupl
         if fio:
             fp["fio_version"] = fio
         dst.execute("UPDATE fingerprints SET data = ?", (json.dumps(fp),))
-        for key in ("total.io_bytes", "total.bw_bytes", "write.bw_bytes", "read.bw_bytes", "write.io_bytes", "read.io_bytes"):
+        for key in (
+            "total.io_bytes",
+            "total.bw_bytes",
+            "write.bw_bytes",
+            "read.bw_bytes",
+            "write.io_bytes",
+            "read.io_bytes",
+        ):
             path = f'$."{key}"'
             dst.execute(
                 f"UPDATE runs SET metrics = json_set(metrics, '{path}', json_extract(metrics, '{path}') * ?) "
@@ -78,13 +86,14 @@ def test_renderers_say_versions_mark_differences_and_draw_every_machine(tmp_path
     a = machine(LAB, "mine")
     b = machine(other_machine(tmp_path, "theirs", 0.5, fio="fio-3.36"), "theirs")
     mc = compare_machines([a, b])
-    md = render_markdown(mc)
-    assert "| **fio_version** ≠ | fio-3.33 | fio-3.36 |" in md
-    assert md.count("(fio fio-3.33 vs fio-3.36)") == len(mc.shared)  # next to every ratio
-    html = render_html(mc)
-    assert html.count('<tr class=diff><td>fio_version</td>') == 1
+    sections = comparison_sections(mc)
+    md = render_markdown(sections)
+    assert "| fio_version ≠ | fio-3.33 | fio-3.36 |" in md
+    assert md.count("— fio fio-3.33 vs fio-3.36") == len(mc.shared)  # next to every ratio
+    html = render_html(sections)
+    assert html.count('<tr class="diff"><td>fio_version ≠</td>') == 1
     assert html.count("<svg") == len(mc.figures) == 2
-    assert html.count("<span class='ver'>fio fio-3.33 vs fio-3.36</span>") == len(mc.shared)
+    assert html.count("— fio fio-3.33 vs fio-3.36") == len(mc.shared)
 
 
 def test_claims_are_matched_by_name_and_unmatched_ones_said(tmp_path: Path) -> None:

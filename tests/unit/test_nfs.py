@@ -131,8 +131,8 @@ def test_the_limit_judged():
 
 
 def test_clients_md_shows_what_limited_a_share_run():
-    from tankbench.clientreport import clients_markdown
     from tankbench.journal.clientruns import ClientRun
+    from tests.reportdata import clients_markdown
 
     d = netcount.delta(NET_BEFORE, NET_AFTER)
     net = netcount.judge(seconds=1.0, server=d, speed_mbps=1000, client_mibs=119.0, cpu_pct=30.0)

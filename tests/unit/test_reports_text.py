@@ -44,7 +44,7 @@ def test_html_tcg_banner_and_zvol_rows(tmp_path: Path) -> None:
 def test_markdown(tmp_path: Path) -> None:
     md = summary_markdown(analyse_journal(imported_journal(tmp_path)))
     assert md.startswith("# tankbench report")
-    assert "**Emulated machine (host: qemu TCG (emulated)):**" in md
+    assert "> **Emulated machine:** These runs ran in an emulated machine (host: qemu TCG (emulated))" in md
     assert "### readwrite random 16k" in md and "(zvol)" in md
     assert "Fix:" in md and "## How the numbers are obtained" in md
 

@@ -21,7 +21,7 @@ def _write(tmp_path: Path, journal: str) -> tuple[object, object]:
 
 def test_sheets_and_colour_scales(tmp_path: Path) -> None:
     a, wb = _write(tmp_path, local_journal(tmp_path))
-    assert wb.sheetnames == ["raw", "read random 4k", "write seq 4k", "figures", "warnings"]
+    assert wb.sheetnames == ["about", "raw", "read random 4k", "write seq 4k", "figures", "warnings"]
     figs = [[c.value for c in row] for row in wb["figures"].iter_rows()]
     assert ["iodepth →", "1", "4"] in figs  # IOPS and p99 against iodepth (seed 001), tabulated
     raw = wb["raw"]
@@ -58,7 +58,7 @@ def test_sheet_titles_are_valid_and_unique() -> None:
 
 def test_raw_sheet_fast_path_matches_csv_rows(tmp_path: Path) -> None:
     """The raw rows are spliced into the saved workbook as XML: openpyxl must read back exactly the CSV rows."""
-    from tankbench.reports.csv import header, rows
+    from tankbench.analysis.sections.runs import header, rows
     from tests.reportdata import lab_zfs_journal
 
     a, wb = _write(tmp_path, lab_zfs_journal(tmp_path))

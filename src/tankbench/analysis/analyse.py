@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import replace
 
-from tankbench.analysis.advice import GoalResult, MixAdvice, Recommendation, evaluate_goal, mix_advice, recommendations
 from tankbench.analysis.cases import Dataset, campaign_spec_text, load_dataset
-from tankbench.analysis.checks import Warning, emulation_layers, validity_warnings
-from tankbench.analysis.clients import ClientRow
-from tankbench.analysis.crashes import CrashRow, crash_advice, crash_rows
-from tankbench.analysis.figures import Figure, figures
-from tankbench.analysis.fill import FillRow, fill_rows
-from tankbench.analysis.guest import GuestTable, guest_tables
-from tankbench.analysis.leaderboard import AxisComparison, Leaderboard, axis_comparisons, case_metrics, leaderboards
+from tankbench.analysis.checks import validity_warnings
+from tankbench.analysis.leaderboard import axis_comparisons, case_metrics, leaderboards
+from tankbench.analysis.result import Analysis, Context
+from tankbench.analysis.sections import registry
 from tankbench.analysis.select import Where, select
 from tankbench.analysis.settings import Settings, parse_settings
 from tankbench.errors import UserError
@@ -22,41 +17,6 @@ from tankbench.journal.db import Journal
 from tankbench.metrics import ALIASES, RANKABLE, resolve
 
 RANK_BY = ("auto", *RANKABLE)
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """The whole result: data, leaderboards, comparisons, warnings, advice. Exporters only read this."""
-
-    dataset: Dataset
-    rank_by: str
-    leaderboards: tuple[Leaderboard, ...]
-    comparisons: tuple[AxisComparison, ...]
-    warnings: tuple[Warning, ...]
-    recommendations: tuple[Recommendation, ...]
-    mix: MixAdvice | None
-    goals: tuple[GoalResult, ...]
-    figures: tuple[Figure, ...] = ()
-    selection: tuple[str, ...] = ()  # --group-by / --where as given, shown on every output
-    guests: tuple[GuestTable, ...] = ()  # vm-disk configurations beside the host, per workload (seeds 001/003)
-    fill: tuple[FillRow, ...] = ()  # the pool-full experiment's runs (workload = "fill"), never ranked
-    #: single runs' detail (analysis.detail.with_run_detail): {test id: (runs.id, 1 Hz samples)} and
-    #: {test id: {direction: latency percentiles in ms}} of the last measured run of a few chosen tests
-    series: Mapping[str, tuple[int, Mapping[str, Any]]] = field(default_factory=dict)
-    percentiles: Mapping[str, Mapping[str, list[float]]] = field(default_factory=dict)
-    #: tests whose runs crashed the host (analysis/crashes.py)
-    crashes: tuple[CrashRow, ...] = ()
-    #: tests whose load came from client hosts, summarised (analysis/clients.py; with_run_detail reads them)
-    clients: tuple[ClientRow, ...] = ()
-
-    @property
-    def emulated(self) -> bool:
-        return any(w.code == "emulated" for w in self.warnings)
-
-    @property
-    def virtualisation(self) -> tuple[str, ...]:
-        """Each layer's accelerator, per fingerprint (host, and the test guest where fio ran in one)."""
-        return emulation_layers(fp.data for fp in self.dataset.fingerprints.values())
 
 
 def check_rank_by(rank_by: str) -> str:
@@ -69,45 +29,33 @@ def check_rank_by(rank_by: str) -> str:
     return key
 
 
-def _mix_metric(boards: Sequence[Leaderboard], weights: Sequence[tuple[str, float]], key: str) -> str:
-    """The mix adds cases up, so it needs one figure: durable when any case of the mix ranks by it (auto)."""
-    if key != "auto":
-        return key
-    names = {c for c, _ in weights}
-    return "durable_mibs" if any(lb.metric == "durable_mibs" for lb in boards if lb.case in names) else "mibs"
-
-
 def analyse_dataset(
     ds: Dataset,
     rank_by: str = "auto",
     mix: tuple[tuple[str, float], ...] | None = None,
     selection: tuple[str, ...] = (),
+    journal: Journal | None = None,
 ) -> Analysis:
-    """Analyse a loaded dataset; `mix` overrides the campaign's [mix]."""
+    """Analyse a loaded dataset: the leaderboards, then every report section's data (analysis/sections/);
+    `mix` overrides the campaign's [mix]; with the `journal`, the sections that read single runs have theirs."""
     key = check_rank_by(rank_by)
     per_case = case_metrics(ds, key)
-    boards = leaderboards(ds, key, per_case)
-    comps = axis_comparisons(ds, per_case)
-    warns = validity_warnings(ds)
-    late = any(w.code == "timing-issue" for w in warns)
-    weights = mix if mix is not None else ds.settings.mix
-    crashed = crash_rows(ds)
-    avoid = tuple(Recommendation("crash", text, basis) for text, basis in crash_advice(crashed))
-    return Analysis(
-        ds,
-        key,
-        boards,
-        comps,
-        warns,
-        avoid + recommendations(ds, boards, comps, late),
-        mix_advice(ds, weights, _mix_metric(boards, weights, key)) if weights else None,
-        tuple(evaluate_goal(ds, g) for g in ds.settings.goals),
-        figures(ds, per_case),
-        selection,
-        guest_tables(ds, per_case),
-        fill_rows(ds),
-        crashes=crashed,
+    core = Analysis(
+        dataset=ds,
+        rank_by=key,
+        leaderboards=leaderboards(ds, key, per_case),
+        comparisons=axis_comparisons(ds, per_case),
+        warnings=validity_warnings(ds),
+        selection=selection,
     )
+    specs = registry()
+
+    def again(sub: Dataset, sub_journal: Journal | None) -> Analysis:  # a part of the journal (a fleet's host)
+        return analyse_dataset(sub, key, mix, (), sub_journal)
+
+    core = replace(core, options={"mix": mix, "per_case": per_case, "analyse": again}, sections=specs)
+    ctx = Context(core, journal, core.options, {s.name: s for s in specs})
+    return replace(core, parts={s.name: ctx.part(s) for s in specs})
 
 
 def open_journal(path: str) -> Journal:

@@ -7,11 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tankbench.analysis.analyse import Analysis
 from tankbench.analysis.cases import TestSummary
-from tankbench.analysis.clients import client_rows
+from tankbench.analysis.result import Analysis, Context
 from tankbench.fio.parse import FioOutputError, job_entries, load_fio_json
-from tankbench.journal.clientruns import client_runs
 from tankbench.journal.db import Journal
 
 MAX_SERIES_TESTS = 16  # tests whose last measured run gets time-series charts
@@ -62,12 +60,10 @@ def load_percentiles(journal: Journal, tests: Sequence[TestSummary]) -> dict[str
 
 
 def with_run_detail(a: Analysis, journal: Journal) -> Analysis:
-    """The analysis with the time series and latency percentiles of its chosen tests (select_series_tests), and
-    the summary of the runs whose load came from client hosts."""
-    picked = select_series_tests(a)
-    return replace(
-        a,
-        series=load_series(journal, picked),
-        percentiles=load_percentiles(journal, picked),
-        clients=client_rows(client_runs(journal)),
-    )
+    """The analysis with the data of its sections that read single runs from the journal (the time series and
+    latency percentiles of its chosen tests, the runs whose load came from client hosts, …) computed again."""
+    ctx = Context(a, journal, a.options, specs={s.name: s for s in a.sections}, done=dict(a.parts))
+    for s in a.sections:
+        if s.journal:
+            ctx.done.pop(s.name)
+    return replace(a, parts={s.name: ctx.part(s) for s in a.sections})

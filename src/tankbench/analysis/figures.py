@@ -45,6 +45,7 @@ class Figure:
     test_ids: tuple[str, ...] = ()
     common: str = ""  # settings shared by every series (left out of their labels)
     y_label: str = ""  # what the values are, when not the metric's own label
+    by_row: bool = False  # a heatmap coloured per row (else per column)
 
 
 def _sort_key(v: str) -> tuple[int, float, str]:
@@ -273,6 +274,7 @@ def matrix_heatmaps(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> list[
                 "iodepth",
                 depths,
                 tuple(rows),
+                by_row=True,
             )
         )
     return out

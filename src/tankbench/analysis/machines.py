@@ -160,7 +160,9 @@ def _match(machines: Sequence[Machine]) -> list[tuple[str, list[TestSummary | No
     return [(k, found[k]) for k in order]
 
 
-def _case_metrics(matched: Sequence[Sequence[TestSummary | None]], machines: Sequence[Machine], key: str) -> dict[str, str]:
+def _case_metrics(
+    matched: Sequence[Sequence[TestSummary | None]], machines: Sequence[Machine], key: str
+) -> dict[str, str]:
     """The figure each test case is compared by: `key`, or with auto durable MiB/s when any machine's runs of the
     case finished late (the report's leaderboard rule), fio's MiB/s otherwise — one figure per case, so its chart
     and its rows agree."""

@@ -115,12 +115,16 @@ def _match_value(keys: Keys, key: str, axis: str, v: object, targets: tuple[Targ
     return axis_value(keys, key, axis, v)
 
 
+#: the keys of an [[exclude]] rule and of an [[include]] (campaign/jsonschema.py finds them by these names)
+EXCLUDE_KEYS = ("target", "kind", *AXES)
+INCLUDE_KEYS = ("target", *AXES)
+
+
 def parse_rule(
     keys: Keys, rule: dict[str, Any], i: int, section: str, targets: tuple[Target, ...]
 ) -> Mapping[str, tuple[Any, ...]]:
     """An exclude rule: axis -> accepted values; a test matching every key is dropped."""
-    allowed = ("target", "kind") + AXES
-    keys.unknown_keys(rule, allowed, f"{section}[{i}].")
+    keys.unknown_keys(rule, EXCLUDE_KEYS, f"{section}[{i}].")
     if not rule:
         raise keys.err(f"{section}[{i}]", rule, "is empty (it would match every test)", "name at least one axis")
     out = {}
@@ -132,8 +136,7 @@ def parse_rule(
 
 def parse_include(keys: Keys, rule: dict[str, Any], i: int, targets: tuple[Target, ...]) -> Mapping[str, Any]:
     """An extra test: one value per axis; axes not given take the matrix's first value."""
-    allowed = ("target",) + AXES
-    keys.unknown_keys(rule, allowed, f"include[{i}].")
+    keys.unknown_keys(rule, INCLUDE_KEYS, f"include[{i}].")
     out: dict[str, Any] = {}
     for axis, v in rule.items():
         if isinstance(v, list):

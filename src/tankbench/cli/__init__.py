@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action=_Version, nargs=0, help="print the version and the commit it was built from"
     )
+    parser.set_defaults(root_parser=parser)  # `tankbench completion` walks the whole parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
     names.sort(key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))

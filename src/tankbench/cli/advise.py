@@ -6,13 +6,14 @@ import argparse
 from typing import Any
 
 from tankbench.analysis.advice import check_mix_cases
-from tankbench.analysis.analyse import RANK_BY, Analysis, analyse_dataset, check_rank_by, load
+from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, load
+from tankbench.analysis.present import fmt, metric_label
+from tankbench.analysis.result import Analysis
 from tankbench.analysis.settings import parse_mix_text
 from tankbench.cli._common import print_json
 from tankbench.cli.report import add_selection_args, selection
 from tankbench.cli.show import add_journal_args, journal_path
 from tankbench.journal.db import Journal
-from tankbench.reports.common import fmt, metric_label
 from tankbench.reports.json import analysis_dict
 
 

@@ -9,12 +9,13 @@ from tankbench import EXPORT_FORMAT, __version__
 from tankbench.analysis.analyse import RANK_BY, check_rank_by, load, open_journal
 from tankbench.analysis.cases import Dataset
 from tankbench.analysis.compare import Comparison, compare, comparison_dict
+from tankbench.analysis.machine_sections import verdict_text
 from tankbench.analysis.machines import Machine, compare_machines, labels_for, machines_dict
+from tankbench.analysis.present import fmt
 from tankbench.cli._common import print_json
 from tankbench.journal.bundle import looks_like_bundle, read_bundle
 from tankbench.metrics import METRICS
-from tankbench.reports.common import fmt
-from tankbench.reports.machines import verdict_text, write_comparison
+from tankbench.reports.machines import write_comparison
 
 
 def register(sub: Any) -> None:
@@ -58,12 +59,11 @@ def judge_claims(ds: Dataset) -> list[tuple[str, str, str, object]]:
     return []  # until the claims analysis (issue 28) is on main
 
 
-def print_comparison(c: Comparison) -> None:
+def print_comparison(c: Comparison, machines: bool = False) -> None:
     """One step as a table: test, figure, A, B, change, verdict (fio's MiB/s beside a durable figure)."""
     if c.fingerprint_diff:
-        print(
-            "WARNING: different systems (--force): " + "; ".join(f"{k}: {a} vs {b}" for k, a, b in c.fingerprint_diff)
-        )
+        what = "different machines" if machines else "WARNING: different systems (--force)"
+        print(f"{what}: " + "; ".join(f"{k}: {a} vs {b}" for k, a, b in c.fingerprint_diff))
     print(f"{'test':<44} {'figure':<16} {'A':>12} {'B':>12} {'change':>9}  verdict")
     for d in c.deltas:
         change = f"{d.change_pct:+.1f} %" if d.change_pct is not None else "—"
@@ -96,8 +96,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     key = check_rank_by(args.metric)
     paths = [args.a, args.b, *args.more]
     datasets = [_open(p) for p in paths]
-    force = args.force or not one_machine(datasets)
-    steps = [compare(x, y, key, force) for x, y in zip(datasets, datasets[1:])]
+    several = not one_machine(datasets)  # machines side by side: each against the first, differences expected
+    pairs = [(0, i) for i in range(1, len(paths))] if several else [(i - 1, i) for i in range(1, len(paths))]
+    steps = [compare(datasets[i], datasets[j], key, args.force or several) for i, j in pairs]
     machines = [Machine(label, p, ds) for label, p, ds in zip(labels_for(paths), paths, datasets)]
     mc = compare_machines(machines, key, judge_claims)
     written = write_comparison(mc, args.out or "tankbench-compare")
@@ -109,21 +110,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "format_version": EXPORT_FORMAT,
                 "tankbench_version": __version__,
                 "journals": paths,
-                "steps": [dict(comparison_dict(c), a=pa, b=pb) for c, pa, pb in zip(steps, paths, paths[1:])],
+                "steps": [dict(comparison_dict(c), a=paths[i], b=paths[j]) for c, (i, j) in zip(steps, pairs)],
             }
         )
         print_json(dict(doc, machines=machines_dict(mc), written=written))
         return 0
-    for i, c in enumerate(steps):
+    for n, (c, (i, j)) in enumerate(zip(steps, pairs)):
         if len(steps) > 1:
-            print(f"{'' if i == 0 else chr(10)}Step {i + 1}: {paths[i]} → {paths[i + 1]}")
-        print_comparison(c)
+            what = f"{machines[j].label} vs {machines[i].label}" if several else f"Step {n + 1}"
+            print(f"{'' if n == 0 else chr(10)}{what}: {paths[i]} → {paths[j]}")
+        print_comparison(c, several)
     for note in mc.version_notes:
         print(f"Versions differ: {note}")
     for row in mc.claims:
-        print(
-            f"claim {row.name!r}: " + "; ".join(f"{m.label}: {verdict_text(v)}" for m, v in zip(machines, row.verdicts))
-        )
+        print(f"claim {row.name!r}: " + "; ".join(verdict_text(v, m.label) for m, v in zip(machines, row.verdicts)))
     for u in mc.unmatched_claims:
         print(f"claim not matched: {u}")
     for p in written:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tankbench import colour
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
 from tankbench.hosts.base import Host
@@ -86,7 +87,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         out.write("No findings.\n")
         return 0
     for i, f in enumerate(findings, 1):
-        out.write(f"\n{i}. [{f.severity}] {f.subject}: {f.title}\n")
+        out.write(f"\n{i}. [{colour.status(f.severity, out)}] {f.subject}: {f.title}\n")
         out.write(f"   evidence: {f.evidence}\n   source:   {f.source}\n   fix:      {f.fix}\n")
         if f.campaign:
             out.write("   measure:  " + "\n             ".join(f.campaign) + "\n")

@@ -7,15 +7,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from tankbench.analysis.analyse import RANK_BY, Analysis, analyse_dataset, check_rank_by, load
+from tankbench.analysis.analyse import RANK_BY, analyse_dataset, check_rank_by, load
 from tankbench.analysis.checks import lab_disk_note
-from tankbench.analysis.detail import with_run_detail
+from tankbench.analysis.result import Analysis
 from tankbench.analysis.select import Where, parse_group_by, parse_where
 from tankbench.cli.show import add_journal_args, journal_path
-from tankbench.clientreport import write_clients
 from tankbench.journal.bundle import default_report_dir
 from tankbench.journal.db import Journal
-from tankbench.journal.hostview import fleet_mode
 from tankbench.reports.write import write_all
 
 
@@ -78,15 +76,9 @@ def write_report(
     """Analyse the journal at `path` and write every output into `out`: (the analysis, the files written,
     whether several hosts ran every test). `report` and `bundle` both write reports with it."""
     with Journal.open_readonly(path) as j:
-        a = analyse_dataset(load(j, group_by=group_by, where=list(where)), rank_by, selection=text)
-        paths = write_all(with_run_detail(a, j), out)
-        paths += write_clients(j, out)  # per-client figures of client/server tests (clients.md)
-        each = fleet_mode(j) == "each"
-    if each:  # hosts_mode = "each": the combined report pools hosts per test; these keep them apart
-        from tankbench.fleetreport import write_host_reports
-
-        paths += write_host_reports(path, out)
-    return a, paths, each
+        a = analyse_dataset(load(j, group_by=group_by, where=list(where)), rank_by, selection=text, journal=j)
+    paths = write_all(a, out)  # with clients.md, and hosts.md and a report per host (hosts_mode = "each")
+    return a, paths, a.get("hosts") is not None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -100,7 +92,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     a, paths, each = write_report(path, out, rank_by, group_by, where, text)
     if each:
-        print("Note: several hosts ran every test (hosts_mode = each): compare them in hosts.md, one report per host")
+        print(
+            "Note: several hosts ran every test (hosts_mode = each): compare them in hosts.md (or index.html), one "
+            "report per host; index.html pools their runs per test"
+        )
     if a.emulated:
         print("Note: emulated machine (qemu TCG): the numbers measure the emulator, not your disks.")
         disks = lab_disk_note(fp.data for fp in a.dataset.fingerprints.values())

@@ -58,10 +58,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_run)
 
 
+def lab_note(spec: Spec) -> str:
+    """On a machine whose kernel has ZFS, a campaign that names the lab (the quick start) still runs there: say so,
+    and how to measure this machine's pool instead ('' otherwise)."""
+    from tankbench.runner import local_has_zfs
+
+    if spec.host.kind != "lab" or spec.fleet is not None or not local_has_zfs():
+        return ""
+    return (
+        "note: this campaign runs in the lab VM (its host is the lab), though this machine's kernel has ZFS; to "
+        "measure a pool here, run it with --host local (a preset with --disks naming spare disks, or --set "
+        "pool.parent=POOL/DATASET: docs/real-host.md)\n"
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     spec = step_spec(load_campaign(args))
     if not args.quiet:
         sys.stdout.write(resolved_sizes(spec))
+        sys.stderr.write(lab_note(spec))
     if spec.design.step == "screening":  # its choice of tests goes into the journal first (tankbench refine reads it)
         from tankbench.cli._design import record_screening
         from tankbench.runner import default_journal_path
@@ -159,27 +174,29 @@ def cmd_run_fleet(spec: Spec, args: argparse.Namespace) -> int:
     if spec.fleet.mode == "split":
         write_report(o.journal, args.quiet)
         return o.exit_status
-    from tankbench.fleetreport import write_host_reports
-
-    out = os.path.join(os.path.dirname(os.path.abspath(o.journal)), "report")
-    paths = write_host_reports(o.journal, out)
-    if not args.quiet and paths:
-        print(f"report: {paths[0]} (hosts side by side; each host's own report in {out}/<host>/)")
+    paths = write_report(o.journal, quiet=True)
+    hosts = [p for p in paths if os.path.basename(p) == "hosts.md"]
+    if not args.quiet and hosts:
+        out = os.path.dirname(hosts[0])
+        print(
+            f"report: {hosts[0]} (hosts side by side; each host's own report in {out}/<host>/; {out}/index.html "
+            "pools their runs per test)"
+        )
     return o.exit_status
 
 
-def write_report(journal: str, quiet: bool) -> None:
-    """The report of the whole journal, in report/ beside it (what `tankbench report` writes)."""
+def write_report(journal: str, quiet: bool) -> list[str]:
+    """The report of the whole journal, in report/ beside it (what `tankbench report` writes); the paths written."""
     from tankbench.analysis.analyse import analyse_dataset, load
-    from tankbench.analysis.detail import with_run_detail
-    from tankbench.clientreport import write_clients
     from tankbench.journal.db import Journal
     from tankbench.reports.write import write_all
 
     out = os.path.join(os.path.dirname(os.path.abspath(journal)), "report")
     with Journal.open_readonly(journal) as j:
-        analysis = analyse_dataset(load(j), "auto")
-        paths = write_all(with_run_detail(analysis, j), out)
-        paths += write_clients(j, out)  # per-client figures of client/server tests (clients.md)
+        paths = write_all(analyse_dataset(load(j), "auto", journal=j), out)
     if not quiet:
-        print(f"report: {paths[0]} (and {', '.join(os.path.basename(p) for p in paths[1:])})")
+        print(
+            f"report: {paths[0]} (and {', '.join(os.path.basename(p) for p in paths[1:5])}"
+            + (f", {len(paths) - 5} more)" if len(paths) > 5 else ")")
+        )
+    return paths

@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from typing import Any
 
+from tankbench import colour
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
 from tankbench.journal import Journal
@@ -108,8 +109,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         runs = " ".join(f"{k}={v}" for k, v in sorted(r["runs"].items())) or "-"
         iops = f"{r['iops']:10.0f}" if "iops" in r else f"{'-':>10}"
         mib = f"{r['mib_s']:9.1f}" if "mib_s" in r else f"{'-':>9}"
+        state = colour.status(r["state"], sys.stdout, f"{r['state']:10}")
         sys.stdout.write(
-            f"{r['number']:04d}  {r['name']:{width}}  {r['state']:10} {runs:28} {iops} {mib}"
+            f"{r['number']:04d}  {r['name']:{width}}  {state} {runs:28} {iops} {mib}"
             f"{'  ' + r['note'] if r['note'] else ''}\n"
         )
     return 0

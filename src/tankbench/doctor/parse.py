@@ -6,8 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-
-from lxml import etree
+from xml.etree import ElementTree
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,7 @@ def cpu_has_aes(model: str, flags: str = "") -> bool | None:
 
 def parse_libvirt_domain(xml: str) -> VmConfig:
     """A libvirt domain (`virsh dumpxml NAME`): CPU mode/model and each <disk device='disk'>."""
-    root = etree.fromstring(xml.encode())
+    root = ElementTree.fromstring(xml.encode())
     name = root.findtext("name") or "?"
     cpu = root.find("cpu")
     aes: bool | None

@@ -66,6 +66,14 @@ def build_base(cache: Path, versions: Versions, steps: Steps) -> Path:
     return base
 
 
+#: make update-initramfs a no-op in the builder chroot (a dpkg diversion, so initramfs-tools' own install keeps it)
+NO_INITRAMFS = (
+    "dpkg-divert --local --rename --add /usr/sbin/update-initramfs && ln -sf /bin/true /usr/sbin/update-initramfs"
+)
+#: whether the builder skips the initramfs (bench/lab-build-dkms turns it off to measure the step as it was)
+BUILDER_NO_INITRAMFS = True
+
+
 def build_modules(cache: Path, base: Path, versions: Versions, steps: Steps) -> Path:
     """spl/zfs .ko files for the guest kernel, built by dkms in a throwaway builder chroot."""
     out = cache / "modules" / modules_key(versions)
@@ -79,6 +87,10 @@ def build_modules(cache: Path, base: Path, versions: Versions, steps: Steps) -> 
     try:
         with mounted(builder):
             with steps.step(f"builder: apt-get update + linux-headers-{versions.kernel_abi}"):
+                if BUILDER_NO_INITRAMFS:
+                    # the builder boots nothing: dkms's install would rebuild an initramfs for the lab's kernel
+                    # (initramfs-tools comes in as a dependency); only the .ko files leave this chroot
+                    run_logged("builder-headers", chroot_argv(builder, ["sh", "-c", NO_INITRAMFS]), log)
                 run_logged("builder-headers", chroot_argv(builder, ["apt-get", "update"]), log)
                 run_logged(
                     "builder-headers",
@@ -89,23 +101,7 @@ def build_modules(cache: Path, base: Path, versions: Versions, steps: Steps) -> 
                     log,
                 )
             with steps.step(f"builder: zfs-dkms {versions.zfs_version} (dkms build, the slow step)"):
-                # zfs-dkms's postinst runs the dkms build for every kernel with headers; the host's
-                # kernel has none and is skipped with a warning.
-                try:
-                    run_logged(
-                        "builder-zfs-dkms",
-                        chroot_argv(
-                            builder,
-                            ["apt-get", "install", "-y", *apt_target(versions), f"zfs-dkms={versions.zfs_version}"],
-                        ),
-                        log,
-                    )
-                except LabBuildError as e:
-                    make_logs = sorted(glob.glob(str(builder / "var/lib/dkms/zfs/*/build/make.log")))
-                    detail = tail_of(log, 15) + (
-                        "\n--- dkms make.log:\n" + tail_of(Path(make_logs[-1]), 15) if make_logs else ""
-                    )
-                    raise LabBuildError("builder-zfs-dkms", log, detail) from e
+                _dkms_install(builder, versions, log)
         kos = glob.glob(str(builder / "lib/modules" / versions.kernel_abi / "updates/dkms/*.ko*"))
         if not any(os.path.basename(k).startswith("zfs.ko") for k in kos):
             raise LabBuildError("builder-zfs-dkms", log, f"dkms installed no zfs.ko for {versions.kernel_abi}")
@@ -120,6 +116,25 @@ def build_modules(cache: Path, base: Path, versions: Versions, steps: Steps) -> 
     finally:
         remove_tree(builder)  # 1+ GB of compilers; only the .ko files are kept
     return out
+
+
+def _dkms_install(builder: Path, versions: Versions, log: Path) -> None:
+    """apt-get install zfs-dkms in the builder: its postinst runs the dkms build for every kernel with headers (the
+    host's kernel has none and is skipped with a warning). Not KCFLAGS=-g0 (no debug info to compile, dkms strips
+    it anyway): with it OpenZFS 2.3.2's configure finds no module support in 6.12's headers and the build fails."""
+    try:
+        run_logged(
+            "builder-zfs-dkms",
+            chroot_argv(
+                builder,
+                ["apt-get", "install", "-y", *apt_target(versions), f"zfs-dkms={versions.zfs_version}"],
+            ),
+            log,
+        )
+    except LabBuildError as e:
+        make_logs = sorted(glob.glob(str(builder / "var/lib/dkms/zfs/*/build/make.log")))
+        detail = tail_of(log, 15) + ("\n--- dkms make.log:\n" + tail_of(Path(make_logs[-1]), 15) if make_logs else "")
+        raise LabBuildError("builder-zfs-dkms", log, detail) from e
 
 
 def build_guest(cache: Path, base: Path, versions: Versions, steps: Steps) -> Path:

@@ -1,5 +1,5 @@
-"""Hand-made inline SVG for the figures (lines, grouped bars, heatmap tables): no script, no library, ~1-5 KB
-each. docs/report.md says why (measured against matplotlib and plotly)."""
+"""Hand-made inline SVG for the figures (lines, grouped bars, heatmap tables), a leaderboard's bars and a run's
+time series: no script, no library, ~1-5 KB each. docs/report.md says why (measured against matplotlib and plotly)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import html
 from collections.abc import Mapping, Sequence
 
 from tankbench.analysis.figures import Figure, Series
+from tankbench.analysis.present import fmt
+from tankbench.analysis.section import Bars
 from tankbench.metrics import METRICS
 
 PALETTE = ("#0969da", "#d1242f", "#1a7f37", "#bf8700", "#8250df", "#cf222e", "#116329", "#953800")
@@ -138,7 +140,7 @@ def heatmap_html(f: Figure, higher_of: Mapping[str, bool] | None = None, by_row:
 def figure_html(f: Figure, higher_of: Mapping[str, bool] | None = None) -> str:
     """One figure with its title, chart, legend and note."""
     if f.kind == "heatmap":
-        chart = heatmap_html(f, higher_of, by_row=f.id == "heatmap-case-iodepth")
+        chart = heatmap_html(f, higher_of, by_row=f.by_row)
         legend = ""
     else:
         chart = lines_svg(f) if f.kind == "lines" else bars_svg(f)
@@ -146,3 +148,56 @@ def figure_html(f: Figure, higher_of: Mapping[str, bool] | None = None) -> str:
     note = f'<p class="note"><b>Why this matters:</b> {e(f.note)}</p>' if f.note else ""
     common = f'<p class="small">All {"rows" if f.kind == "heatmap" else "lines"}: {e(f.common)}</p>' if f.common else ""
     return f'<div class="fig"><h4>{e(f.title)}</h4>{chart}{legend}{common}{note}</div>'
+
+
+BAR_COLOURS = {"zvol": "#f0a020", "baseline": "#5b8def"}  # other tests: green
+
+
+def hbars_svg(b: Bars) -> str:
+    """Horizontal bars with 95 % CI whiskers (a leaderboard's top rows); zvol orange, baseline blue, others green."""
+    if not b.bars:
+        return ""
+    top = max(max(v, hi or 0.0) for _, v, _, hi, _, _ in b.bars) or 1.0
+    w, lab, bh = 760, 260, 18
+    h = bh * len(b.bars) + 24
+    scale = (w - lab - 90) / top
+    parts = [
+        f'<svg class="chart" role="img" aria-label="{e(b.label)} bar chart" width="{w}" height="{h}" '
+        f'xmlns="http://www.w3.org/2000/svg">'
+    ]
+    for i, (label, v, lo, hi, kind, tip) in enumerate(b.bars):
+        y = 4 + i * bh
+        bw = scale * v
+        parts.append(
+            f'<text x="{lab - 4}" y="{y + 12}" text-anchor="end">{e(label)}</text><rect x="{lab}" y="{y + 2}" '
+            f'width="{bw:.1f}" height="{bh - 5}" fill="{BAR_COLOURS.get(kind, "#3fa66b")}"><title>{e(tip)}</title></rect>'
+        )
+        if lo is not None and hi is not None:
+            x1, x2 = (lab + scale * x for x in (max(lo, 0), hi))
+            parts.append(f'<line x1="{x1:.1f}" x2="{x2:.1f}" y1="{y + 8}" y2="{y + 8}" stroke="#222"/>')
+        parts.append(f'<text x="{lab + bw + 4:.1f}" y="{y + 12}">{e(fmt(v))}</text>')
+    parts.append(f'<text x="{lab}" y="{h - 4}" class="small">{e(b.caption)}</text></svg>')
+    return "".join(parts)
+
+
+def series_svg(name: str, title: str, t: Sequence[float], ys: Sequence[float | None]) -> str:
+    """One small time-series chart (polyline) with its peak; an all-zero series says so (max 0, not 1)."""
+    pts = [(float(a), float(b)) for a, b in zip(t, ys) if b is not None]
+    if len(pts) < 2:
+        return ""
+    w, h, pad = 300, 120, 30
+    x0, x1 = pts[0][0], pts[-1][0] if pts[-1][0] > pts[0][0] else pts[0][0] + 1
+    lo, peak = min(0.0, min(p[1] for p in pts)), max(p[1] for p in pts)
+    y1 = peak if peak > lo else lo + 1.0  # the drawing's top; the label says the real peak
+    coords = " ".join(
+        f"{pad + (w - pad - 6) * (x - x0) / (x1 - x0):.1f},{h - 18 - (h - 30) * (y - lo) / (y1 - lo):.1f}"
+        for x, y in pts
+    )
+    return (
+        f'<svg class="series" data-series="{e(name)}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">'
+        f'<rect x="{pad}" y="12" width="{w - pad - 6}" height="{h - 30}" fill="#f6f8fa"/>'
+        f'<polyline fill="none" stroke="#0969da" stroke-width="1.5" points="{coords}"/>'
+        f'<text x="{pad}" y="10">{e(title)} (max {e(fmt(peak))})</text>'
+        f'<text x="{pad}" y="{h - 4}">{fmt(x0)} s</text><text x="{w - 6}" y="{h - 4}" text-anchor="end">'
+        f"{fmt(x1)} s</text></svg>"
+    )

@@ -1,78 +1,60 @@
-"""results.csv: one row per run (warm-ups and failures included), traceable by runs.id and tests.id; every axis
-of the test (params and target properties: recordsize, compression, sync, logbias, slog, layout, cache, …) and
-every registry figure measured in the journal (tankbench.metrics) is a column."""
+"""results.csv: the table a section gives the CSV (every run, one row each: analysis/sections/runs.py). Text that
+a spreadsheet would take for a formula (a cell beginning with =, +, -, @, tab or carriage return) is neutralised
+as OWASP describes for CSV injection, with a leading single quote; numbers stay numbers."""
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from tankbench.analysis.analyse import Analysis
-from tankbench.analysis.cases import WORKLOAD
-from tankbench.bulk import gc_paused
+from tankbench.analysis.result import Analysis
+from tankbench.analysis.section import CSV, Cell, Table
+from tankbench.reports.render import Rendered, blocks_for, cell_value, columns_for, in_output, rendered
 
-HEAD = ("run_row_id", "test_id", "test_number", "test_name", "target", "target_kind", "test_case", "baseline")
-RUN = ("run_no", "warmup", "attempt", "status", "wall_s", "expected_s", "excess_s", "drain_s", "late")
-
-
-def axis_columns(a: Analysis) -> tuple[str, ...]:
-    """Every axis of the journal's tests: workload axes first (rw, bs, …), then the others sorted."""
-    keys: dict[str, None] = {}
-    for t in a.dataset.tests:
-        keys.update(dict.fromkeys(t.axes()))
-    keys.pop("target", None)
-    keys.pop("kind", None)
-    return tuple(k for k in WORKLOAD if k in keys) + tuple(sorted(k for k in keys if k not in WORKLOAD))
+FORMULA_START = frozenset("=+-@\t\r")
 
 
-def header(a: Analysis) -> tuple[str, ...]:
-    """Column names: who, axes, run, registry figures, note."""
-    return (*HEAD, *axis_columns(a), *RUN, *a.dataset.present(), "note")
+def safe(v: Any) -> Any:
+    """A value as the CSV holds it: text that starts like a formula gets a leading ' (OWASP), the rest unchanged."""
+    v = cell_value(v)
+    return "'" + v if type(v) is str and v and v[0] in FORMULA_START else v
 
 
-def rows(a: Analysis) -> list[list[Any]]:
-    """The CSV body, in test order then run order."""
-    axes = axis_columns(a)
-    present = a.dataset.present()
-    out: list[list[Any]] = []
-    for t in a.dataset.tests:
-        ax = t.axes()
-        head = [
-            t.id,
-            t.number,
-            t.name,
-            t.target,
-            t.target_kind,
-            t.case,
-            int(t.is_baseline),
-            *(ax.get(k, "") for k in axes),
-        ]
-        for r in t.runs:
-            v = r.values
-            out.append(
-                [
-                    r.row_id,
-                    *head,
-                    r.run_no,
-                    int(r.warmup),
-                    r.attempt,
-                    r.status,
-                    r.wall_s,
-                    r.expected_s,
-                    r.excess_s,
-                    r.drain_s,
-                    int(r.late),
-                    *map(v.get, present),
-                    r.note,
-                ]
-            )
-    return out
+def csv_table(sections: Sequence[Rendered]) -> Table | None:
+    """The one table results.csv holds."""
+    for r in sections:
+        if in_output(r, CSV):
+            for b in blocks_for(r.section.blocks, CSV):
+                if isinstance(b, Table):
+                    return b
+    return None
 
 
-def write_csv(a: Analysis, path: str) -> None:
+def neutralised(rows: Sequence[Sequence[Any]]) -> Iterator[Sequence[Any]]:
+    """The rows with each text that starts like a formula neutralised. The distinct values are collected first (in
+    C, by set.update): only the rows holding such a text are copied, none when there is none (100,000s of runs)."""
+    distinct: set[Any] = set()
+    for row in rows:
+        distinct.update(row)
+    if any(type(v) is Cell for v in distinct):
+        yield from ([safe(v) for v in row] for row in rows)
+        return
+    bad = {v: "'" + v for v in distinct if type(v) is str and v and v[0] in FORMULA_START}
+    if not bad:
+        yield from rows
+        return
+    for row in rows:
+        yield row if bad.keys().isdisjoint(row) else [bad.get(v, v) if type(v) is str else v for v in row]
+
+
+def write_csv(a: Analysis, path: str, sections: Sequence[Rendered] | None = None) -> None:
+    t = csv_table(sections if sections is not None else rendered(a))
     with open(path, "w", encoding="utf-8", newline="") as f:
+        if t is None:
+            return
         w = csv.writer(f)
-        w.writerow(header(a))
-        with gc_paused():  # a list per run
-            body = rows(a)
-        w.writerows(body)
+        cols = columns_for(t, CSV)
+        w.writerow([safe(t.columns[i].key) for i in cols])
+        rows = t.rows if len(cols) == len(t.columns) else [[r[i] for i in cols] for r in t.rows]
+        w.writerows(neutralised(rows))

@@ -166,6 +166,10 @@ def _screening(spec: Spec, tests: Sequence[Test], forced_ids: set[str]) -> list[
     return designs
 
 
+#: candidates x interaction columns above which the exchange leaves the interactions out (seconds, not minutes)
+MAX_POTENTIAL_CELLS = 2_000_000
+
+
 @dataclass(frozen=True)
 class _Choice:
     """What a design over one candidate structure found (workloads of the same structure share it)."""
@@ -227,7 +231,10 @@ def _choose(matrix: list[Point], factors: list[Factor], tfac: str, runs: int) ->
         if pair_cols
         else np.zeros((len(matrix), 0))
     )
-    rows = doptimal.choose(x, doptimal.standardise_potential(x, z_raw), n)
+    z = doptimal.standardise_potential(x, z_raw)
+    if z.size > MAX_POTENTIAL_CELLS:  # a huge matrix: main effects only (the exchange's cost grows with z's columns²)
+        z = z[:, :0]
+    rows = doptimal.choose(x, z, n)
     return _Choice(
         rows=tuple(rows),
         parameters=x.shape[1],

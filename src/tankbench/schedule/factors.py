@@ -107,10 +107,14 @@ def workload_key(p: Point, axes: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 
 def workload_name(key: tuple[tuple[str, str], ...], points: Sequence[Point]) -> str:
-    """The workload's name: its test case (`write seq 4k`) and any other workload axis (`qd4`)."""
-    case = points[0].test_case
-    extra = [f"{a}={v}" for a, v in key if a not in WORKLOAD_AXES]
-    return " ".join([case, *extra])
+    """The workload's name: its test case (`write seq 4k`) and any other workload axis (`iodepth=4`); without
+    rw and bs among the workload axes, the axes it has (`fio rw=write`, `fio tests`)."""
+    axes = dict(key)
+    if axes.get("workload", "fio") != "fio" or ("rw" in axes and "bs" in axes):
+        extra = [f"{a}={v}" for a, v in key if a not in WORKLOAD_AXES]
+        return " ".join([points[0].test_case, *extra])
+    parts = [f"{a}={v}" for a, v in key if a != "workload"]
+    return " ".join(["fio", *parts]) if parts else "fio tests"
 
 
 def group_workloads(points: Iterable[Point], axes: Sequence[str]) -> dict[tuple[tuple[str, str], ...], list[Point]]:

@@ -1,11 +1,8 @@
-"""Formatting shared by exporters: numbers, units, and the explanations shown next to them."""
+"""Formatting shared by the report's sections and exporters: numbers, units, and the explanations shown next to
+them."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from tankbench.analysis.analyse import Analysis
-from tankbench.analysis.guest import GuestRow
 from tankbench.analysis.leaderboard import Leaderboard
 from tankbench.analysis.stats import Summary
 from tankbench.metrics import METRICS
@@ -49,13 +46,9 @@ def fmt_summary(s: Summary | None) -> str:
     return f"{fmt(s.mean)} ± {fmt((s.ci_high - s.ci_low) / 2, 2)} (n={s.n})"
 
 
-def fingerprint_rows(a: Analysis) -> list[tuple[str, str, str]]:
-    """(fingerprint id, key, value) for every fingerprint in the journal."""
-    rows = []
-    for fid, fp in sorted(a.dataset.fingerprints.items()):
-        for k, v in sorted(fp.data.items()):
-            rows.append((fid, k, str(v)))
-    return rows
+def ci_bounds(s: Summary | None) -> tuple[float, float] | tuple[None, None]:
+    """The 95 % CI of a summary, or (None, None) when it has none: one run has no interval (not a zero-wide one)."""
+    return (s.ci_low, s.ci_high) if s is not None and s.n >= 2 else (None, None)
 
 
 def metric_label(key: str) -> str:
@@ -80,52 +73,3 @@ def beside(lb: Leaderboard) -> tuple[str, ...]:
     have = {k for r in lb.rows for k, s in r.test.stats.items() if s is not None}
     out = [k for k in ("mibs", "durable_mibs", "copy_mibs") if k != lb.metric and k in have]
     return tuple(out + [k for k in ZFS_BESIDE if k in have])
-
-
-def guest_header(metric: str) -> list[str]:
-    """Column headings of a guest-vs-host table (analysis/guest.py), shared by the HTML and Markdown reports."""
-    return [
-        "#",
-        "test",
-        "side",
-        "storage setup",
-        f"{metric_label(metric)} (mean ± 95 % CI)",
-        "guest / host",
-        metric_label("end_fsync_s"),
-        "host drain (s)",
-        metric_label("zil_commits"),
-        metric_label("slog_write_mib"),
-        "sync honoured",
-        "acknowledged before durable",
-        metric_label("mib_per_host_cpu_s"),
-    ]
-
-
-def guest_values(r: GuestRow, metric: str) -> list[Any]:
-    """One row of a guest-vs-host table as values (numbers stay numbers: a spreadsheet computes with them)."""
-    t = r.test
-    return [
-        t.number,
-        t.name,
-        r.side,
-        r.setup,
-        t.mean(metric),
-        r.vs_host.factor if r.vs_host else None,
-        t.mean("end_fsync_s"),
-        r.drain_s,
-        t.mean("zil_commits"),
-        t.mean("slog_write_mib"),
-        r.honoured.text,
-        r.early_ack.text,
-        t.mean("mib_per_host_cpu_s") if r.side == "guest" else None,
-    ]
-
-
-def guest_cells(r: GuestRow, metric: str) -> list[str]:
-    """One row of a guest-vs-host table as text cells (the order of guest_header)."""
-    v = guest_values(r, metric)
-    text = [str(x) if isinstance(x, str | int) else fmt(x) for x in v]
-    text[4] = fmt_summary(r.test.stats.get(metric))
-    text[5] = f"{v[5]:.2f}×" if v[5] is not None else "—"
-    text[12] = fmt(v[12]) if r.side == "guest" else "—"
-    return text
