@@ -16,6 +16,7 @@ ORDER = [
     "plan",
     "run",
     "check",
+    "refine",
     "show",
     "results",
     "report",
