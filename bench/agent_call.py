@@ -80,7 +80,7 @@ def main() -> int:
             f.write(agent_source())
         compare(LocalHost(), path, args.rounds, probe=False)
     if args.ssh_lab:
-        from tankbench.lab.vm import lab_host
+        from tankbench.lab.control import lab_host
 
         host = lab_host(args.ssh_lab)
         try:

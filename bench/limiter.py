@@ -28,8 +28,8 @@ from pathlib import Path
 
 from tankbench.analysis.analyse import analyse_journal
 from tankbench.cli import main as tankbench_main
-from tankbench.lab import vm
-from tankbench.lab.diskmodels import LabMachine
+from tankbench.diskmodels import LabMachine
+from tankbench.lab import control, vm
 
 POOL = """
 [pool]
@@ -207,7 +207,7 @@ def main() -> int:
     wanted = [c for c in args.only.split(",") if c]
     network = not args.no_network and (not wanted or "network" in wanted)
     machine = LabMachine(l2arc=True)
-    host = vm.ssh_host(vm.require_up(lab)) if args.lab else vm.lab_host(lab, disks=3, slog=True, machine=machine)
+    host = vm.ssh_host(vm.require_up(lab)) if args.lab else control.lab_host(lab, disks=3, slog=True, machine=machine)
     wrong = 0
     try:
         with tempfile.TemporaryDirectory(prefix="tb-limiter-") as tmp:

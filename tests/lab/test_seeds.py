@@ -137,7 +137,7 @@ def limits(rows: list[dict[str, object]], target: str = "", **params: object) ->
 def capability_agrees(fp: dict[str, object]) -> dict[str, float]:
     """Each modelled disk's probed capability against its model (issue 32: within bench/disk-models' 15 %):
     {drive: worst measured/modelled ratio}."""
-    from tankbench.lab.diskmodels import MIB, MODELS
+    from tankbench.diskmodels import MIB, MODELS
 
     caps, models = fp["device_capability"], fp["lab_disk_models"]
     assert isinstance(caps, list) and isinstance(models, dict)

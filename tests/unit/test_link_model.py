@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tankbench.lab.diskmodels import LabMachine, fingerprint, link_script, parse_host_keys
+from tankbench.diskmodels import LabMachine, fingerprint, link_script, parse_host_keys
 from tankbench.targets import netcount
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 from pathlib import Path
 
 from openpyxl import load_workbook
@@ -16,7 +17,7 @@ from tankbench.analysis.analyse import analyse_journal
 from tankbench.analysis.detail import with_run_detail
 from tankbench.journal.db import Journal
 from tankbench.reports.write import write_all
-from tests.reportdata import imported_journal, local_journal
+from tests.reportdata import LAB_ZFS_JOURNAL, imported_journal, local_journal
 
 
 def _report(journal: str, out: Path) -> Path:
@@ -68,18 +69,22 @@ def test_one_run_has_no_interval(tmp_path: Path) -> None:
 
 
 def test_figures_sheet_has_the_colours_it_promises_widths_and_number_formats(tmp_path: Path) -> None:
+    """A heatmap is coloured best-to-worst only where its test case's leader is significantly ahead (issue 28):
+    the local journal's runs are close (heatmaps, no colour); the lab ZFS journal's are not (a colour scale)."""
     out = _report(local_journal(tmp_path), tmp_path / "r")
     ws = load_workbook(out / "results.xlsx")["figures"]
     titles = [r[0].value for r in ws.iter_rows() if r[0].value and "colour per" in str(r[0].value)]
     assert titles, "the local journal has heatmaps (storage configuration × test case, test case × iodepth)"
-    rules = [(str(cf.sqref), r) for cf in ws.conditional_formatting for r in cf.rules]
-    assert len(rules) >= 2 and all(r.type == "colorScale" for _, r in rules)
-    by_row = [ref for ref, _ in rules if re.fullmatch(r"B(\d+):[A-Z]+\1", ref)]  # one row each
-    by_column = [ref for ref, _ in rules if re.fullmatch(r"([A-Z]+)\d+:\1\d+", ref)]
-    assert by_row and by_column
+    assert not [r for cf in ws.conditional_formatting for r in cf.rules], "no leader significantly ahead: no colour"
     assert ws.column_dimensions["A"].width and ws.column_dimensions["A"].width > 20
     numbers = [c for r in ws.iter_rows() for c in r if isinstance(c.value, float)]
     assert numbers and all(c.number_format == "#,##0.00" for c in numbers)
+    lab = tmp_path / "lab.sqlite"
+    shutil.copy(LAB_ZFS_JOURNAL, lab)
+    ws = load_workbook(_report(str(lab), tmp_path / "lab") / "results.xlsx")["figures"]
+    rules = [(str(cf.sqref), r) for cf in ws.conditional_formatting for r in cf.rules]
+    assert rules and all(r.type == "colorScale" for _, r in rules), rules
+    assert all(re.fullmatch(r"([A-Z]+)\d+:\1\d+|B(\d+):[A-Z]+\2", ref) for ref, _ in rules), rules  # a column or a row
 
 
 def test_device_models_read_as_names_not_a_python_dict(tmp_path: Path) -> None:

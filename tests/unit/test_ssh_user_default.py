@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tankbench.campaign import parse_spec
 from tankbench.cli._campaign import host_option
+from tankbench.targets.clients import client_options
 
 BASE = """
 [campaign]
@@ -41,7 +42,7 @@ def test_every_ssh_host_entry_defaults_to_root(tmp_path: Path) -> None:
     fleet = spec(tmp_path, campaign='hosts = ["10.0.0.2", { address = "10.0.0.3" }]\nhosts_mode = "split"')
     assert fleet.fleet is not None and [h.user for h in fleet.fleet.hosts] == ["root", "root"]
     clients = spec(tmp_path, host='[host]\nkind = "local"', clients='clients = ["10.0.0.4", { address = "10.0.0.5" }]')
-    assert [c.user for c in clients.targets[0].clients] == ["root", "root"]
+    assert [c.user for c in client_options(clients.targets[0]).clients] == ["root", "root"]
     table, _, _ = host_option("ssh://10.0.0.2")
     assert table is not None and "user" not in table  # so it is read as a [host] table without user: root
 

@@ -306,7 +306,9 @@ def axes_of_test(test: Any) -> dict[str, str]:
     """Every axis of a model.Test by name, as analysis's TestSummary.axes() gives them (target, kind, the target's
     properties, then the test's params: a matrix axis overrides the target's setting), as level text."""
     out: dict[str, Any] = {"target": test.target.name, "kind": test.target.kind}
-    out.update(test.target.props)
+    from tankbench.zfs.props import zfs_options
+
+    out.update(zfs_options(test.target).props)
     out.update(test.params)
     return as_text(out)
 
