@@ -1237,6 +1237,8 @@ class Sampler:
         self.cpu_s = 0.0
         self.first: Snapshot | None = None
         self.last: Snapshot | None = None
+        self.cpu_first: dict[str, tuple[str, int]] = {}
+        self.cpu_seen: dict[str, tuple[str, int]] = {}
 
     def snapshot(self) -> Snapshot:
         return {
@@ -1253,6 +1255,11 @@ class Sampler:
         self.first = self.prev = self.snapshot()
         t = time.monotonic()
         self.ev_first = evidence_snapshot(self.devices)
+        # each followed process's CPU as last seen: fio (and its job processes) has ended when the run's last
+        # snapshot is taken, so its CPU is what the sampler saw of it while it ran
+        self.cpu_first = thread_cpu_pids()
+        self.cpu_seen = dict(self.cpu_first)
+        self.ev_first["cpu"] = group_ticks(self.cpu_first)
         self.evidence_s = time.monotonic() - t  # what the limiter's evidence costs a run (bench/overhead)
         self._thread.start()
         return self
@@ -1263,6 +1270,8 @@ class Sampler:
         self.last = self.snapshot()
         t = time.monotonic()
         self.ev_last = evidence_snapshot(self.devices)
+        self.cpu_seen.update(thread_cpu_pids())
+        self.ev_last["cpu"] = group_ticks(self.cpu_seen)
         self.evidence_s += time.monotonic() - t
 
     def evidence(self) -> dict[str, Any]:
@@ -1279,6 +1288,7 @@ class Sampler:
             cur = self.snapshot()
             self._record(self.prev, cur)
             self.prev = cur
+            self.cpu_seen.update(thread_cpu_pids())
         self.cpu_s = time.thread_time() - c0
 
     def _record(self, a: Snapshot, b: Snapshot) -> None:
@@ -1454,16 +1464,15 @@ _NOT_FOLLOWED: set[str] = set()
 _SCANS = [0]
 
 
-def thread_cpu(root: str = "") -> tuple[dict[str, int], dict[str, int]]:
-    """({group: CPU ticks used so far (user + system) by its processes}, {group: processes}) from /proc/*/stat of
-    the followed groups (a kernel thread is a process of its own; fio's jobs are processes). A process found
-    unfollowed is not read again: two snapshots per run cost a few dozen reads, not one per process."""
-    ticks: dict[str, int] = {}
-    count: dict[str, int] = {}
+def thread_cpu_pids(root: str = "") -> dict[str, tuple[str, int]]:
+    """{pid: (group, CPU ticks used so far (user + system))} of the followed groups' processes, from /proc/*/stat (a
+    kernel thread is a process of its own; fio's jobs are processes). A process found unfollowed is not read again:
+    a snapshot costs a few dozen reads, not one per process."""
+    out: dict[str, tuple[str, int]] = {}
     try:
         pids = [p for p in os.listdir(root + PROC) if p.isdigit()]
     except OSError:
-        return ticks, count
+        return out
     for pid in pids:
         key = root + pid
         if key in _NOT_FOLLOWED:
@@ -1477,12 +1486,26 @@ def thread_cpu(root: str = "") -> tuple[dict[str, int], dict[str, int]]:
             _NOT_FOLLOWED.add(key)
             continue
         if len(fields) >= 13:
-            ticks[g] = ticks.get(g, 0) + int(fields[11]) + int(fields[12])
-            count[g] = count.get(g, 0) + 1
+            out[pid] = (g, int(fields[11]) + int(fields[12]))
     _SCANS[0] += 1
     if _SCANS[0] % 200 == 0:  # a pid is reused once pids wrap around: now and then, read every process again
         _NOT_FOLLOWED.clear()
+    return out
+
+
+def group_ticks(per_pid: dict[str, tuple[str, int]]) -> tuple[dict[str, int], dict[str, int]]:
+    """({group: CPU ticks of its processes}, {group: processes}) of a thread_cpu_pids() map."""
+    ticks: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for g, t in per_pid.values():
+        ticks[g] = ticks.get(g, 0) + t
+        count[g] = count.get(g, 0) + 1
     return ticks, count
+
+
+def thread_cpu(root: str = "") -> tuple[dict[str, int], dict[str, int]]:
+    """({group: CPU ticks used so far by its processes}, {group: processes}) now (thread_cpu_pids, by group)."""
+    return group_ticks(thread_cpu_pids(root))
 
 
 def cpu_groups(
@@ -1510,7 +1533,7 @@ def raw_clock_ns(t: float) -> int:
 
 def evidence_snapshot(devices: Iterable[str]) -> dict[str, Any]:
     """What evidence_checks compares: the clock, the disks' diskstats and the thread groups' CPU ticks."""
-    return {"t": time.monotonic(), "disks": disk_ticks(devices), "cpu": thread_cpu()}
+    return {"t": time.monotonic(), "disks": disk_ticks(devices), "cpu": ({}, {})}  # the Sampler sets "cpu"
 
 
 def evidence_checks(a: dict[str, Any], b: dict[str, Any], devices: Iterable[str]) -> dict[str, Any]:
