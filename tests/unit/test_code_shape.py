@@ -39,9 +39,6 @@ OVER_LIMIT: dict[str, str] = {
     "agent.py:op_fio_run": "shape (why, hardening edit agent.py)",
     "agent.py:cooldown_wait": "shape (why, hardening edit agent.py)",
     "analysis/figures.py:matrix_heatmaps": "shape (reports edits it)",
-    "campaign/parse.py:parse_spec": "shape (claims edits it)",
-    "cli/plan.py:cmd_plan": "shape (hardening, screening, claims edit it)",
-    "schedule/rules.py:places": "shape (claims edits it)",
 }
 
 

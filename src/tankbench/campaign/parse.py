@@ -94,16 +94,32 @@ def apply_scale(keys: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
     return out
 
 
-def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: Overrides | None = None) -> Spec:
-    """Validate campaign TOML text (pure); `scale` applies that [scale.NAME] table's overrides, then `overrides`
-    the command line's (--set, --disks, --host; relative sizes are resolved through its facts provider)."""
-    keys = Keys(path)
+def load_toml(text: str, path: str) -> dict[str, Any]:
+    """The campaign's TOML document, or UserError naming the file and what TOML said."""
     try:
-        doc = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserError(
             f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there"
         ) from None
+
+
+def check_slog(keys: Keys, matrix: dict[str, tuple[Any, ...]], pool: PoolSpec | None) -> None:
+    """matrix.slog = true needs log devices in a [pool] tankbench creates."""
+    if True in matrix.get("slog", ()) and (pool is None or not pool.log):
+        raise keys.err(
+            "matrix.slog",
+            list(matrix["slog"]),
+            "needs log devices in [pool]",
+            'add log = ["/dev/disk/by-id/…"] (and confirm it) to a pool tankbench creates',
+        )
+
+
+def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: Overrides | None = None) -> Spec:
+    """Validate campaign TOML text (pure); `scale` applies that [scale.NAME] table's overrides, then `overrides`
+    the command line's (--set, --disks, --host; relative sizes are resolved through its facts provider)."""
+    keys = Keys(path)
+    doc = load_toml(text, path)
     keys.unknown_keys(doc, TOP_KEYS, "")
     doc = apply_scale(keys, doc, scale)
     doc = apply_overrides(path, doc, overrides, TOP_KEYS)
@@ -116,13 +132,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     targets = parse_targets(keys, doc.get("target"))
     pool = parse_pool(keys, doc.get("pool"), targets)
     matrix = parse_matrix(keys, keys.table(doc, "matrix", required=True), targets)
-    if True in matrix.get("slog", ()) and (pool is None or not pool.log):
-        raise keys.err(
-            "matrix.slog",
-            list(matrix["slog"]),
-            "needs log devices in [pool]",
-            'add log = ["/dev/disk/by-id/…"] (and confirm it) to a pool tankbench creates',
-        )
+    check_slog(keys, matrix, pool)
     excludes = tuple(parse_rule(keys, r, i, "exclude", targets) for i, r in enumerate(table_list(keys, doc, "exclude")))
     includes = tuple(parse_include(keys, r, i, targets) for i, r in enumerate(table_list(keys, doc, "include")))
     check_guest_copies(keys, matrix, includes, targets)
@@ -134,9 +144,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     tunables = parse_tunables_table(keys, keys.table(doc, "tunables"))
     check_new_axes(keys, matrix, fio, pool, targets, settings["mode"])
     check_fill(keys.err, matrix, excludes, includes, pool, targets, settings["fill_room"])
-    report = settings_from_doc(
-        doc, path, strict=True
-    )  # the report reads these again from the journal's copy of the text
+    report = settings_from_doc(doc, path, strict=True)  # the report reads these again from the journal's copy
     schedule = replace(schedule, claims=report.claims, case_keys=report.case_keys)  # what repeats.decide waits for
     extras: dict[str, Any] = {"resolved_sizes": tuple(r.line() for r in resolved)} if resolved else {}
     return Spec(

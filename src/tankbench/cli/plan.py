@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NamedTuple, TextIO
 
 from tankbench.campaign import Spec
 from tankbench.campaign.expand import expand, expand_matrix, include_ids
@@ -137,6 +138,28 @@ def fleet_lines(spec: Spec, per: dict[str, Estimate]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class Planned(NamedTuple):
+    """What plan says of a step: its estimate (and a real host's, for a lab), each fleet host's, its schedule."""
+
+    est: Estimate
+    real: Estimate | None
+    per: dict[str, Estimate]
+    sched: Scheduler
+    learned: bool
+
+
+def planned(spec: Spec, tests: list[Test], journal_path: str) -> Planned:
+    """The estimate of these tests from the journal's runs or the priors: a fleet's per host (each from its own
+    priors and runs, not as if the lab ran them all), a lab's also as a real host would take it."""
+    runs = journal_runs(spec, tests, journal_path)
+    if spec.fleet is not None:
+        est, per, sched = fleet_estimate(spec, tests, runs)
+        return Planned(est, None, per, sched, bool(runs))
+    est, sched = estimate_with(spec, tests, runs, runs_in_emulated_lab(spec))
+    real = estimate_with(spec, tests, runs, False)[0] if runs_in_emulated_lab(spec) else None
+    return Planned(est, real, {}, sched, bool(runs))
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     spec = step_spec(load_campaign(args))
     full = expand_matrix(spec)
@@ -146,88 +169,82 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         spec = prepare(spec, CHECK_ALPHA, None)[0]
         tests = expand(spec)
-    runs = journal_runs(spec, tests, args.journal)
-    learned, real, per = bool(runs), None, dict[str, Estimate]()
-    if spec.fleet is not None:  # each host from its own priors and runs (not as if the lab ran them all)
-        est, per, sched = fleet_estimate(spec, tests, runs)
-    else:
-        est, sched = estimate_with(spec, tests, runs, runs_in_emulated_lab(spec))
-        real = estimate_with(spec, tests, runs, False)[0] if runs_in_emulated_lab(spec) else None
-    rem = sched.remaining()
+    p = planned(spec, tests, args.journal)
     steps, steps_json = (
-        design_lines(spec, full, tests, est, real, args.journal, estimate)
+        design_lines(spec, full, tests, p.est, p.real, args.journal, estimate)
         if spec.design.step == "screening"
         else ([], None)
     )
     if args.export:
         export(tests, args.export, spec.campaign_id)
     if args.json:
-        print_json(
-            {
-                "campaign": spec.name,
-                "campaign_id": spec.campaign_id,
-                "tests": [
-                    {
-                        "number": t.number,
-                        "id": t.id,
-                        "name": t.name,
-                        "test_case": t.test_case,
-                        "target": t.target.name,
-                        "target_kind": t.target.kind,
-                        "params": dict(t.params),
-                        "runs": spec.schedule.repeats_max + (1 if sched.states[t.id].warmup else 0),
-                    }
-                    for t in tests
-                ],
-                "resolved_sizes": list(spec.extras.get("resolved_sizes", ())),
-                "design": steps_json,
-                "estimated_seconds": round(est.likely, 1),
-                "estimate": {
-                    "low_s": round(est.low, 1),
-                    "likely_s": round(est.likely, 1),
-                    "high_s": round(est.high, 1),
-                    "learned_from_journal": learned,
-                    "emulated_lab": real is not None,
-                },
-                "estimate_per_host": {
-                    n: {"low_s": round(e.low, 1), "likely_s": round(e.likely, 1), "high_s": round(e.high, 1)}
-                    for n, e in per.items()
-                },
-                "estimate_real_host": None
-                if real is None
-                else {"low_s": round(real.low, 1), "likely_s": round(real.likely, 1), "high_s": round(real.high, 1)},
-                "runs_left": {
-                    "measured_low": rem.runs_low,
-                    "measured_high": rem.runs_high,
-                    "warmups": rem.warmups,
-                    "configurations": rem.configs,
-                },
-            }
-        )
+        print_json(plan_doc(spec, tests, p, steps_json))
         return 0
-    out = sys.stdout
+    write_plan(sys.stdout, spec, tests, p, steps)
+    if args.export:
+        sys.stdout.write(f"Exported {len(tests)} job scripts to {args.export}/ (run any NNNN-job.sh with plain fio).\n")
+    return 0
+
+
+def _range(e: Estimate) -> dict[str, float]:
+    return {"low_s": round(e.low, 1), "likely_s": round(e.likely, 1), "high_s": round(e.high, 1)}
+
+
+def plan_doc(spec: Spec, tests: list[Test], p: Planned, steps_json: object) -> dict[str, object]:
+    """`plan --json`: the tests, the design's steps, the estimates and the runs left."""
+    rem = p.sched.remaining()
+    return {
+        "campaign": spec.name,
+        "campaign_id": spec.campaign_id,
+        "tests": [
+            {
+                "number": t.number,
+                "id": t.id,
+                "name": t.name,
+                "test_case": t.test_case,
+                "target": t.target.name,
+                "target_kind": t.target.kind,
+                "params": dict(t.params),
+                "runs": spec.schedule.repeats_max + (1 if p.sched.states[t.id].warmup else 0),
+            }
+            for t in tests
+        ],
+        "resolved_sizes": list(spec.extras.get("resolved_sizes", ())),
+        "design": steps_json,
+        "estimated_seconds": round(p.est.likely, 1),
+        "estimate": dict(_range(p.est), learned_from_journal=p.learned, emulated_lab=p.real is not None),
+        "estimate_per_host": {n: _range(e) for n, e in p.per.items()},
+        "estimate_real_host": None if p.real is None else _range(p.real),
+        "runs_left": {
+            "measured_low": rem.runs_low,
+            "measured_high": rem.runs_high,
+            "warmups": rem.warmups,
+            "configurations": rem.configs,
+        },
+    }
+
+
+def write_plan(out: TextIO, spec: Spec, tests: list[Test], p: Planned, steps: list[str]) -> None:
+    """The plan for people: a line per test, the estimate, the priors it came from, the design's steps."""
     width = max((len(t.name) for t in tests), default=4)
     out.write(f"{'#':>4}  {'id':12}  {'name':{width}}  test case\n")
     for t in tests:
         out.write(f"{t.number:04d}  {t.id}  {t.name:{width}}  {t.test_case}\n")
-    out.write("\n" + summary(spec, tests, est, sched, learned) + "\n")
+    out.write("\n" + summary(spec, tests, p.est, p.sched, p.learned) + "\n")
     settle = spec.schedule.settle is not None
-    if per:
-        out.write(fleet_lines(spec, per))
-    if not learned and not per:
+    if p.per:
+        out.write(fleet_lines(spec, p.per))
+    if not p.learned and not p.per:
         out.write(
-            f"Priors: {describe_priors(priors_for(real is not None), settle, spec.schedule.ss, spec.schedule.decide)}.\n"
+            f"Priors: {describe_priors(priors_for(p.real is not None), settle, spec.schedule.ss, spec.schedule.decide)}.\n"
         )
     out.write(resolved_sizes(spec))
-    if real is not None and not learned:
+    if p.real is not None and not p.learned:
         out.write(
-            f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(real)}.\n"
+            f"This runs in the lab VM, emulated here (TCG): on a real ZFS host it would take {fmt_estimate(p.real)}.\n"
             f"Real-host priors: {describe_priors(priors_for(False), settle, spec.schedule.ss, spec.schedule.decide)}.\n"
         )
     out.write("".join(line + "\n" for line in steps))
-    if args.export:
-        out.write(f"Exported {len(tests)} job scripts to {args.export}/ (run any NNNN-job.sh with plain fio).\n")
-    return 0
 
 
 def resolved_sizes(spec: Spec) -> str:

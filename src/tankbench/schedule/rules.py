@@ -250,19 +250,13 @@ def places(
     half width being t x cv x |mean| / sqrt(n), cv pooled over the campaign, PRIOR_CV before it is known; a
     test noisier than OUTLIER_CV x that: its own) reaches past zero, into the other order, by no more than
     `margin` x the larger mean (for the two leaders: not at all, the winner is separated), or the two are a
-    tie (intervals at `level`: repeats.decide passes its sequential test's nominal level): that interval lies within ± `margin` x the larger mean, so more runs could not order them by more
-    than the margin (`tied_with` names such neighbours). `worst_overlap`: the farthest reach into the other
-    order, as a fraction of the larger mean."""
+    tie (intervals at `level`: repeats.decide passes its sequential test's nominal level): that interval lies
+    within ± `margin` x the larger mean, so more runs could not order them by more than the margin (`tied_with`
+    names such neighbours). `worst_overlap`: the farthest reach into the other order, as a fraction of the larger
+    mean."""
     noise, df = cv if cv is not None else (PRIOR_CV, 0)
     z = t_quantile(1 - (1 - level) / 2, df if df else math.inf)
-    stats = {}
-    for tid, vs in values.items():
-        if vs:
-            mean = math.fsum(vs) / len(vs)
-            own = _cv(vs)
-            test_cv = own if own is not None and own > OUTLIER_CV * noise else noise
-            half = z * test_cv * abs(mean) / math.sqrt(len(vs))
-            stats[tid] = (mean, mean - half, mean + half, len(vs), test_cv)
+    stats = {tid: _interval(vs, z, noise) for tid, vs in values.items() if vs}
     ranked = sorted(stats, key=lambda t: (-stats[t][0], t))
     out = []
     for tid in candidates:
@@ -270,24 +264,7 @@ def places(
             continue
         i = ranked.index(tid)
         mean, low, high, n, test_cv = stats[tid]
-        worst = 0.0
-        settled = True
-        tied: list[str] = []
-        for j in (i - 1, i + 1):
-            if not 0 <= j < len(ranked):
-                continue
-            m2, lo2, hi2, _, _ = stats[ranked[j]]
-            scale = max(abs(mean), abs(m2), 1e-300)
-            diff, half = abs(mean - m2), math.hypot(high - mean, hi2 - m2)
-            reach = half - diff  # how far the difference's interval reaches into the other order
-            allowed = 0.0 if max(i, j) <= 1 else margin * scale
-            worst = max(worst, reach / scale)
-            if reach <= allowed:
-                continue
-            if diff + half <= margin * scale:  # a tie: the whole interval of the difference inside the margin
-                tied.append(ranked[j])
-                continue
-            settled = False
+        settled, worst, tied = _against_neighbours(stats, ranked, i, margin)
         ev: dict[str, Any] = {
             "n": n,
             "mean": mean,
@@ -305,3 +282,39 @@ def places(
             ev["tied_with"] = tied
         out.append(Place(tid, settled, ev))
     return out
+
+
+def _interval(vs: Sequence[float], z: float, noise: float) -> tuple[float, float, float, int, float]:
+    """(mean, low, high, n, cv) of one test: a half width of z x cv x |mean| / sqrt(n), cv the campaign's unless the
+    test is an outlier (noisier than OUTLIER_CV x it: its own)."""
+    mean = math.fsum(vs) / len(vs)
+    own = _cv(vs)
+    test_cv = own if own is not None and own > OUTLIER_CV * noise else noise
+    half = z * test_cv * abs(mean) / math.sqrt(len(vs))
+    return mean, mean - half, mean + half, len(vs), test_cv
+
+
+def _against_neighbours(
+    stats: Mapping[str, tuple[float, float, float, int, float]], ranked: list[str], i: int, margin: float
+) -> tuple[bool, float, list[str]]:
+    """(settled, worst overlap, tied neighbours) of the i-th ranked test against the tests above and below it."""
+    mean, _, high, _, _ = stats[ranked[i]]
+    worst = 0.0
+    settled = True
+    tied: list[str] = []
+    for j in (i - 1, i + 1):
+        if not 0 <= j < len(ranked):
+            continue
+        m2, _, hi2, _, _ = stats[ranked[j]]
+        scale = max(abs(mean), abs(m2), 1e-300)
+        diff, half = abs(mean - m2), math.hypot(high - mean, hi2 - m2)
+        reach = half - diff  # how far the difference's interval reaches into the other order
+        allowed = 0.0 if max(i, j) <= 1 else margin * scale
+        worst = max(worst, reach / scale)
+        if reach <= allowed:
+            continue
+        if diff + half <= margin * scale:  # a tie: the whole interval of the difference inside the margin
+            tied.append(ranked[j])
+            continue
+        settled = False
+    return settled, worst, tied
