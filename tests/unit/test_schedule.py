@@ -475,3 +475,15 @@ def test_an_uncapped_pool_when_no_test_stands_out() -> None:
     cv, df = pooled_cv(values) or (0.0, 0)
     by_hand = math.sqrt(sum((statistics.stdev(v) / statistics.mean(v)) ** 2 for v in values.values()) / 3)
     assert df == 3 and cv == pytest.approx(by_hand)
+
+
+def test_a_test_check_decided_runs_on_to_the_campaigns_repeats_in_a_run() -> None:
+    """`check` stops a test once its claims are decided ("decided" in its runs); a later `run` of a campaign without
+    repeats.decide still gives it the campaign's fixed repeats (seed 002's ARC-warming series needs all five). A
+    stop of the campaign's own rule is kept on resume as before."""
+    spec = spec_of("repeats = 5")
+    tests = expand(spec)
+    first, second = tests[0].id, tests[1].id
+    sched = Scheduler(tests, spec.schedule, {}, {first: "decided", second: "stop"})
+    assert not sched.states[first].final and sched.states[second].final == "stop"
+    assert sched.remaining().runs_high == 5 * (len(tests) - 1)

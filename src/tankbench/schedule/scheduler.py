@@ -107,7 +107,9 @@ class Scheduler:
             self.scopes = scopes(schedule.claims, tests, schedule.case_keys)
             self.level = nominal_level(schedule.decide, schedule.repeats_min, schedule.repeats_max)
         for tid, kind in (decided or {}).items():
-            if tid in self.states:
+            # a test `check` stopped once its claims were decided runs on to the campaign's own repeats in a `run`
+            # without repeats.decide (check decides claims; the campaign asked for its repeats)
+            if tid in self.states and (kind != "decided" or schedule.decide is not None):
                 self.states[tid].final = kind
         for st in self.states.values():  # a journal may already hold enough repeats (resume)
             if not st.final:
