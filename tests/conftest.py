@@ -218,18 +218,16 @@ NESTED_GUESTS = (
     "tests/lab/test_guest_layers.py",
     "tests/lab/test_guest.py",
 )
-#: lab files whose assertions are measurements of the lab's modelled disks and its emulated CPU (limiters, claims'
-#: verdicts, the seeds' findings): each runs alone, while no other test file runs (quiet_machine below). Beside
+#: lab files whose assertions are measurements of the lab's modelled disks and its emulated CPU (the claims'
+#: verdicts and the limiters of the seeds' campaigns): each runs alone, while no other test file runs (quiet_machine below). Beside
 #: another lab or a nested guest under TCG on 2 cores the emulator waited for a core for a fifth of each run, its
 #: runs' limiter was "not determined" and the claims' intervals too wide to decide
-QUIET = (
-    "tests/lab/test_seeds.py",
-    "tests/lab/test_presets.py",
-)
+QUIET = ("tests/lab/test_seeds.py",)
 #: then the longest other files, longest first; the short files fill in around them
 LONG_FIRST = (
     *QUIET,
     *NESTED_GUESTS,
+    "tests/lab/test_presets.py",
     "tests/lab/test_nfs.py",  # three labs (a server and two NFS clients), two campaigns: ~6-8 minutes
     "tests/lab/test_resume_boot.py",  # a lab booted three times (lab-init, systemd, systemd after a crash): ~5 minutes
     "tests/lab/test_real_host.py",
