@@ -226,10 +226,10 @@ def test_seed_002_compression_cache(seeds_lab: LabHost, tmp_path: Path) -> None:
     # the written file's first random reads are not cold in this lab (laid out just before, part of it is still in the
     # ARC: 12 MiB/s where the modelled disks give 2.5): not the ARC's either; the emulator or a mix (not determined)
     assert named[(written, "randread")][0][0] != "arc", named[(written, "randread")]
-    # after five repeats the reads come from the ARC: the ARC rule, and its warning, hold for them
-    warm = [named[(written, rw)][-1] for rw in ("read", "randread")]
-    assert any(k == "arc" for k, _, _ in warm), warm
-    assert "arc-hits" in warned and ids["unwritten/randread"] not in warned["arc-hits"], warned
+    # holes are no ARC hits: the unwritten file's reads are never flagged arc-hits. (Whether the written file's
+    # repeats come from the ARC — a 128 MiB ARC, the other tests' reads between them — differs from run to run in
+    # this lab: the last repeats were ARC-bound in two full runs of the suite and disk-bound in a third; printed above)
+    assert ids["unwritten/randread"] not in warned.get("arc-hits", set()), warned
     # the report never recommends the unwritten file (its reads carry errors of their own): the written one or nothing
     texts = " ".join(r["text"] for r in doc["recommendations"])
     unwritten = {t["number"] for t in doc["tests"] if t["params"]["layout"] == "unwritten"}
