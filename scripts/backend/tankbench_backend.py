@@ -81,6 +81,11 @@ def prepare_metadata_for_build_editable(metadata_directory, config_settings=None
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):  # type: ignore[no-untyped-def]
     _stamp()
+    # setuptools copies the package into build/lib and never removes what is gone from src/: a module moved or
+    # deleted since an earlier build of this checkout would ship in the wheel (and break its imports)
+    import shutil
+
+    shutil.rmtree(ROOT / "build" / "lib", ignore_errors=True)
     return _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
 
 

@@ -220,3 +220,20 @@ def test_check_refuses_a_campaign_without_claims_and_bad_claims(tmp_path: Path) 
     res = tankbench("check", str(bad), cwd=tmp_path)
     assert res.returncode == 2 and 'claim[0] ("x").compare' in res.stderr and "no axis 'slog'" in res.stderr
     assert list(tmp_path.iterdir()) == [bad], "nothing written"
+
+
+def test_the_report_judges_the_claims_of_the_scale_the_campaign_ran_at() -> None:
+    """A campaign run with --scale journals its text with that scale named; the report's settings (read back from the
+    journal's text) are the scale's, so a claim the scale states is judged (tuning-matrix's ci form adds the SLOG
+    claim: its report had judged the full preset's claims, and not that one)."""
+    from importlib import resources
+
+    from tankbench.analysis.settings import parse_settings
+
+    text = resources.files("tankbench").joinpath("presets/tuning-matrix.toml").read_text()
+    ci = parse_spec(text, "tuning-matrix.toml", scale="ci")
+    names = {c.name for c in parse_settings(ci.text).claims}
+    assert "Here we can see that slog helps sync performance" in names, names
+    assert names == {c.name for c in ci.report.claims}
+    full = parse_spec(text, "tuning-matrix.toml")
+    assert "Here we can see that slog helps sync performance" not in {c.name for c in parse_settings(full.text).claims}

@@ -373,9 +373,10 @@ def _put(doc: dict[str, Any], key: str, value: str) -> None:
             node = node[sel]
 
 
-def record(text: str, ov: Overrides | None, resolved: tuple[Resolved, ...]) -> str:
+def record(text: str, ov: Overrides | None, resolved: tuple[Resolved, ...], scale: str = "") -> str:
     """The campaign text as run: the file, then what the command line changed (journalled with every result)."""
-    lines = (ov.describe() if ov is not None else []) + [f"resolved {r.line()}" for r in resolved]
+    lines = [f"--scale {scale}"] if scale else []
+    lines += (ov.describe() if ov is not None else []) + [f"resolved {r.line()}" for r in resolved]
     if not lines:
         return text
     return text.rstrip("\n") + "\n\n# tankbench: applied on top of this file\n" + "".join(f"# {x}\n" for x in lines)

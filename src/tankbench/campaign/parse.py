@@ -149,7 +149,7 @@ def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: 
     extras: dict[str, Any] = {"resolved_sizes": tuple(r.line() for r in resolved)} if resolved else {}
     return Spec(
         path=path,
-        text=record_overrides(text, overrides, resolved),
+        text=record_overrides(text, overrides, resolved, scale),
         host=host,
         targets=targets,
         matrix=frozen_map(matrix),

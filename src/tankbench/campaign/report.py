@@ -165,7 +165,25 @@ def parse_settings(spec_text: str, path: str = "campaign") -> Settings:
         doc = tomllib.loads(spec_text or "")
     except tomllib.TOMLDecodeError as e:
         raise SpecError(path, "(file)", None, f"not valid TOML: {e}", "fix the campaign file") from e
-    return settings_from_doc(doc, path)
+    return settings_from_doc(scaled(doc, spec_text or ""), path)
+
+
+def scaled(doc: dict[str, Any], spec_text: str) -> dict[str, Any]:
+    """The document with the [scale.NAME] the campaign was run at merged in, as parse_spec merged it: the text as run
+    names it in its last lines ("# --scale ci"); the claims, goals and report settings are then the run's own."""
+    marker = "# --scale "
+    names = [ln[len(marker) :].strip() for ln in spec_text.splitlines() if ln.startswith(marker)]
+    scales = doc.get("scale")
+    table = scales.get(names[-1]) if names and isinstance(scales, dict) else None
+    if not isinstance(table, dict):
+        return doc
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.items()}
+    for key, value in table.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key].update(value)
+        else:
+            out[key] = value
+    return out
 
 
 def settings_from_doc(doc: Mapping[str, Any], path: str, strict: bool = False) -> Settings:
