@@ -60,10 +60,14 @@ def in_seeds_lab(preset: str) -> str:
 
 
 def check_preset(preset: str, tmp_path: Path, extra: str = "", max_runs: int | None = None) -> dict[str, Any]:
-    """`tankbench check` on the preset's ci form in the seeds' lab (its claims, plus `extra` claims appended):
+    """`tankbench check` on the preset's ci form in the seeds' lab (its claims, plus `extra` claims: inline tables):
     only the tests that decide the claims, repeated until decided; the JSON it prints, and the claims by name."""
     campaign = tmp_path / f"{preset}.toml"
-    campaign.write_text(in_seeds_lab(preset) + extra)
+    text = in_seeds_lab(preset)
+    if extra:  # into the ci scale's claims (a scale's array replaces the file's: [[claim]]s appended would vanish)
+        at = text.index("claim = [\n", text.index("[scale.ci]")) + len("claim = [\n")
+        text = text[:at] + extra + text[at:]
+    campaign.write_text(text)
     args = ["check", str(campaign), "--scale", "ci", "--journal", str(tmp_path / "j.sqlite"), "--json", "--keep-lab"]
     res = tankbench(*args, *(("--max", str(max_runs)) if max_runs else ()), cwd=tmp_path, timeout=1800)
     if not res.stdout.startswith("{"):  # the next seed's pool needs the disks, whatever happened here
@@ -253,20 +257,9 @@ def iops(rows: list[dict[str, object]], **params: object) -> list[float]:
 SLOG_HELPS = "Here we can see that slog helps sync performance"
 QD_NEGLIGIBLE = "Results did tell me that there is negligible difference between queue-depths"
 #: a claim false on the lab (written here, not in the preset) and one its runs cannot decide
-FALSE_AND_UNDECIDABLE = """
-[[claim]]
-name = "a log device slows sync writes down"
-compare = { slog = [true, false] }
-where = { bs = "4k" }
-metric = "iops"
-expect = "<= 0.5x"
-
-[[claim]]
-name = "queue depth changes nothing, to within 1 %"
-compare = { iodepth = [16, 1] }
-where = { bs = "4k", slog = true }
-metric = "iops"
-expect = "within 1%"
+FALSE_AND_UNDECIDABLE = """\
+  { name = "a log device slows sync writes down", compare = { slog = [true, false] }, where = { bs = "4k" }, metric = "iops", expect = "<= 0.5x" },
+  { name = "queue depth changes nothing, to within 1 %", compare = { iodepth = [16, 1] }, where = { bs = "4k", slog = true }, metric = "iops", expect = "within 1%" },
 """
 
 
