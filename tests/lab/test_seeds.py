@@ -364,7 +364,7 @@ def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Pa
         print(
             f"seed 000 limiter {target} {io}: {c.get('limit.kind')} ({c.get('limit.detail', '')}): {c.get('limit.evidence')}"
         )
-    ((kind, _, evidence),) = limits(rows, target="zvol", io="buffered")
+    kind, _, evidence = limits(rows, target="zvol", io="buffered")[-1]  # its last run (check may have run it again)
     assert kind in ("read-modify-write", "write-throttle"), evidence
     assert "the data was durable" in evidence and "page cache in front of the device" in evidence, evidence
     # every run measured to its end, none ended by the watchdog; the report ranks by the durable figure and says why
