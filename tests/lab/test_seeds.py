@@ -380,4 +380,6 @@ def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Pa
     zvol = next(t for t in doc["tests"] if t["target"] == "zvol" and t["params"]["io"] == "buffered")
     summary = (tmp_path / "report" / "summary.md").read_text()
     row = next(line for line in summary.splitlines() if line.startswith(f"| #{zvol['number']} ") and "durable" in line)
-    assert zvol["limit"]["kind"] in ("read-modify-write", "write-throttle", "cpu") and "the data was durable" in row, row
+    assert zvol["limit"]["kind"] in ("read-modify-write", "write-throttle", "cpu") and "the data was durable" in row, (
+        row
+    )
