@@ -94,13 +94,13 @@ def test_advise_bad_mix(tmp_path: Path) -> None:
 
 def test_compare_refuses_other_system_unless_forced(tmp_path: Path) -> None:
     a, b = local_journal(tmp_path), imported_journal(tmp_path)
-    r = tankbench("compare", a, b)
+    r = tankbench("compare", a, b, cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("Error: the journals come from different systems (accelerator:  vs tcg; ")
     assert r.stderr.endswith(
         "Hint: compare runs of one system, or pass --force to compare anyway (the output then lists the differences)\n"
     )
-    f = tankbench("compare", a, b, "--force", "--json")
+    f = tankbench("compare", a, b, "--force", "--json", cwd=tmp_path)
     assert f.returncode == 0, f.stderr
     d = json.loads(f.stdout)
     assert d["forced"] and d["fingerprint_diff"] and len(d["only_a"]) == 16
@@ -110,7 +110,7 @@ def test_compare_same_system(tmp_path: Path) -> None:
     a = local_journal(tmp_path)
     b = tmp_path / "copy.sqlite"
     b.write_bytes(Path(a).read_bytes())
-    r = tankbench("compare", a, str(b), "--json")
+    r = tankbench("compare", a, str(b), "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     deltas = json.loads(r.stdout)["deltas"]
     assert len(deltas) == 16 and all(d["change_pct"] == 0 and not d["significant"] for d in deltas)
@@ -121,9 +121,9 @@ def test_compare_same_system(tmp_path: Path) -> None:
         writes and {d["metric"] for d in writes} == {"durable_mibs"} and all(d["mibs_a"] > d["mean_a"] for d in writes)
     )
     assert {d["metric"] for d in deltas if d["case"].startswith("read")} == {"mibs"}
-    text = tankbench("compare", a, str(b))
+    text = tankbench("compare", a, str(b), cwd=tmp_path)
     assert text.returncode == 0 and "durable MiB/s" in text.stdout and "fio MiB/s" in text.stdout
-    fio = tankbench("compare", a, str(b), "--metric", "mibs", "--json")
+    fio = tankbench("compare", a, str(b), "--metric", "mibs", "--json", cwd=tmp_path)
     assert {d["metric"] for d in json.loads(fio.stdout)["deltas"]} == {"mibs"}
 
 
