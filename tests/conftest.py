@@ -41,14 +41,31 @@ SUMMARY_ENV = "TANKBENCH_TEST_SUMMARY"
 _TIMES: dict[str, list[float]] = {}
 #: tests that failed (or errored in setup/teardown), in the order they did: (node id, phase, one line of why)
 _FAILURES: list[tuple[str, str, str]] = []
+#: tests started and not yet finished: {node id: wall-clock start} (what was in flight when a run was killed)
+_RUNNING: dict[str, float] = {}
+#: whether this process is the one that writes the summary (the xdist controller, or a run without xdist)
+_WRITES_SUMMARY = [False]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[SESSION_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    _WRITES_SUMMARY[0] = not hasattr(config, "workerinput")
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): one boot log for all workers
         fd, path = tempfile.mkstemp(prefix="tankbench-boots-", suffix=".jsonl")
         os.close(fd)
         os.environ[bootlog.ENV] = path
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    """The summary is rewritten as each test starts and ends (a millisecond each): a run killed by SIGTERM or
+    SIGKILL never reaches pytest_sessionfinish, and its record then still says what ran, failed and was in flight."""
+    _RUNNING.setdefault(nodeid, time.time())
+    _write_summary(None)
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _RUNNING.pop(nodeid, None)
+    _write_summary(None)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -118,24 +135,51 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """For scripts/test's run record: this run's figures as JSON (written even when tests failed or the run was
     interrupted: pytest calls this after a KeyboardInterrupt too)."""
+    if not hasattr(session.config, "workerinput"):
+        _write_summary(int(exitstatus))
+
+
+def _write_summary(exitstatus: int | None) -> None:
+    """The summary scripts/test's record reads: written as tests finish (exitstatus None: the run was still going,
+    with the tests then in flight) and once more at the end, so a run killed on its way still says what it did."""
     path = os.environ.get(SUMMARY_ENV)
-    if hasattr(session.config, "workerinput") or not path:
+    if not path or not _WRITES_SUMMARY[0]:
         return
     boots = _boots()
+    now = time.time()
     doc = {
-        "exitstatus": int(exitstatus),
+        "exitstatus": exitstatus,
         "tests": len(_TIMES),
         "failed": len({n for n, _, _ in _FAILURES}),
         "failures": [{"test": n, "phase": w, "why": why} for n, w, why in _FAILURES],
+        "in_flight": [{"test": n, "seconds": round(now - t0, 1)} for n, t0 in sorted(_RUNNING.items())],
         "tiers": tier_figures(_TIMES),
         "slowest": [
             {"test": n, "seconds": round(t[0], 1)} for n, t in sorted(_TIMES.items(), key=lambda kv: -kv[1][0])[:10]
         ],
+        "files": _file_times(_TIMES),
         "boots": {"count": len(boots), "seconds": round(sum(b["seconds"] for b in boots), 1), "each": boots},
     }
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     os.replace(tmp, path)
+
+
+def _file_times(times: dict[str, list[float]]) -> list[dict[str, Any]]:
+    """Per test file: its tests, summed seconds and wall span, the costliest first (pure)."""
+    by: dict[str, list[list[float]]] = {}
+    for nodeid, t in times.items():
+        by.setdefault(nodeid.split("::", 1)[0], []).append(t)
+    rows = [
+        {
+            "file": f,
+            "tests": len(ts),
+            "test_s": round(sum(t[0] for t in ts), 1),
+            "span_s": round(max(t[2] for t in ts) - min(t[1] for t in ts), 1),
+        }
+        for f, ts in by.items()
+    ]
+    return sorted(rows, key=lambda r: -float(r["test_s"]))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -244,11 +288,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
 
     def order(item: pytest.Item) -> tuple[int, int]:
-        path = Path(str(item.fspath)).relative_to(ROOT).as_posix()
+        path = _relative(Path(str(item.fspath)))
         tier = _tier(path + "::")
         return rank.get(path, len(rank)), TIER_ORDER.index(tier) if tier in TIER_ORDER else len(TIER_ORDER)
 
     items.sort(key=order)
+
+
+def _relative(path: Path) -> str:
+    """A test file's path from the checkout (as is when it lies elsewhere: a suite a test generated)."""
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -261,7 +313,7 @@ def quiet_machine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         return
     import fcntl
 
-    path = Path(str(request.node.fspath)).relative_to(ROOT).as_posix()
+    path = _relative(Path(str(request.node.fspath)))
     quiet = path in QUIET
     lock = tmp_path_factory.getbasetemp().parent / "machine.lock"  # the session's (each worker's basetemp is below)
     with open(lock, "a") as f:

@@ -174,3 +174,50 @@ def test_tier_figures_name_the_costliest_tests_of_a_tier_over_its_budget() -> No
     assert [c["test"] for c in unit["costliest"]] == ["tests/unit/test_a.py::t1", "tests/unit/test_a.py::t2"]
     lab = next(t for t in tier_figures(times) if t["tier"] == "lab")
     assert lab["over_budget"] is False and lab["tests"] == 1
+
+
+def test_a_real_pytest_killed_mid_test_leaves_a_summary_of_what_ran_and_what_was_in_flight(tmp_path: Path) -> None:
+    """The real hooks of tests/conftest.py in a real pytest, killed with SIGKILL (no hook runs after that) while
+    its second test hangs: the summary already names the first test's time and the second as in flight, and
+    run-record turns it into a record whose last lines say so."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    started = tmp_path / "started"
+    (suite / "test_two.py").write_text(
+        "import pathlib, time\n"
+        "def test_quick():\n    assert 1 + 1 == 2\n"
+        f"def test_hangs():\n    pathlib.Path({str(started)!r}).touch()\n    time.sleep(600)\n"
+    )
+    summary = tmp_path / "pytest.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TANKBENCH_TEST"))}
+    env.update(TANKBENCH_TEST_SUMMARY=str(summary), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-q", str(suite)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(lambda: started.exists(), 120, lambda: "test_hangs never started")
+        proc.kill()
+    finally:
+        out, _ = proc.communicate(timeout=60)
+    doc = json.loads(summary.read_text())
+    assert doc["exitstatus"] is None, out
+    assert doc["tests"] == 1 and doc["failed"] == 0
+    assert [t["test"].rsplit("/", 1)[-1] for t in doc["in_flight"]] == ["test_two.py::test_hangs"]
+    assert doc["files"][0]["file"].endswith("test_two.py") and doc["files"][0]["tests"] == 1
+    steps = tmp_path / "steps"
+    steps.write_text("pytest\t1.0\t2.0\t137\n")
+    cp = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run-record"), "--out", str(tmp_path / "last-run.json"),
+         "--root", str(tmp_path), "--started", str(time.time() - 5), "--rc", "137", "--steps", str(steps),
+         "--pytest", str(summary)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert cp.returncode == 0, cp.stderr
+    rec = json.loads((tmp_path / "last-run.json").read_text())
+    assert rec["result"] == "failed" and rec["in_flight"][0]["test"].endswith("test_hangs")
+    assert "IN FLIGHT when the run ended: " in cp.stderr and "test_hangs" in cp.stderr
