@@ -263,11 +263,14 @@ NESTED_GUESTS = (
     "tests/lab/test_guest.py",
 )
 #: lab files whose assertions are measurements of the lab's modelled disks and its emulated CPU (the claims'
-#: verdicts and the limiters of the seeds' campaigns): each runs alone, while no other test file runs (quiet_machine below). Beside
-#: another lab or a nested guest under TCG on 2 cores the emulator waited for a core for a fifth of each run, its
-#: runs' limiter was "not determined" and the claims' intervals too wide to decide
+#: verdicts and the limiters of the seeds' campaigns): no other lab or nested guest runs while they do (the
+#: machine lock below). Beside another lab or a nested guest under TCG on 2 cores the emulator waited for a core for
+#: a fifth of each run, its runs' limiter was "not determined" and the claims' intervals too wide to decide
 QUIET = ("tests/lab/test_seeds.py",)
-#: then the longest other files, longest first; the short files fill in around them
+#: the order xdist hands files to its workers: the quiet files first (one worker runs them, ~25 minutes), then every
+#: file that boots no lab — unit, integration, browser: the other worker's work meanwhile, at the lowest CPU and I/O
+#: priority, so the quiet file's emulator keeps its core (a worker waiting for the machine idled there before: CI
+#: ran out of its 90 minutes) — then the lab files, the longest first
 LONG_FIRST = (
     *QUIET,
     *NESTED_GUESTS,
@@ -278,19 +281,23 @@ LONG_FIRST = (
     "tests/lab/test_crash_recovery.py",  # three real kernel crashes, four lab boots: ~4 minutes
     "tests/lab/test_zfs_campaign.py",
 )
-#: after those, whole tiers from the slowest files to the quickest (the order xdist hands files to idle workers:
-#: the longest first, so the run does not end waiting for one long file), each tier's files in collection order
-TIER_ORDER = ("lab", "integration", "browser", "unit")
+#: the tiers in the order they are handed out after the quiet files (each tier's files in collection order, the
+#: lab's listed ones first)
+TIER_ORDER = ("integration", "browser", "unit", "lab")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest files first, then the other lab files, integration, browser and unit files (a stable sort)."""
+    """The quiet files first, then the files that boot no lab, then the lab files, the longest first (stable)."""
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
 
-    def order(item: pytest.Item) -> tuple[int, int]:
+    def order(item: pytest.Item) -> tuple[int, int, int]:
         path = _relative(Path(str(item.fspath)))
         tier = _tier(path + "::")
-        return rank.get(path, len(rank)), TIER_ORDER.index(tier) if tier in TIER_ORDER else len(TIER_ORDER)
+        return (
+            0 if path in QUIET else 1,
+            TIER_ORDER.index(tier) if tier in TIER_ORDER else len(TIER_ORDER),
+            rank.get(path, len(rank)),
+        )
 
     items.sort(key=order)
 
@@ -303,29 +310,58 @@ def _relative(path: Path) -> str:
         return path.as_posix()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def quiet_machine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Under xdist, each test file holds the session's machine lock while it runs: shared, or exclusive for the
-    QUIET files (their measurements need the machine to themselves: the other worker waits)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker:
-        yield
+#: the machine lock this worker holds, for which file: {"file": path, "lock": open file} (empty: none)
+_MACHINE: dict[str, Any] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under xdist, before any fixture of a test file is set up (a session lab's boot included), the worker takes
+    the machine for it: a lab file shares it, a quiet file has it alone (the other worker's lab files wait), a file
+    that boots no lab needs no lock and runs at the lowest CPU and I/O priority (nice 19, idle I/O class)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    path = _relative(Path(str(item.fspath)))
+    if _MACHINE.get("file") == path:
+        return
+    _release_machine()
+    lab_file = _tier(path + "::") == "lab"
+    _set_priority(low=not lab_file)
+    if not lab_file:
+        _MACHINE["file"] = path
         return
     import fcntl
 
-    path = _relative(Path(str(request.node.fspath)))
     quiet = path in QUIET
-    lock = tmp_path_factory.getbasetemp().parent / "machine.lock"  # the session's (each worker's basetemp is below)
-    with open(lock, "a") as f:
-        t0 = time.monotonic()
-        fcntl.flock(f, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
-        waited = time.monotonic() - t0
-        if waited > 1:
-            print(f"{path}: waited {waited:.0f} s for the machine ({'alone' if quiet else 'beside another file'})")
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    lock = item.config._tmp_path_factory.getbasetemp().parent / "machine.lock"  # type: ignore[attr-defined]
+    f = open(lock, "a")  # noqa: SIM115 (held until the worker leaves the file)
+    t0 = time.monotonic()
+    fcntl.flock(f, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
+    waited = time.monotonic() - t0
+    if waited > 1:
+        print(f"{path}: waited {waited:.0f} s for the machine ({'alone' if quiet else 'beside another file'})")
+    _MACHINE.update(file=path, lock=f)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """The machine is let go once the file's last test and its module fixtures are torn down."""
+    yield
+    if nextitem is None or Path(str(nextitem.fspath)) != Path(str(item.fspath)):
+        _release_machine()
+
+
+def _release_machine() -> None:
+    f = _MACHINE.pop("lock", None)
+    _MACHINE.pop("file", None)
+    if f is not None:
+        f.close()  # closing the descriptor releases its flock
+
+
+def _set_priority(low: bool) -> None:
+    """This worker's CPU and I/O priority (its children inherit it from the moment they start)."""
+    os.setpriority(os.PRIO_PROCESS, 0, 19 if low else 0)  # root may lower its niceness again
+    subprocess.run(["ionice", "-c", "3" if low else "0", "-p", str(os.getpid())], capture_output=True, check=False)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
