@@ -318,7 +318,7 @@ _MACHINE: dict[str, Any] = {}
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Under xdist, before any fixture of a test file is set up (a session lab's boot included), the worker takes
     the machine for it: a lab file shares it, a quiet file has it alone (the other worker's lab files wait), a file
-    that boots no lab needs no lock and runs at a low CPU priority (nice 10) and the idle I/O class."""
+    that boots no lab needs no lock and runs at a low CPU priority (nice 10) and the lowest best-effort I/O priority."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     path = _relative(Path(str(item.fspath)))
@@ -363,7 +363,7 @@ def _set_priority(low: bool) -> None:
     # nice 10: a tenth of a nice-0 process's CPU share when both want a core (the quiet file's emulator keeps its
     # core); not 19, at which timing tests (a stopped campaign's leftovers gone within 5 s) starved under load
     os.setpriority(os.PRIO_PROCESS, 0, 10 if low else 0)  # root may lower its niceness again
-    subprocess.run(["ionice", "-c", "3" if low else "0", "-p", str(os.getpid())], capture_output=True, check=False)
+    subprocess.run(["ionice", "-c", "2", "-n", "7" if low else "4", "-p", str(os.getpid())], capture_output=True, check=False)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
