@@ -363,7 +363,9 @@ def _set_priority(low: bool) -> None:
     # nice 10: a tenth of a nice-0 process's CPU share when both want a core (the quiet file's emulator keeps its
     # core); not 19, at which timing tests (a stopped campaign's leftovers gone within 5 s) starved under load
     os.setpriority(os.PRIO_PROCESS, 0, 10 if low else 0)  # root may lower its niceness again
-    subprocess.run(["ionice", "-c", "2", "-n", "7" if low else "4", "-p", str(os.getpid())], capture_output=True, check=False)
+    subprocess.run(
+        ["ionice", "-c", "2", "-n", "7" if low else "4", "-p", str(os.getpid())], capture_output=True, check=False
+    )
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
