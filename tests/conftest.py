@@ -49,6 +49,13 @@ _WRITES_SUMMARY = [False]
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[SESSION_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    # A suite started in the background of a non-interactive shell (`scripts/test &`, a CI runner's job) inherits
+    # SIGINT and SIGQUIT ignored, and so does every process its tests start: a tankbench that ignores Ctrl-C, a
+    # bash whose INT trap never runs. The tests that press Ctrl-C stand for a terminal's user: default handling.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     _WRITES_SUMMARY[0] = not hasattr(config, "workerinput")
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): one boot log for all workers
         fd, path = tempfile.mkstemp(prefix="tankbench-boots-", suffix=".jsonl")
