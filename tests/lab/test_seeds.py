@@ -195,12 +195,18 @@ def test_seed_002_compression_cache(seeds_lab: LabHost, tmp_path: Path) -> None:
     # preset's 5 repeats of each test. The sequential reads are judged, not expected (the ARC warms them).
     holds(doc, UNWRITTEN_FASTER)
     assert doc["runs_this_check"] <= doc["fixed_runs"], doc
-    # written-file randreads grow over the 5 repeats while MFU hits rise (the ARC warming, as in the seed)
+    # written-file randreads grow over the 5 repeats while MFU hits rise (the ARC warming, as in the seed), within
+    # each sequence of repeats no eviction broke: `check` runs some repeats and `run` the rest later, after the other
+    # tests' reads have emptied the 128 MiB ARC (MFU hits fall back: a new sequence). Seen: check ran 4 repeats,
+    # 12.6 → 39.2 MiB/s with MFU hits 250 → 1,094, then run's fifth read cold again at 12.2 MiB/s, 275 hits.
     series = [r for r in rows if r["params"]["rw"] == "randread" and r["params"]["layout"] == written]  # type: ignore[index]
     assert len(series) == 5
     speeds = mibs(series)
     mfu = [float(r["metrics"]["arc.mfu_hits"]) for r in series]  # type: ignore[index]
-    assert speeds[-1] > speeds[0] and mfu[-1] > mfu[0], (speeds, mfu)
+    warming = arc_sequences(mfu)
+    assert any(len(seq) >= 2 for seq in warming), (speeds, mfu)
+    for seq in (seq for seq in warming if len(seq) >= 2):
+        assert speeds[seq[-1]] > speeds[seq[0]] and mfu[seq[-1]] > mfu[seq[0]], (speeds, mfu, warming)
     # the written file is about 2:1 compressible, as fio's default buffers were in the seed
     ratios = {float(r["metrics"]["zfs.compressratio"]) for r in rows if r["params"]["layout"] == written}  # type: ignore[index]
     assert all(1.6 <= x <= 2.2 for x in ratios), ratios
@@ -239,6 +245,16 @@ def test_seed_002_compression_cache(seeds_lab: LabHost, tmp_path: Path) -> None:
     unwritten = {t["number"] for t in doc["tests"] if t["params"]["layout"] == "unwritten"}
     assert not any(f"use #{n} " in texts for n in unwritten) and "unwritten was best" not in texts, texts
     assert doc["claims"][0]["name"] == UNWRITTEN_FASTER and doc["claims"][0]["verdict"] == "holds", doc["claims"]
+
+
+def arc_sequences(hits: list[float]) -> list[list[int]]:
+    """The repeats' indexes split where the ARC's hits fall back (the ARC was emptied in between: a new sequence)."""
+    out: list[list[int]] = []
+    for i, h in enumerate(hits):
+        if not out or h < hits[i - 1]:
+            out.append([])
+        out[-1].append(i)
+    return out
 
 
 def iops(rows: list[dict[str, object]], **params: object) -> list[float]:
