@@ -310,7 +310,14 @@ def test_seed_001_tuning_matrix(seeds_lab: LabHost, tmp_path: Path) -> None:
         again["by_name"]["queue depth changes nothing, to within 1 %"],
     )
     assert false["verdict"] == "does not hold", false
-    assert undecided["verdict"] == "undecided" and "runs of each of its tests" in undecided["needs"], undecided
+    # the same job at two queue depths: never shown equal to within 1 % by a few runs under TCG. Undecided, saying
+    # what it needs, while the runs' spread straddles the band; when the emulator's share of the CPU drifted between
+    # the two tests' runs (seen: 70-201 vs 113-194 IOPS, the interval above 1.01), "does not hold" with that interval
+    assert undecided["verdict"] in ("undecided", "does not hold"), undecided
+    if undecided["verdict"] == "undecided":
+        assert "runs of each of its tests" in undecided["needs"], undecided
+    else:
+        assert undecided["low"] > 1.01 or undecided["high"] < 0.99, undecided
     # the 1 Gbps goal is judged (measured, and on HDD models under TCG it fails)
     res = tankbench("report", "--journal", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report"))
     assert res.returncode == 0, res.stderr
