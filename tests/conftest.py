@@ -142,8 +142,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """For scripts/test's run record: this run's figures as JSON (written even when tests failed or the run was
     interrupted: pytest calls this after a KeyboardInterrupt too)."""
-    if not hasattr(session.config, "workerinput"):
-        _write_summary(int(exitstatus))
+    _write_summary(int(exitstatus))  # the controller's alone (_WRITES_SUMMARY)
 
 
 def _write_summary(exitstatus: int | None) -> None:
