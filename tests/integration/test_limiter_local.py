@@ -57,7 +57,12 @@ def test_a_raw_loop_device_run_is_named_from_disk_and_cpu_figures(tmp_path: Path
     # the run's evidence: its disk's figures and the host's CPU; no ZFS evidence, and the limiter says so
     dev = checks["dev.devices"][name]
     assert dev["read_iops"] > 0 and dev["busy_pct"] > 0, dev
-    assert checks["limit.kind"] in ("data-disks", "cpu"), checks["limit.evidence"]
+    # at qd1 on a loaded machine neither figure need reach its limit (61 % and 77 % of the probed IOPS with two busy
+    # loops beside it): "not determined" is then the honest answer, and its evidence still gives both figures
+    assert checks["limit.kind"] in ("data-disks", "cpu", "not-determined"), checks["limit.evidence"]
+    if checks["limit.kind"] == "not-determined":
+        assert f"busiest data disk {name} at " in checks["limit.evidence"], checks["limit.evidence"]
+        assert "CPU: fio " in checks["limit.evidence"], checks["limit.evidence"]
     assert any(m.startswith("ZFS evidence (not a ZFS target): ARC hits") for m in checks["limit.missing"])
     results = json.loads(tankbench("results", "--journal", str(tmp_path / "j.sqlite"), "--json").stdout)
     assert results[0]["limit.kind"] == checks["limit.kind"] and results[0]["limit.evidence"] == checks["limit.evidence"]

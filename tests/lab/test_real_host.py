@@ -186,9 +186,14 @@ udevadm settle; mkfs.ext4 -q -b 4096 /dev/zvol/tbclean/vm"""
     # the quick start, from the wheel, in the lab: seed 002's trap on modelled HDDs, caught by the report
     try:
         res = sh(f"{tb} run quickstart --host lab:{LAB}", env, home)
-    finally:  # the session lab's other tests expect unthrottled disks and the module's ARC
+    finally:  # the session lab's other tests expect unthrottled disks, the module's ARC and no pool on its disks
         control.apply_machine(LAB, lab, LabMachine(), lambda s: None)
+        # the quick start's mirror (tbquick) stays until `clean`, as for a user: left, it held tbdata0 and tbdata1
+        # and every later test on this session lab failed at its `zpool create` ("is in use")
+        cleaned = sh(f"{tb} clean quickstart --host lab:{LAB}", env, home)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert cleaned.returncode == 0 and "destroyed pool tbquick" in cleaned.stdout, cleaned.stdout + cleaned.stderr
+    wipe(lab)
     assert (home / "tankbench-results/quickstart/report/index.html").is_file()
     summary = (home / "tankbench-results/quickstart/report/summary.md").read_text()
     assert "unwritten" in summary and "sparse" in summary, summary[-3000:]
