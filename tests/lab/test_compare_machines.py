@@ -3,8 +3,9 @@
 kept in the test's directory), with a claim that holds in the lab and not on the namespace hosts shown as such.
 
 The claim is physics, not a threshold tuned to this machine: 1M random reads move 1 MiB per request, 4k ones 4 KiB.
-On the lab's modelled disk (hdd: 40 requests/s, 16 MiB/s) that is ~100x in MiB/s; on a namespace host the 8 MiB
-file is in the page cache, where both sizes are memory copies and the gap is a few times at most."""
+On the lab's modelled disk (hdd: 40 requests/s, 16 MiB/s) that is ~100x in MiB/s (measured 103.5x [103.5-103.6]);
+on a namespace host, direct reads of the 8 MiB file go to this machine's own disk, where a request's fixed cost is
+far smaller than a modelled seek: 25-30x here (intervals up to 49.5x with 3 runs), so the claim asks for 70x."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from tests.netns import namespace_hosts
 
 CLAIM = """
 [[claim]]
-name = "1M random reads move at least 30x the MiB/s of 4k ones"
+name = "1M random reads move at least 70x the MiB/s of 4k ones"
 compare = {{ bs = ["1M", "4k"] }}
 metric = "mibs"
-expect = ">= 30x"
+expect = ">= 70x"
 """
 
 CAMPAIGN = (
@@ -51,10 +52,7 @@ io = ["direct"]
 )
 
 FILE_TARGET = 'name = "scratch"\nkind = "file"\npath = "{dir}"\nsize = "8M"'
-LAB_TARGET = (
-    'name = "scratch"\nkind = "raw"\npath = "/dev/disk/by-id/virtio-{disk}"\n'
-    'confirm = "/dev/disk/by-id/virtio-{disk}"\nsize = "64M"'
-)
+LAB_TARGET = 'name = "scratch"\nkind = "raw"\npath = "{disk}"\nconfirm = "{disk}"\nsize = "64M"'
 
 
 def _run(campaign: Path, journal: Path, *extra: str) -> None:
@@ -74,7 +72,7 @@ def test_three_machines_compared_with_a_claim_that_holds_on_one_only(lab: LabHos
             c = tmp_path / f"ns{i}-campaign.toml"
             c.write_text(CAMPAIGN.format(host="", target=FILE_TARGET.format(dir=target / "scratch")))
             _run(c, tmp_path / f"ns{i}.sqlite", "--host", str(hostfile))
-    disk = vm.lab_data_disks(LAB)[0]
+    disk = vm.lab_data_disks(LAB)[0]  # its /dev/disk/by-id path
     c = tmp_path / "lab-campaign.toml"
     lab_host = f'\n[host]\nkind = "lab"\nname = "{LAB}"\ndisk_model = "hdd"\n'
     c.write_text(CAMPAIGN.format(host=lab_host, target=LAB_TARGET.format(disk=disk)))
@@ -92,11 +90,12 @@ def test_three_machines_compared_with_a_claim_that_holds_on_one_only(lab: LabHos
     verdicts = [v["verdict"] for v in claim["verdicts"]]
     assert verdicts == ["does not hold", "does not hold", "holds"], claim
     lab_ratio = claim["verdicts"][2]["ratio"]
-    assert lab_ratio >= 30, claim
+    assert lab_ratio >= 70, claim
     html = (out / "compare.html").read_text()
     assert re.search(r'<td class="holds">holds on lab [\d.]+× \[', html), html[:2000]
     assert html.count('<td class="fails">does not hold on ns') == 2
-    assert "<tr class=diff><td>accelerator</td>" in html  # the lab is emulated, the namespace hosts are not
+    # the lab is emulated, the namespace hosts are not: the fingerprint row differs, marked as such
+    assert '<tr class="diff"><td>accelerator ≠</td><td>—</td><td>—</td><td>tcg</td></tr>' in html, html[:3000]
     shot = out / "compare.png"
     r = chromium("--window-size=1280,2000", f"--screenshot={shot}", (out / "compare.html").as_uri())
     assert r.returncode == 0 and not console_errors(r.stderr), r.stderr[-2000:]

@@ -282,8 +282,13 @@ def test_clean_after_ctrl_c_of_a_buffered_zvol_write(lab: SshHost, tmp_path: Pat
         cleaned = tankbench("clean", str(campaign), cwd=tmp_path, timeout=900)
         assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
         assert "destroyed tbclean/" in cleaned.stdout and "destroyed pool tbclean" in cleaned.stdout, cleaned.stdout
-        if held:  # the usual case: fio was still flushing when clean began, and clean waited for it
-            assert "still held by tankbench's own fio from an interrupted run" in cleaned.stderr, cleaned.stderr
+        # whether clean still meets the interrupted fio is a race it cannot lose but a test cannot fix: the run's
+        # own Ctrl-C handling already sent fio SIGTERM then SIGKILL, and a fio in D state (its write into the
+        # throttled pool) dies when that write returns — seen between pgrep listing it, even stopped, and clean
+        # looking 2 s later. Clean ending our fio by pid is tested with a scripted agent in
+        # tests/unit/test_release_udev.py; here, the end: the zvol and pool destroyed, no fio left.
+        if "still held by tankbench's own fio from an interrupted run" in cleaned.stderr:
+            assert held, cleaned.stderr
         print(f"fio processes left by the interrupted run when clean began: {held}\n{cleaned.stderr}")
         assert sh(lab, "zpool list -H -o name").split().count("tbclean") == 0
         assert sh(lab, "pgrep -x fio || true").strip() == ""

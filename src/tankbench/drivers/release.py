@@ -5,8 +5,9 @@ flushes the page cache to the pool, which at a slow pool's pace takes minutes, i
 `zfs destroy` then fails "dataset is busy". Before destroying, clean asks the host's agent who holds the dataset or
 zvol (`op_holders`: open files, cwd, mappings, the device's kernel holders). tankbench's own fio (its command line
 names the campaign's work directory: `<work root>/<campaign id>/…/job.fio`) is ended, by pid, and waited for;
-anything else is named and left alone (`Error:` with its pid and command, and what to do). A destroy still busy
-once nothing holds it (udev probing a zvol it saw closed) is tried again after `udevadm settle`.
+anything else is named and left alone (`Error:` with its pid and command, and what to do). udev probing a zvol it
+saw closed (systemd-udevd, blocked in D state behind the same flush as fio) is waited for with `udevadm settle`, in
+the same deadline: it lets go by itself. A destroy still busy once nothing holds it is tried again after a settle.
 """
 
 from __future__ import annotations
@@ -25,6 +26,16 @@ if TYPE_CHECKING:
 WAIT_S = 600.0
 #: tries of `zfs destroy` that fail "busy" while nothing holds the dataset (udev's probe of a closed zvol)
 DESTROY_TRIES = 5
+
+
+#: udev's processes: a worker probes a zvol after its last writer closed it (read in D state while the pool drains)
+UDEV = ("systemd-udevd", "(udev-worker)", "udevd")
+
+
+def is_udev(h: dict[str, Any]) -> bool:
+    """A holder that is udev probing the device: transient, it ends when its read does."""
+    exe = str(h.get("cmdline", "")).split(" ", 1)[0].rsplit("/", 1)[-1]
+    return h.get("comm") in UDEV or exe in UDEV
 
 
 def _who(held: list[dict[str, Any]]) -> str:
@@ -49,13 +60,13 @@ def holders(host: Host, name: str, volume: bool, marker: str) -> tuple[list[dict
 
 
 def release(host: Host, name: str, volume: bool, marker: str, note: Callable[[str], None]) -> None:
-    """Wait until nothing holds `name`: tankbench's own fio is ended (by pid) and waited for, at most WAIT_S;
-    UserError naming anything else that holds it."""
+    """Wait until nothing holds `name`: tankbench's own fio is ended (by pid) and waited for, and udev's probe of the
+    zvol is waited out (`udevadm settle`), at most WAIT_S; UserError naming anything else that holds it."""
     deadline = time.monotonic() + WAIT_S
-    told = False
+    told: set[str] = set()
     while True:
         held, kernel = holders(host, name, volume, marker)
-        others = [h for h in held if not h["ours"]]
+        others = [h for h in held if not h["ours"] and not is_udev(h)]
         if others or kernel:
             raise UserError(
                 f"{name} on {host.name} is in use by something that is not tankbench's: {_who(others) or ''}"
@@ -64,21 +75,27 @@ def release(host: Host, name: str, volume: bool, marker: str, note: Callable[[st
                 "in the directory), then run `tankbench clean` again; tankbench ends only its own processes",
             )
         ours = [h for h in held if h["ours"]]
-        if not ours:
+        udev = [h for h in held if not h["ours"] and is_udev(h)]
+        if not ours and not udev:
             return
-        if not told:
+        if ours and "ours" not in told:
             note(
                 f"{name}: still held by tankbench's own fio from an interrupted run ({_who(ours)}): ending it and "
                 f"waiting for it to let go (a buffered write's last flush), at most {WAIT_S / 60:.0f} min"
             )
             host.call_agent({"op": "end_pids", "pids": [(h["pid"], marker) for h in ours]}, timeout=120)
-            told = True
+            told.add("ours")
+        if udev and "udev" not in told:
+            note(f"{name}: udev is probing it ({_who(udev)}): waiting for udev to let go (udevadm settle)")
+            told.add("udev")
         if time.monotonic() > deadline:
             raise UserError(
-                f"{name} on {host.name} is still held by tankbench's own fio after {WAIT_S:.0f} s: {_who(ours)}",
+                f"{name} on {host.name} is still held after {WAIT_S:.0f} s: {_who(ours + udev)}",
                 "it is flushing writes to the pool (state D) or the pool hangs: see `zpool status` and `dmesg`; run "
                 "`tankbench clean` again once it has ended",
             )
+        if udev and not ours:
+            host.run(["udevadm", "settle", "-t", "30"], timeout=60)
         time.sleep(1.0)  # polling: the flush ends when the pool has taken the data
 
 
