@@ -216,8 +216,13 @@ def recordsize_figures(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> li
 def matrix_heatmaps(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> list[Figure]:
     """Two-axis matrices: storage configuration × test case (every campaign with both), and test case × iodepth
     (seed 001's table); each cell is the best mean of the case's ranking figure."""
-    out: list[Figure] = []
     cases = ds.cases()
+    figures = (_config_case_heatmap(cases, metric_of), _case_iodepth_heatmap(ds, cases, metric_of))
+    return [f for f in figures if f is not None]
+
+
+def _config_case_heatmap(cases: dict[str, list[TestSummary]], metric_of: dict[str, tuple[str, str]]) -> Figure | None:
+    """Storage configuration × test case, when there are two of each (the first 40 configurations)."""
     cells: dict[tuple[str, str], list[float]] = {}
     for case, tests in cases.items():
         k = metric_of[case][0]
@@ -226,61 +231,49 @@ def matrix_heatmaps(ds: Dataset, metric_of: dict[str, tuple[str, str]]) -> list[
             if v is not None:
                 cells.setdefault((t.storage_config, case), []).append(v)
     configs = sorted({c for c, _ in cells})
-    if len(configs) >= 2 and len(cases) >= 2:
-        rows = [
-            Series(c, tuple((case, _best(cells.get((c, case), []), metric_of[case][0])) for case in cases))
-            for c in configs[:40]
-        ]
-        more = f"; first 40 of {len(configs)} configurations" if len(configs) > 40 else ""
-        out.append(
-            Figure(
-                "heatmap-config-case",
-                "Storage configuration × test case (best test of each cell; colour "
-                f"per column, red = worst … green = best{more})",
-                "heatmap",
-                "auto",
-                "test case",
-                tuple(cases),
-                tuple(rows),
-            )
-        )
+    if len(configs) < 2 or len(cases) < 2:
+        return None
+    rows = [
+        Series(c, tuple((case, _best(cells.get((c, case), []), metric_of[case][0])) for case in cases))
+        for c in configs[:40]
+    ]
+    more = f"; first 40 of {len(configs)} configurations" if len(configs) > 40 else ""
+    return Figure(
+        "heatmap-config-case",
+        f"Storage configuration × test case (best test of each cell; colour per column, red = worst … green = best{more})",
+        "heatmap",
+        "auto",
+        "test case",
+        tuple(cases),
+        tuple(rows),
+    )
+
+
+def _case_iodepth_heatmap(
+    ds: Dataset, cases: dict[str, list[TestSummary]], metric_of: dict[str, tuple[str, str]]
+) -> Figure | None:
+    """Test case × iodepth (seed 001's table), when iodepth has two values and is not part of the test case."""
     depths = axis_values(ds.tests, "iodepth")
-    if len(depths) >= 2 and "iodepth" not in ds.settings.case_keys:
-        rows = []
-        for case, tests in cases.items():
-            k = metric_of[case][0]
-            rows.append(
-                Series(
-                    case,
-                    tuple(
-                        (
-                            d,
-                            _best(
-                                [
-                                    m
-                                    for t in tests
-                                    if str(t.axes().get("iodepth")) == d and (m := t.mean(k)) is not None
-                                ],
-                                k,
-                            ),
-                        )
-                        for d in depths
-                    ),
-                )
-            )
-        out.append(
-            Figure(
-                "heatmap-case-iodepth",
-                "Test case × iodepth (best test of each cell by the case's ranking figure; colour per row)",
-                "heatmap",
-                "auto",
-                "iodepth",
-                depths,
-                tuple(rows),
-                by_row=True,
-            )
+    if len(depths) < 2 or "iodepth" in ds.settings.case_keys:
+        return None
+    rows = []
+    for case, tests in cases.items():
+        k = metric_of[case][0]
+        cells = tuple(
+            (d, _best([m for t in tests if str(t.axes().get("iodepth")) == d and (m := t.mean(k)) is not None], k))
+            for d in depths
         )
-    return out
+        rows.append(Series(case, cells))
+    return Figure(
+        "heatmap-case-iodepth",
+        "Test case × iodepth (best test of each cell by the case's ranking figure; colour per row)",
+        "heatmap",
+        "auto",
+        "iodepth",
+        depths,
+        tuple(rows),
+        by_row=True,
+    )
 
 
 def _best(vals: list[float], key: str) -> float | None:

@@ -66,11 +66,6 @@ def qemu_argv(
         if accelerator == "kvm"
         else ["-accel", f"tcg,thread={TCG_THREAD}", "-cpu", "max"]
     )
-    root = (
-        f"file={run_dir / ROOT_OVERLAY},if=none,id=root,format=qcow2"
-        if config.persistent_root
-        else f"file={image.rootfs},if=none,id=root,format=raw,snapshot=on"
-    )
     argv = [
         "qemu-system-x86_64",
         "-name",
@@ -99,10 +94,31 @@ def qemu_argv(
         "-append",
         kernel_cmdline(pubkey_blob, init=config.init),
         "-drive",
-        root,
+        _root_drive(image, config, run_dir),
         "-device",
         "virtio-blk-pci,drive=root,serial=tbroot",
     ]
+    argv += _data_disk_args(config, run_dir)
+    argv += [
+        "-netdev",
+        f"user,id=n0,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
+        "-device",
+        "virtio-net-pci,netdev=n0",
+    ]
+    return argv
+
+
+def _root_drive(image: labbuild.Image, config: LabConfig, run_dir: Path) -> str:
+    """The root disk's -drive: the lab's own qcow2 overlay when its root persists, else the image with snapshot=on
+    (writes go to a temporary file qemu deletes)."""
+    if config.persistent_root:
+        return f"file={run_dir / ROOT_OVERLAY},if=none,id=root,format=qcow2"
+    return f"file={image.rootfs},if=none,id=root,format=raw,snapshot=on"
+
+
+def _data_disk_args(config: LabConfig, run_dir: Path) -> list[str]:
+    """The data disks' -drive/-device pairs, in the order of their serials (tbdata0…, then the log and cache)."""
+    argv: list[str] = []
     for serial in data_disk_ids(config.disks, config.slog, config.l2arc):
         # qemu's default cache (writeback): a guest flush is an fdatasync of the image file. Not cache=unsafe: with
         # flushes dropped, a lab's writes piled up as the host's dirty memory (GBs), and any `sync` on the host (the
@@ -113,12 +129,6 @@ def qemu_argv(
             "-device",
             f"virtio-blk-pci,drive={serial},serial={serial}",
         ]
-    argv += [
-        "-netdev",
-        f"user,id=n0,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
-        "-device",
-        "virtio-net-pci,netdev=n0",
-    ]
     return argv
 
 

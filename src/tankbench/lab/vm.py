@@ -213,6 +213,18 @@ def _disks(config: LabConfig) -> str:
     )
 
 
+def _prepare_run_dir(d: Path, image: labbuild.Image, config: LabConfig, keep_disks: bool) -> str:
+    """The lab's run directory before a boot: its ssh key pair (the public blob returned), known_hosts, new empty
+    data disks unless `keep_disks`, the root overlay of a persistent root."""
+    blob = _ssh_keypair(d)
+    _known_hosts(d, image)
+    if not keep_disks:
+        make_disks(d, config)
+    if config.persistent_root:
+        make_root_overlay(d, image)
+    return blob
+
+
 def _boot(
     name: str,
     d: Path,
@@ -226,12 +238,7 @@ def _boot(
 ) -> tuple[str, LabState]:
     """Start qemu and wait for ssh + zfs; ('ready'|'panic'|'port-taken', state). Cleans up and re-raises on
     failure. `keep_disks`: boot on the data disks the lab had (a reboot after a crash), else new empty ones."""
-    blob = _ssh_keypair(d)
-    _known_hosts(d, image)
-    if not keep_disks:
-        make_disks(d, config)
-    if config.persistent_root:
-        make_root_overlay(d, image)
+    blob = _prepare_run_dir(d, image, config, keep_disks)
     ssh_port = free_port()
     argv = qemu_argv(
         name=name,
