@@ -712,40 +712,55 @@ def fio_parse_only(chunks: list[str]) -> dict[str, Any]:
     return {"ok": True}
 
 
+def _cpu_model() -> str:
+    """The first "model name" of /proc/cpuinfo ("" when there is none)."""
+    for line in read_text(PROC + "/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def _os_release() -> dict[str, str]:
+    """/etc/os-release as {key: value}, quotes removed."""
+    out: dict[str, str] = {}
+    for line in read_text("/etc/os-release").splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k] = v.strip('"')
+    return out
+
+
+def _zfs_params(zfs_version: str) -> dict[str, str]:
+    """Every ZFS module parameter and its value ({} without the module)."""
+    pdir = SYS + "/module/zfs/parameters"
+    if not zfs_version or not os.path.isdir(pdir):
+        return {}
+    return {name: read_text(os.path.join(pdir, name)).strip() for name in sorted(os.listdir(pdir))}
+
+
+def _path_facts(p: str) -> dict[str, Any]:
+    """What the runner needs to know about a path it will use (or its parent, when the path does not exist yet)."""
+    entry: dict[str, Any] = {"exists": os.path.exists(p), "is_dir": os.path.isdir(p)}
+    parent = os.path.dirname(p.rstrip("/")) or "/"
+    entry["parent_is_dir"] = os.path.isdir(parent)
+    entry["writable"] = os.access(p if entry["exists"] else parent, os.W_OK)
+    entry["devices"] = physical_devices(p if entry["exists"] else parent)
+    entry["not_regular"] = not_regular_test_files(p) if entry["is_dir"] else []
+    entry["free_bytes"] = free_bytes(p if entry["exists"] else parent)
+    entry["test_file_bytes"] = test_file_bytes(p) if entry["is_dir"] else 0
+    return entry
+
+
 def op_probe(req: ProbeRequest) -> None:
     """Fingerprint facts, plus what the runner needs to know about each path it will use."""
     uname = os.uname()
-    cpu_model = ""
-    for line in read_text(PROC + "/cpuinfo").splitlines():
-        if line.startswith("model name"):
-            cpu_model = line.split(":", 1)[1].strip()
-            break
     try:
         fio = subprocess.run(["fio", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
     except OSError:
         fio = ""
-    osrel: dict[str, str] = {}
-    for line in read_text("/etc/os-release").splitlines():
-        if "=" in line:
-            k, v = line.split("=", 1)
-            osrel[k] = v.strip('"')
+    osrel = _os_release()
     zfs_version = read_text(SYS + "/module/zfs/version").strip()
-    zfs_params: dict[str, str] = {}
-    pdir = SYS + "/module/zfs/parameters"
-    if zfs_version and os.path.isdir(pdir):
-        for name in sorted(os.listdir(pdir)):
-            zfs_params[name] = read_text(os.path.join(pdir, name)).strip()
-    paths: dict[str, dict[str, Any]] = {}
-    for p in req.get("paths", []):
-        entry: dict[str, Any] = {"exists": os.path.exists(p), "is_dir": os.path.isdir(p)}
-        parent = os.path.dirname(p.rstrip("/")) or "/"
-        entry["parent_is_dir"] = os.path.isdir(parent)
-        entry["writable"] = os.access(p if entry["exists"] else parent, os.W_OK)
-        entry["devices"] = physical_devices(p if entry["exists"] else parent)
-        entry["not_regular"] = not_regular_test_files(p) if entry["is_dir"] else []
-        entry["free_bytes"] = free_bytes(p if entry["exists"] else parent)
-        entry["test_file_bytes"] = test_file_bytes(p) if entry["is_dir"] else 0
-        paths[p] = entry
+    paths = {p: _path_facts(p) for p in req.get("paths", [])}
     blocks = {p: block_info(p) for p in req.get("block_devices", [])}
     models: dict[str, str] = {}
     for info in list(paths.values()):
@@ -765,7 +780,7 @@ def op_probe(req: ProbeRequest) -> None:
             "arch": uname.machine,
             "hostname": uname.nodename,
             "os": osrel.get("PRETTY_NAME", ""),
-            "cpu_model": cpu_model,
+            "cpu_model": _cpu_model(),
             "cpu_count": os.cpu_count(),
             "mem_bytes": mem.get("MemTotal", 0),
             "fio_version": fio,
@@ -775,7 +790,7 @@ def op_probe(req: ProbeRequest) -> None:
         },
         paths=paths,
         block_devices=blocks,
-        zfs_params=zfs_params,
+        zfs_params=_zfs_params(zfs_version),
         load1=load[0],
         dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
         swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0),
@@ -1645,84 +1660,122 @@ def io_log_last(workdir: str) -> dict[str, str]:
     return out
 
 
-def op_fio_run(req: FioRunRequest) -> None:
-    """Run fio (or a given command) once under a watchdog with samplers; measure wall time and drain; return everything."""
-    t_req = time.monotonic()
-    workdir = req["workdir"]
-    secure_dir(workdir)  # job.fio decides what fio runs (exec_prerun=...): nobody else may write here
-    job = os.path.join(workdir, "job.fio")
-    out = os.path.join(workdir, "fio.json")
+def _fio_run_argv(req: FioRunRequest, workdir: str, out: str) -> list[str]:
+    """What a fio_run runs: the request's command (a copy test), else fio on the request's job file (written into
+    the workdir); logs of an earlier run and its JSON output are removed, so none stands for this run."""
     if os.path.exists(out):
         os.unlink(out)
-    deadline = float(req["deadline_s"])
     if req.get("argv"):  # a copy test (cp, rsync, dd): timed, sampled and drained exactly like fio
         argv = list(req["argv"])
     else:
+        job = os.path.join(workdir, "job.fio")
         with open(job, "w") as f:
             f.write(req["job_text"])
         # json+: fio's latency histogram beside its percentiles (the report draws it; parse merges jobs exactly)
         argv = ["fio", "--output-format=" + str(req.get("fio_format", "json+")), "--output=" + out, job]
-    for old in glob.glob(os.path.join(workdir, IO_LOG_PREFIX + "_*.log")) + glob.glob(
-        os.path.join(workdir, SEC_LOG + "_*.log")
-    ):
-        os.unlink(old)  # a log of an earlier run must not stand for this one
-    sync_cmd = req.get("sync_cmd")
-    presync_s = 0.0
-    if sync_cmd:  # start from a clean slate: no dirty data of the previous test carried into this one
-        presync_s = drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)[
-            0
-        ]
-    # the noise check rides along when its verdict cannot hold or stop the run (tankbench.preflight.deferrable)
-    noise = noise_facts(req["noise"]) if isinstance(req.get("noise"), dict) else None
-    files_before = capture(req.get("capture_files", []))
-    during: subprocess.Popen[bytes] | None = None
-    if req.get("during_cmd"):
-        during = subprocess.Popen(
-            req["during_cmd"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-        with _lock:
-            _children.append(during.pid)
-    with Sampler(req.get("devices", []), float(req.get("interval", 1.0))) as sampler:
+    logs = glob.glob(os.path.join(workdir, IO_LOG_PREFIX + "_*.log"))
+    for old in logs + glob.glob(os.path.join(workdir, SEC_LOG + "_*.log")):
+        os.unlink(old)
+    return argv
+
+
+def _start_during(argv: Sequence[str] | None) -> subprocess.Popen[bytes] | None:
+    """The command a run asks to run beside it (its own session, so it ends as a group), or None."""
+    if not argv:
+        return None
+    during = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    with _lock:
+        _children.append(during.pid)
+    return during
+
+
+def _stop_during(during: subprocess.Popen[bytes] | None) -> str:
+    """End the command that ran beside the run (SIGTERM to its group); what it printed."""
+    if during is None:
+        return ""
+    try:
+        os.killpg(during.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    output = during.communicate()[0].decode(errors="replace")
+    with _lock:
+        _children.remove(during.pid)
+    return output
+
+
+def _after_cmds(cmds: Iterable[Sequence[str]]) -> list[dict[str, Any]]:
+    """The commands a run asks for after it (each at most 120 s): argv, exit status, output."""
+    after = []
+    for argv in cmds:
+        try:
+            cp = subprocess.run(list(argv), capture_output=True, text=True, timeout=120)
+            after.append({"argv": argv, "rc": cp.returncode, "stdout": cp.stdout, "stderr": cp.stderr[-2000:]})
+        except (OSError, subprocess.TimeoutExpired) as e:
+            after.append({"argv": argv, "rc": -1, "stdout": "", "stderr": str(e)})
+    return after
+
+
+def _drain_of(req: FioRunRequest, sync_cmd: Sequence[str] | None) -> tuple[float, int, int]:
+    """drain() with the request's limits: (seconds, dirty bytes at the start, at the end)."""
+    return drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)
+
+
+def _measured_run(req: FioRunRequest, argv: list[str], sync_cmd: Sequence[str] | None) -> dict[str, Any]:
+    """The run itself under the samplers: fio (or the copy) under the watchdog, or, with `observe`, the samplers
+    until told to stop; then the drain. Its times (t0, t_end, wall), exit facts, watchdog checks and sampler."""
+    devices = req.get("devices", [])
+    deadline = float(req["deadline_s"])
+    with Sampler(devices, float(req.get("interval", 1.0))) as sampler:
         t0 = time.monotonic()
         watch: dict[str, Any] = {}
         if req.get("observe"):  # the job runs elsewhere (a test guest): sample until told to stop
             emit("observing")
             rc, err, timed_out, pid = 0, b"", not _stop.wait(deadline), None
         else:
-            rc, err, timed_out, pid, watch = _run_job(
-                argv, deadline, workdir, req.get("hung_after_s"), req.get("devices", [])
-            )
+            rc, err, timed_out, pid, watch = _run_job(argv, deadline, req["workdir"], req.get("hung_after_s"), devices)
         t_end = time.monotonic()
-        wall = t_end - t0
         # where the run's own I/O ended: a later cooldown's idle window can start here (cooldown_wait)
-        at_exit = counters(req.get("devices", []))
+        at_exit = counters(devices)
         # a host whose I/O hangs: sync(2), `zpool sync`, a stat or a `zfs get` would wait for it forever (issue 34)
         hung = bool(watch.get("hang.host"))
-        drain_s, dirty_start, dirty_end = (
-            (0.0, 0, 0)
-            if hung
-            else drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)
-        )
-    during_out = ""
-    if during is not None:
-        try:
-            os.killpg(during.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        during_out = during.communicate()[0].decode(errors="replace")
-        with _lock:
-            _children.remove(during.pid)
+        drained = (0.0, 0, 0) if hung else _drain_of(req, sync_cmd)
+    return {
+        "t0": t0, "t_end": t_end, "rc": rc, "err": err, "timed_out": timed_out, "pid": pid, "watch": watch,
+        "at_exit": at_exit, "hung": hung, "drained": drained, "sampler": sampler,
+    }  # fmt: skip
+
+
+def _after_run(req: FioRunRequest, hung: bool) -> tuple[dict[str, str], dict[str, Any] | None, float, list[Any]]:
+    """What a run asks for once it ended: the files captured again, the next run's layout check (and its seconds),
+    the commands after it; neither of the last two on a host whose I/O hangs."""
     files_after = capture(req.get("capture_files", []))
     t_layout = time.monotonic()
-    layout_after = layout_state(req["layout_after"]) if isinstance(req.get("layout_after"), dict) and not hung else None
+    wanted = req.get("layout_after")
+    layout_after = layout_state(wanted) if isinstance(wanted, dict) and not hung else None
     t_layout = time.monotonic() - t_layout
-    after = []
-    for argv_ in [] if hung else req.get("after_cmds", []):
-        try:
-            cp = subprocess.run(argv_, capture_output=True, text=True, timeout=120)
-            after.append({"argv": argv_, "rc": cp.returncode, "stdout": cp.stdout, "stderr": cp.stderr[-2000:]})
-        except (OSError, subprocess.TimeoutExpired) as e:
-            after.append({"argv": argv_, "rc": -1, "stdout": "", "stderr": str(e)})
+    after = [] if hung else _after_cmds(req.get("after_cmds", []))
+    return files_after, layout_after, t_layout, after
+
+
+def op_fio_run(req: FioRunRequest) -> None:
+    """Run fio (or a given command) once under a watchdog with samplers; measure wall time and drain; return everything."""
+    t_req = time.monotonic()
+    workdir = req["workdir"]
+    secure_dir(workdir)  # job.fio decides what fio runs (exec_prerun=...): nobody else may write here
+    out = os.path.join(workdir, "fio.json")
+    argv = _fio_run_argv(req, workdir, out)
+    sync_cmd = req.get("sync_cmd")
+    # start from a clean slate: no dirty data of the previous test carried into this one
+    presync_s = _drain_of(req, sync_cmd)[0] if sync_cmd else 0.0
+    # the noise check rides along when its verdict cannot hold or stop the run (tankbench.preflight.deferrable)
+    noise = noise_facts(req["noise"]) if isinstance(req.get("noise"), dict) else None
+    files_before = capture(req.get("capture_files", []))
+    during = _start_during(req.get("during_cmd"))
+    run = _measured_run(req, argv, sync_cmd)
+    t0, t_end, sampler = run["t0"], run["t_end"], run["sampler"]
+    drain_s, dirty_start, dirty_end = run["drained"]
+    during_out = _stop_during(during)
+    files_after, layout_after, t_layout, after = _after_run(req, run["hung"])
     fio_json = read_text(out)
     t_logs = time.monotonic()
     seconds = fio_seconds(workdir)  # fio's per-second logs, read once (bench/overhead measures them)
@@ -1730,7 +1783,13 @@ def op_fio_run(req: FioRunRequest) -> None:
     # the agent's own time around fio (the run's share of the per-run fixed cost, docs/schedule.md): before
     # fio started (job file, noise facts, samplers), after it ended beside the drain (samplers' stop, captures,
     # the next run's layout check, commands after the run)
-    harness = {
+    checks = {
+        **sampler.evidence(),
+        "fio.t0_monotonic_ns": raw_clock_ns(t0),  # fio's start on the clock of ZFS's txg times
+        "drain.dirty_start_bytes": dirty_start,
+        "drain.dirty_end_bytes": dirty_end,
+        "preflight.presync_s": round(presync_s, 3),
+        **run["watch"],
         "harness.run_before_s": round(t0 - t_req, 4),
         "harness.run_after_s": round(time.monotonic() - t_end - drain_s, 4),
         "harness.layout_after_s": round(t_layout, 4),
@@ -1739,27 +1798,19 @@ def op_fio_run(req: FioRunRequest) -> None:
     emit(
         "result",
         io_log_last=io_log_last(workdir),
-        exit_status=rc,
-        timed_out=timed_out,
-        wall_s=wall,
+        exit_status=run["rc"],
+        timed_out=run["timed_out"],
+        wall_s=t_end - t0,
         drain_s=drain_s,
         fio_json=fio_json,
-        stderr_tail=err.decode(errors="replace")[-4000:],
+        stderr_tail=run["err"].decode(errors="replace")[-4000:],
         samples={**sampler.series, **seconds},
         metrics=sampler.summary(),
-        checks={
-            **sampler.evidence(),
-            "fio.t0_monotonic_ns": raw_clock_ns(t0),  # fio's start on the clock of ZFS's txg times
-            "drain.dirty_start_bytes": dirty_start,
-            "drain.dirty_end_bytes": dirty_end,
-            "preflight.presync_s": round(presync_s, 3),
-            **watch,
-            **harness,
-        },
+        checks=checks,
         counters=counters(req.get("devices", [])),
-        counters_exit=at_exit,
+        counters_exit=run["at_exit"],
         noise=noise,
-        pid=pid,
+        pid=run["pid"],
         files_before=files_before,
         files_after=files_after,
         during_output=during_out,
@@ -2136,6 +2187,40 @@ def _quiet_conditions(
     return ok
 
 
+def _cooldown_start(
+    req: CooldownRequest, prev: tuple[float, DiskStats] | None, allowed_ops: float, root: str
+) -> tuple[dict[str, Any], float | None]:
+    """cooldown_wait's state before its first look, and since when the disks have been idle (None: not known)."""
+    state: dict[str, Any] = {}
+    idle_since = None
+    if prev is not None:  # the idle window may have begun before this wait: when the disks last moved
+        idle_since, state["idle_from"], state["idle_before_s"] = idle_start(
+            req.get("idle_from"), prev[1], prev[0], allowed_ops, root
+        )
+    if "counters_devices" in req and not root:  # where a noise window can start: this wait is quiet time too
+        state["counters"] = counters(req["counters_devices"])
+    return state, idle_since
+
+
+def _disks_idle_step(
+    prev: tuple[float, DiskStats],
+    cur: tuple[float, DiskStats],
+    idle_iops: float,
+    idle_since: float | None,
+    state: dict[str, Any],
+) -> tuple[tuple[float, DiskStats], float | None]:
+    """One look at the disks in cooldown_wait: their ops/s since the last look (into state["dev_iops"]) and when
+    their idle window began (None when they did more than `idle_iops`); returns (this look, idle since)."""
+    dt = max(1e-6, cur[0] - prev[0])
+    ops = sum(sum(cur[1][n][i] - prev[1][n][i] for i in (0, 2)) for n in cur[1] if n in prev[1])
+    state["dev_iops"] = round(ops / dt, 2)
+    if ops / dt > idle_iops:
+        idle_since = None
+    elif idle_since is None:
+        idle_since = prev[0]
+    return cur, idle_since
+
+
 def cooldown_wait(
     req: CooldownRequest,
     root: str = "",
@@ -2159,15 +2244,8 @@ def cooldown_wait(
     idle_iops, idle_s = float(req.get("idle_iops", 5.0)), float(req.get("idle_s", 3.0))
     poll = float(req.get("poll_s", 1.0))
     met_at: dict[str, float] = {}  # condition -> when it became (and stayed) true
-    idle_since = None
     prev = (clock(), diskstats(devices, root)) if devices else None
-    state: dict[str, Any] = {}
-    if prev is not None:  # the idle window may have begun before this wait: when the disks last moved
-        idle_since, state["idle_from"], state["idle_before_s"] = idle_start(
-            req.get("idle_from"), prev[1], prev[0], idle_iops * idle_s, root
-        )
-    if "counters_devices" in req and not root:  # where a noise window can start: this wait is quiet time too
-        state["counters"] = counters(req["counters_devices"])
+    state, idle_since = _cooldown_start(req, prev, idle_iops * idle_s, root)
     if fixed_s > 0:
         sleep(fixed_s)
     first = clock()
@@ -2177,17 +2255,9 @@ def cooldown_wait(
         now = clock()
         ok = _quiet_conditions(state, root, dirty_max, load1_max, pool)
         if prev is not None:
-            cur = (now, diskstats(devices, root))
-            dt = max(1e-6, cur[0] - prev[0])
-            ops = sum(sum(cur[1][n][i] - prev[1][n][i] for i in (0, 2)) for n in cur[1] if n in prev[1])
-            state["dev_iops"] = round(ops / dt, 2)
-            if ops / dt > idle_iops:
-                idle_since = None
-            elif idle_since is None:
-                idle_since = prev[0]
-            prev = cur
+            prev, idle_since = _disks_idle_step(prev, (now, diskstats(devices, root)), idle_iops, idle_since, state)
             ok["disks"] = idle_since is not None and now - idle_since >= idle_s
-        for name, good in ok.items():
+        for name, good in ok.items():  # when each condition became (and stayed) true
             if not good:
                 met_at.pop(name, None)
             elif name not in met_at:

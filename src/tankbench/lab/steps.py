@@ -176,6 +176,73 @@ def build_guest(cache: Path, base: Path, versions: Versions, steps: Steps) -> Pa
     return guest
 
 
+def _compile_tools(root: Path, versions: Versions, steps: Steps, log: Path) -> None:
+    """In the tools chroot: the build packages and the guest userland, fio's Debian source, a static fio."""
+    with mounted(root):
+        with steps.step(
+            "tools: apt-get install gcc, libaio-dev, busybox-static, the guest userland; apt-get source fio"
+        ):
+            run_logged("tools-apt", chroot_argv(root, ["apt-get", "update"]), log)
+            run_logged(
+                "tools-apt",
+                chroot_argv(root, ["apt-get", "install", "-y", *TOOLS_BUILD_PACKAGES, *userland.PACKAGES]),
+                log,
+            )
+            fio = f"fio={versions.fio_version}" if versions.fio_version else "fio"
+            run_logged(
+                "tools-source",
+                chroot_argv(
+                    root,
+                    [
+                        "sh",
+                        "-c",
+                        f"cd /build && apt-get source -y --download-only {fio} && dpkg-source -x *.dsc fio",
+                    ],
+                ),
+                log,
+            )
+        with steps.step("tools: static fio (./configure --build-static --disable-native, make)"):
+            # --disable-native: fio's configure otherwise compiles with -march=native, and a fio built on
+            # an AVX-512 machine dies of SIGILL (vpbroadcastd) in a guest whose emulated CPU has no AVX-512
+            run_logged(
+                "tools-fio",
+                chroot_argv(root, ["sh", "-c", f"cd /build/fio && {FIO_CONFIGURE} && make -j$(nproc) && strip fio"]),
+                log,
+            )
+
+
+def _collect_tools(root: Path, src: Path, out: Path, versions: Versions, log: Path) -> None:
+    """The static fio (checked: not built for this CPU, with libaio), busybox and the guest userland into `out`,
+    with a manifest of their versions and fio's engines."""
+    if "BUILD_NATIVE" in (src / "fio" / "config-host.mak").read_text():
+        raise LabBuildError("tools-fio", log, "fio was configured for this machine's CPU (-march=native)")
+    engines = subprocess.run([str(src / "fio" / "fio"), "--enghelp"], capture_output=True, text=True).stdout
+    if "libaio" not in engines:
+        raise LabBuildError("tools-fio", log, f"the static fio has no libaio engine: {engines.split()}")
+    tmp = out.with_name(out.name + ".tmp")
+    remove_tree(tmp)
+    tmp.mkdir(parents=True)
+    shutil.copy2(src / "fio" / "fio", tmp / "fio")
+    shutil.copy2(root / "bin" / "busybox", tmp / "busybox")
+    extra = _userland(root, tmp / "userland", log)
+    version = subprocess.run([str(tmp / "fio"), "--version"], capture_output=True, text=True).stdout.strip()
+    (tmp / "manifest.json").write_text(
+        json.dumps(
+            {
+                "fio": version,
+                "fio_source": versions.fio_version,
+                "busybox": versions.busybox_version,
+                "fio_engines": [e.strip() for e in engines.splitlines()[1:] if e.strip()],
+                **extra,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    remove_tree(out)
+    tmp.rename(out)
+
+
 def build_tools(cache: Path, base: Path, versions: Versions, steps: Steps) -> Path:
     """The test guest's static fio (built from Debian's fio source package) and busybox, in a throwaway chroot.
 
@@ -193,66 +260,8 @@ def build_tools(cache: Path, base: Path, versions: Versions, steps: Steps) -> Pa
     src = root / "build"
     src.mkdir()
     try:
-        with mounted(root):
-            with steps.step(
-                "tools: apt-get install gcc, libaio-dev, busybox-static, the guest userland; apt-get source fio"
-            ):
-                run_logged("tools-apt", chroot_argv(root, ["apt-get", "update"]), log)
-                run_logged(
-                    "tools-apt",
-                    chroot_argv(root, ["apt-get", "install", "-y", *TOOLS_BUILD_PACKAGES, *userland.PACKAGES]),
-                    log,
-                )
-                fio = f"fio={versions.fio_version}" if versions.fio_version else "fio"
-                run_logged(
-                    "tools-source",
-                    chroot_argv(
-                        root,
-                        [
-                            "sh",
-                            "-c",
-                            f"cd /build && apt-get source -y --download-only {fio} && dpkg-source -x *.dsc fio",
-                        ],
-                    ),
-                    log,
-                )
-            with steps.step("tools: static fio (./configure --build-static --disable-native, make)"):
-                # --disable-native: fio's configure otherwise compiles with -march=native, and a fio built on
-                # an AVX-512 machine dies of SIGILL (vpbroadcastd) in a guest whose emulated CPU has no AVX-512
-                run_logged(
-                    "tools-fio",
-                    chroot_argv(
-                        root, ["sh", "-c", f"cd /build/fio && {FIO_CONFIGURE} && make -j$(nproc) && strip fio"]
-                    ),
-                    log,
-                )
-        if "BUILD_NATIVE" in (src / "fio" / "config-host.mak").read_text():
-            raise LabBuildError("tools-fio", log, "fio was configured for this machine's CPU (-march=native)")
-        engines = subprocess.run([str(src / "fio" / "fio"), "--enghelp"], capture_output=True, text=True).stdout
-        if "libaio" not in engines:
-            raise LabBuildError("tools-fio", log, f"the static fio has no libaio engine: {engines.split()}")
-        tmp = out.with_name(out.name + ".tmp")
-        remove_tree(tmp)
-        tmp.mkdir(parents=True)
-        shutil.copy2(src / "fio" / "fio", tmp / "fio")
-        shutil.copy2(root / "bin" / "busybox", tmp / "busybox")
-        extra = _userland(root, tmp / "userland", log)
-        version = subprocess.run([str(tmp / "fio"), "--version"], capture_output=True, text=True).stdout.strip()
-        (tmp / "manifest.json").write_text(
-            json.dumps(
-                {
-                    "fio": version,
-                    "fio_source": versions.fio_version,
-                    "busybox": versions.busybox_version,
-                    "fio_engines": [e.strip() for e in engines.splitlines()[1:] if e.strip()],
-                    **extra,
-                },
-                indent=2,
-            )
-            + "\n"
-        )
-        remove_tree(out)
-        tmp.rename(out)
+        _compile_tools(root, versions, steps, log)
+        _collect_tools(root, src, out, versions, log)
     finally:
         remove_tree(root)  # compilers and sources: only the two binaries are kept
     for old in cache.glob("tools-*"):
@@ -338,6 +347,54 @@ def _sshd_config(text: str) -> str:
     return text
 
 
+def _install_modules(guest: Path, modules: Path, versions: Versions, log: Path) -> None:
+    """The built ZFS modules into the guest chroot's updates/dkms (uncompressed), then depmod."""
+    dst = guest / "lib/modules" / versions.kernel_abi / "updates/dkms"
+    dst.mkdir(parents=True, exist_ok=True)
+    for old in dst.glob("*.ko*"):
+        old.unlink()
+    for ko in modules.glob("*.ko*"):
+        shutil.copy2(ko, dst / ko.name)
+        if ko.name.endswith(".xz"):
+            # The kernel's own xz decompression of zfs.ko costs ~6 s under TCG at every boot.
+            run_logged("image-modules", ["xz", "-d", "-f", str(dst / ko.name)], log)
+    run_logged("image-depmod", ["chroot", str(guest), "depmod", "-a", versions.kernel_abi], log)
+
+
+#: what the image does without (package caches and lists, documentation, translations)
+IMAGE_JUNK = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/locale")
+
+
+def _install_lab_files(guest: Path) -> None:
+    """lab-init as PID 1's program, the host name, sshd's settings (no authorized key: each lab's comes on its
+    kernel command line), and IMAGE_JUNK emptied."""
+    files = resources.files("tankbench.lab").joinpath("files")
+    init = guest / "usr/local/sbin/lab-init"
+    init.write_bytes(files.joinpath("lab-init").read_bytes())
+    init.chmod(0o755)
+    (guest / "etc/hostname").write_text("tankbench-lab\n")
+    cfg = guest / "etc/ssh/sshd_config"
+    cfg.write_text(_sshd_config(cfg.read_text()))
+    (guest / "root/.ssh/authorized_keys").unlink(missing_ok=True)  # per lab, from the kernel command line
+    for junk in IMAGE_JUNK:
+        for p in (guest / junk).glob("*"):
+            if p.is_file() or p.is_symlink():
+                p.unlink()
+            elif p.is_dir() and p.name != "partial":
+                shutil.rmtree(p)
+
+
+def _mke2fs_root(guest: Path, image: Path, log: Path) -> int:
+    """The root filesystem image from the guest chroot (`mke2fs -d`), 30 % + 512M larger than what it holds;
+    returns its size in MiB."""
+    du = ["du", "-s", "-m", "--one-file-system", str(guest)]
+    used_mb = int(subprocess.run(du, capture_output=True, text=True, check=True).stdout.split()[0])
+    size_mb = used_mb * 13 // 10 + 512  # room for the agent, logs and a campaign's small files
+    argv = ["mke2fs", "-q", "-F", "-t", "ext4", "-L", ROOT_LABEL, "-d", str(guest), str(image), f"{size_mb}M"]
+    run_logged("image-mke2fs", argv, log)
+    return size_mb
+
+
 def build_image(cache: Path, guest: Path, modules: Path, tools: Path, versions: Versions, steps: Steps) -> Image:
     """Install modules, guest files and the test guest into the guest chroot, then `mke2fs -d` the root image."""
     key = image_key(versions, guest_files_hash())
@@ -347,65 +404,15 @@ def build_image(cache: Path, guest: Path, modules: Path, tools: Path, versions: 
     log = cache / "logs" / "image.log"
     log.write_text("")
     with steps.step("image: modules, lab-init, test guest initramfs, mke2fs -d"):
-        dst = guest / "lib/modules" / versions.kernel_abi / "updates/dkms"
-        dst.mkdir(parents=True, exist_ok=True)
-        for old in dst.glob("*.ko*"):
-            old.unlink()
-        for ko in modules.glob("*.ko*"):
-            shutil.copy2(ko, dst / ko.name)
-            if ko.name.endswith(".xz"):
-                # The kernel's own xz decompression of zfs.ko costs ~6 s under TCG at every boot.
-                run_logged("image-modules", ["xz", "-d", "-f", str(dst / ko.name)], log)
-        run_logged("image-depmod", ["chroot", str(guest), "depmod", "-a", versions.kernel_abi], log)
-        files = resources.files("tankbench.lab").joinpath("files")
-        init = guest / "usr/local/sbin/lab-init"
-        init.write_bytes(files.joinpath("lab-init").read_bytes())
-        init.chmod(0o755)
-        (guest / "etc/hostname").write_text("tankbench-lab\n")
-        cfg = guest / "etc/ssh/sshd_config"
-        cfg.write_text(_sshd_config(cfg.read_text()))
-        (guest / "root/.ssh/authorized_keys").unlink(missing_ok=True)  # per lab, from the kernel command line
-        for junk in (
-            "var/cache/apt/archives",
-            "var/lib/apt/lists",
-            "usr/share/doc",
-            "usr/share/man",
-            "usr/share/locale",
-        ):
-            for p in (guest / junk).glob("*"):
-                if p.is_file() or p.is_symlink():
-                    p.unlink()
-                elif p.is_dir() and p.name != "partial":
-                    shutil.rmtree(p)
+        _install_modules(guest, modules, versions, log)
+        _install_lab_files(guest)
         tmp = out.with_name(out.name + ".tmp")
         remove_tree(tmp)
         tmp.mkdir(parents=True)
         test_guest = install_test_guest(guest, tools, versions, tmp, log)
         shutil.copy2(guest / f"boot/vmlinuz-{versions.kernel_abi}", tmp / "vmlinuz")
         shutil.copy2(guest / f"boot/initrd.img-{versions.kernel_abi}", tmp / "initrd.img")
-        used_mb = int(
-            subprocess.run(
-                ["du", "-s", "-m", "--one-file-system", str(guest)], capture_output=True, text=True, check=True
-            ).stdout.split()[0]
-        )
-        size_mb = used_mb * 13 // 10 + 512  # room for the agent, logs and a campaign's small files
-        run_logged(
-            "image-mke2fs",
-            [
-                "mke2fs",
-                "-q",
-                "-F",
-                "-t",
-                "ext4",
-                "-L",
-                ROOT_LABEL,
-                "-d",
-                str(guest),
-                str(tmp / "rootfs.img"),
-                f"{size_mb}M",
-            ],
-            log,
-        )
+        size_mb = _mke2fs_root(guest, tmp / "rootfs.img", log)
         host_key = (guest / "etc/ssh/ssh_host_ed25519_key.pub").read_text().split()
         manifest = {
             "key": key,
