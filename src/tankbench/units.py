@@ -95,3 +95,11 @@ def fmt_seconds_fio(seconds: float) -> str:
     if seconds == int(seconds):
         return str(int(seconds))
     return f"{int(round(seconds * 1000))}ms"
+
+
+def human(n: int) -> str:
+    """Bytes for people: 3121381376 -> "2.9 GiB", 4294967296 -> "4 GiB"."""
+    for unit, mult in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= mult:
+            return f"{n / mult:.1f} {unit}".replace(".0 ", " ")
+    return f"{n} B"

@@ -38,7 +38,7 @@ def test_bash_completes_subcommands_options_and_choices() -> None:
     script = bash(build_parser())
     assert {"plan", "run", "doctor", "lab", "schema"} <= set(complete(script, ""))
     assert complete(script, "la") == ["lab"]
-    assert set(complete(script, "lab", "")) == {"build", "down", "ssh", "status", "up"}
+    assert set(complete(script, "lab", "")) == {"build", "down", "list", "ssh", "status", "up"}
     assert "--keep-lab" in complete(script, "run", "x.toml", "--k")
     assert complete(script, "schema", "") == ["campaign", "results"]
 

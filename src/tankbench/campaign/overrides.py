@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tankbench.errors import UserError
 from tankbench.safety import BLANK_PREFIX, STABLE_PREFIX
 from tankbench.targets import traits_of
-from tankbench.units import fmt_size
+from tankbench.units import fmt_size, human
 
 if TYPE_CHECKING:
     from tankbench.campaign.schema import HostSpec
@@ -299,14 +299,6 @@ class Resolved:
 
     def line(self) -> str:
         return f"{self.key} = {self.expr!r} -> {fmt_size(self.size)} ({self.base} = {human(self.base_bytes)} from {self.where})"
-
-
-def human(n: int) -> str:
-    """Bytes for people: 3121381376 -> "2.9 GiB", 4294967296 -> "4 GiB"."""
-    for unit, mult in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= mult:
-            return f"{n / mult:.1f} {unit}".replace(".0 ", " ")
-    return f"{n} B"
 
 
 def relative_sizes(doc: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""`tankbench lab {build,up,status,ssh,down}`: the throwaway VM with real OpenZFS."""
+"""`tankbench lab {build,up,status,list,ssh,down}`: the throwaway VM with real OpenZFS."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tankbench.errors import UserError
 from tankbench.lab import build as labbuild
 from tankbench.lab import qemu, vm
 from tankbench.lab import state as state_mod
+from tankbench.units import human
 
 HONEST = (
     "Under TCG (no KVM) the lab measures an emulator: use it to check that a campaign works, "
@@ -76,6 +77,17 @@ def _register_status_ssh_down(sub: argparse._SubParsersAction[argparse.ArgumentP
     _name(s)
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=cmd_status)
+
+    ls = sub.add_parser(
+        "list",
+        help="list the labs on this machine and the space they hold",
+        description="Every lab on this machine: up, stale (its qemu is gone, e.g. after a reboot or a kill -9, and "
+        "its disk images still hold space: `tankbench lab down --name NAME` frees them) or down (only its keys and "
+        "console log are left; shown with --all).",
+    )
+    ls.add_argument("--all", action="store_true", help="also the labs that are down")
+    ls.add_argument("--json", action="store_true", help="print JSON (every lab)")
+    ls.set_defaults(func=cmd_list)
 
     h = sub.add_parser(
         "ssh",
@@ -183,6 +195,29 @@ def cmd_status(args: argparse.Namespace) -> int:
         shown = " ".join(map(str, value)) if isinstance(value, list) else value
         print(f"{key:13} {shown}")
     return 0 if doc["state"] == "up" else 1
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """List the labs and what they hold (exit 0, also when there are none)."""
+    labs = vm.listing()
+    if args.json:
+        print_json(labs)
+        return 0
+    shown = [lab for lab in labs if args.all or lab["state"] != "down"]
+    if shown:
+        print(f"{'NAME':30} {'STATE':6} {'HELD':>9}  SSH")
+    for lab in shown:
+        print(f"{lab['name']!s:30} {lab['state']!s:6} {human(int(str(lab['held_bytes']))):>9}  {lab.get('ssh', '')}")
+    hidden = len(labs) - len(shown)
+    if not labs:
+        print("no labs on this machine; start one with `tankbench lab up`")
+    elif hidden:
+        print(f"({hidden} lab(s) down, with only their keys and console logs: --all lists them)")
+    stale = [lab for lab in labs if lab["state"] == "stale"]
+    if stale:
+        held = human(sum(int(str(lab["held_bytes"])) for lab in stale))
+        print(f"{len(stale)} stale lab(s) hold {held}: `tankbench lab down --name NAME` frees one")
+    return 0
 
 
 def cmd_ssh(args: argparse.Namespace) -> int:

@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from tankbench.campaign.overrides import human
 from tankbench.doctor import hostchecks, practice
 from tankbench.doctor.view import Finding, HostView, datasets, own, pool_of, split_status, view
-from tankbench.units import fmt_size
+from tankbench.units import fmt_size, human
 
 __all__ = ["CHECKS", "Finding", "HostView", "diagnose", "own", "split_status", "view"]
 

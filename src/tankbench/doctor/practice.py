@@ -4,9 +4,8 @@ ignored, checksums turned off, a pool too full. Each returns Findings (tankbench
 
 from __future__ import annotations
 
-from tankbench.campaign.overrides import human
 from tankbench.doctor.view import Finding, HostView, datasets, pool_of
-from tankbench.units import fmt_size
+from tankbench.units import fmt_size, human
 
 #: bytes of RAM per dedup-table entry (one per unique block), the OpenZFS/FreeBSD rule of thumb (~320 B in core)
 DDT_ENTRY = 320

@@ -415,6 +415,26 @@ def status(name: str = "default") -> dict[str, object]:
     return doc
 
 
+def listing() -> list[dict[str, object]]:
+    """Every lab with a runtime directory on this machine: its name, state (up; stale: recorded as up, its qemu
+    gone, its disks still here; down), the bytes its files hold (disk images are sparse: what they allocated), and
+    the pid and ssh address of a running one."""
+    out: list[dict[str, object]] = []
+    for name in lab_names():
+        doc = status(name)
+        held = 0
+        for p in (labs_dir() / name).iterdir():
+            try:
+                held += p.stat().st_blocks * 512 if p.is_file() else 0
+            except OSError:  # removed meanwhile (a lab going down)
+                pass
+        entry: dict[str, object] = {"name": name, "state": doc["state"], "held_bytes": held}
+        if doc["state"] == "up":
+            entry.update(pid=doc["pid"], ssh=doc["ssh"])
+        out.append(entry)
+    return out
+
+
 def lab_data_disks(name: str = "default") -> list[str]:
     """The guest's by-id paths of a running lab's data disks (the log disk, if any, is not included)."""
     state = require_up(name)
