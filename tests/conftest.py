@@ -39,6 +39,8 @@ BUDGET_S = {"unit": 120.0, "integration": 300.0, "lab": 1800.0, "browser": 120.0
 SUMMARY_ENV = "TANKBENCH_TEST_SUMMARY"
 #: per test (node id): its tier, its seconds (setup + call + teardown) and its first start and last stop
 _TIMES: dict[str, list[float]] = {}
+#: {node id: the xdist worker that ran it ("gw0")}: with each file's start, a run's timeline (which worker waited)
+_WORKER: dict[str, str] = {}
 #: tests that failed (or errored in setup/teardown), in the order they did: (node id, phase, one line of why)
 _FAILURES: list[tuple[str, str, str]] = []
 #: tests started and not yet finished: {node id: wall-clock start} (what was in flight when a run was killed)
@@ -79,6 +81,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Each test's time, phase by phase, and its failure (xdist hands every worker's reports to the controller)."""
     t = _TIMES.setdefault(report.nodeid, [0.0, report.start, report.stop])
     t[0] += report.duration
+    gateway = getattr(getattr(report, "node", None), "gateway", None)  # under xdist, the worker that ran it
+    if gateway is not None:
+        _WORKER[report.nodeid] = str(getattr(gateway, "id", ""))
     t[1], t[2] = min(t[1], report.start), max(t[2], report.stop)
     if report.failed:
         crash = getattr(report.longrepr, "reprcrash", None)
@@ -174,14 +179,19 @@ def _write_summary(exitstatus: int | None) -> None:
 def _file_times(times: dict[str, list[float]]) -> list[dict[str, Any]]:
     """Per test file: its tests, summed seconds and wall span, the costliest first (pure)."""
     by: dict[str, list[list[float]]] = {}
+    workers: dict[str, set[str]] = {}
     for nodeid, t in times.items():
         by.setdefault(nodeid.split("::", 1)[0], []).append(t)
+        if nodeid in _WORKER:
+            workers.setdefault(nodeid.split("::", 1)[0], set()).add(_WORKER[nodeid])
     rows = [
         {
             "file": f,
             "tests": len(ts),
             "test_s": round(sum(t[0] for t in ts), 1),
             "span_s": round(max(t[2] for t in ts) - min(t[1] for t in ts), 1),
+            "start": round(min(t[1] for t in ts), 1),  # epoch seconds: the files in start order are the timeline
+            "workers": sorted(workers.get(f, ())),
         }
         for f, ts in by.items()
     ]

@@ -209,6 +209,7 @@ def test_a_real_pytest_killed_mid_test_leaves_a_summary_of_what_ran_and_what_was
     assert doc["tests"] == 1 and doc["failed"] == 0
     assert [t["test"].rsplit("/", 1)[-1] for t in doc["in_flight"]] == ["test_two.py::test_hangs"]
     assert doc["files"][0]["file"].endswith("test_two.py") and doc["files"][0]["tests"] == 1
+    assert 0 < time.time() - doc["files"][0]["start"] < 600 and doc["files"][0]["workers"] == [], doc["files"]
     steps = tmp_path / "steps"
     steps.write_text("pytest\t1.0\t2.0\t137\n")
     cp = subprocess.run(
@@ -221,3 +222,27 @@ def test_a_real_pytest_killed_mid_test_leaves_a_summary_of_what_ran_and_what_was
     rec = json.loads((tmp_path / "last-run.json").read_text())
     assert rec["result"] == "failed" and rec["in_flight"][0]["test"].endswith("test_hangs")
     assert "IN FLIGHT when the run ended: " in cp.stderr and "test_hangs" in cp.stderr
+
+
+def test_under_xdist_each_file_names_the_worker_that_ran_it(tmp_path: Path) -> None:
+    """The timeline a CI record needs (which worker ran which file, from when): each file's start and workers."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text("def test_a():\n    assert True\n")
+    (suite / "test_b.py").write_text("def test_b():\n    assert True\n")
+    summary = tmp_path / "pytest.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TANKBENCH_TEST"))}
+    env.update(TANKBENCH_TEST_SUMMARY=str(summary), PYTHONPATH=str(ROOT))
+    t0 = time.time()
+    cp = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-q", "-n", "1", str(suite)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    files = {f["file"].rsplit("/", 1)[-1]: f for f in json.loads(summary.read_text())["files"]}
+    assert set(files) == {"test_a.py", "test_b.py"}, files
+    assert all(f["workers"] == ["gw0"] and t0 <= f["start"] <= time.time() for f in files.values()), files
