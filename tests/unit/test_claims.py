@@ -177,7 +177,7 @@ def test_decide_stops_each_test_once_its_claims_are_decided() -> None:
     checked = check_spec(s, expand(s))
     tests = expand(checked)
     assert [t.params["iodepth"] for t in tests] == [1, 4] and all(t.target.kind == "zvol" for t in tests)
-    assert checked.schedule.decide_orders is False and checked.schedule.repeats_min == 2
+    assert checked.schedule.decide_orders is False and checked.schedule.repeats_min == 1
     rng = random.Random(7)
     sched = Scheduler(tests, checked.schedule, {})
     done = 0
@@ -191,6 +191,104 @@ def test_decide_stops_each_test_once_its_claims_are_decided() -> None:
     assert done == 6, done
     kinds = [d.kind for d in sched.decisions]
     assert kinds == ["decided", "decided"] and "QD4 doubles writes: holds" in sched.decisions[0].reason
+
+
+def simulate(sched: Scheduler, mean, cv: float, seed: int = 3) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Run a scheduler to its end on values around mean(test) with run-to-run noise cv: runs per test id."""
+    rng = random.Random(seed)
+    runs: dict[str, int] = {}
+    while batch := sched.next_batch():
+        for slot in batch:
+            v = mean(slot.test) * rng.gauss(1, cv)
+            obs = Observation(slot.run_no, slot.warmup, "done", v, {"total.bw_bytes": v, "total.iops": v})
+            sched.observe(slot.test.id, obs)
+            runs[slot.test.id] = runs.get(slot.test.id, 0) + 1
+        sched.end_batch()
+    return runs
+
+
+QD_DOUBLES = (
+    '[[claim]]\nname = "QD4 doubles IOPS"\ncompare = { iodepth = [4, 1] }\nmetric = "iops"\nexpect = ">= 1.5x"\n'
+)
+
+
+def test_a_claim_over_many_tests_measures_its_noise_on_a_sample() -> None:
+    """12 tests (6 pairs) > NOISE_DF: one run each, a second of 6 spread over them, then decided — 18 runs where a
+    second run of every test would take 24 (and two of each, with one df per test, rarely decide: 36)."""
+    from tankbench.schedule.decide import NOISE_DF
+
+    checked = check_spec(spec(QD_DOUBLES), expand(spec(QD_DOUBLES)))
+    tests = expand(checked)
+    assert len(tests) == 12 > NOISE_DF
+    sched = Scheduler(tests, checked.schedule, {})
+    runs = simulate(sched, lambda t: 2000.0 if t.params["iodepth"] == 4 else 1000.0, 0.02)
+    assert sum(runs.values()) == 12 + NOISE_DF, runs
+    assert sorted(runs.values()) == [1] * 6 + [2] * 6
+    twice = [t.number for t in tests if runs[t.id] == 2]
+    assert twice == [tests[(i * 12) // 6].number for i in range(6)]  # spread over the plan, not its first six
+    assert {d.kind for d in sched.decisions} == {"decided"} and len(sched.decisions) == 12
+    assert all("QD4 doubles IOPS: holds" in d.reason for d in sched.decisions)
+
+
+def test_a_claim_the_sample_cannot_decide_runs_all_its_tests_again() -> None:
+    """The ratio on the expectation's edge: after the sample, every test runs again (the held ones first), up to
+    repeats.max; nothing is decided or left behind."""
+    checked = check_spec(spec(QD_DOUBLES), expand(spec(QD_DOUBLES)))
+    tests = expand(checked)
+    sched = Scheduler(tests, checked.schedule, {})
+    runs = simulate(sched, lambda t: 1500.0 if t.params["iodepth"] == 4 else 1000.0, 0.05)
+    assert sorted(set(runs.values())) == [3] and sum(runs.values()) == 36, runs
+    assert all(d.kind == "max" for d in sched.decisions), [d.kind for d in sched.decisions]
+
+
+def test_a_resumed_noise_sample_goes_on_alone() -> None:
+    """A journal with every test run once and half the sample twice: a resumed scheduler runs the rest of the
+    sample, not every test's second run."""
+    from tankbench.schedule.rules import Observation as Obs
+
+    checked = check_spec(spec(QD_DOUBLES), expand(spec(QD_DOUBLES)))
+    tests = expand(checked)
+    first = Scheduler(tests, checked.schedule, {})
+    simulate_rounds = 0
+    history: dict[str, list[Obs]] = {}
+    while simulate_rounds < 1 and (batch := first.next_batch()):
+        for slot in batch:
+            v = 1550.0 if slot.test.params["iodepth"] == 4 else 1000.0  # near the claim's 1.5x: in doubt
+            history.setdefault(slot.test.id, []).append(Obs(slot.run_no, False, "done", v, {"total.iops": v}))
+        simulate_rounds += 1
+    sample = [tests[(i * 12) // 6].id for i in range(6)]
+    for tid in sample[:3]:
+        v = 1.2 * (history[tid][0].value or 0)  # noisy: the claim stays undecided
+        history[tid].append(Obs(2, False, "done", v, {"total.iops": v}))
+    resumed = Scheduler(tests, checked.schedule, history)
+    assert sorted(s.test.id for s in resumed.next_batch()) == sorted(sample[3:])
+
+
+def test_check_on_tuning_matrix_takes_fewer_runs_than_its_fixed_schedule() -> None:
+    """Issue 28: seed 001's matrix runs each of its 102 tests once; `check` judges its five claims on 57 of them —
+    simulated at 3 % run-to-run noise with each claim clearly decided, and in plan --check's likely figure."""
+    from tankbench.cli.plan import likely_runs
+
+    s = parse_spec(Path(preset_path("tuning-matrix") or "").read_text(), "tuning-matrix.toml")
+    fixed = len(expand(s)) * s.schedule.repeats_max
+    checked = check_spec(s, expand(s))
+    tests = expand(checked)
+
+    def mean(t) -> float:  # type: ignore[no-untyped-def]
+        p = t.params
+        return (
+            1000.0
+            * (1.3 if p.get("iothread") else 1)
+            * (0.5 if p.get("guest_luks") else 1)
+            * (2 if p.get("guest_cpu") == "max" else 1)
+            * (2 if p.get("guest_cpus") == 1 else 1)
+        )
+
+    runs = simulate(Scheduler(tests, checked.schedule, {}), mean, 0.03)
+    likely = likely_runs(Scheduler(tests, checked.schedule, {}))
+    print(f"tuning-matrix: fixed {fixed}, check {sum(runs.values())} simulated, plan --check likely {likely}")
+    assert fixed == 102 and len(tests) == 57
+    assert sum(runs.values()) < fixed and likely is not None and likely < fixed
 
 
 @pytest.mark.parametrize(

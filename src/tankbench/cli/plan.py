@@ -21,7 +21,7 @@ from tankbench.model import Run, Test
 from tankbench.progress import fmt_estimate
 from tankbench.schedule.decide import CHECK_ALPHA
 from tankbench.schedule.design import select, step_spec
-from tankbench.schedule.estimate import Estimate, Estimator, describe_priors, priors_for
+from tankbench.schedule.estimate import Estimate, Estimator, Priors, describe_priors, likely_claim_runs, priors_for
 from tankbench.schedule.scheduler import Scheduler, decided_from_runs, history_from_runs
 from tankbench.units import fmt_duration
 
@@ -220,7 +220,8 @@ def plan_doc(spec: Spec, tests: list[Test], p: Planned, steps_json: object) -> d
             "measured_high": rem.runs_high,
             "warmups": rem.warmups,
             "configurations": rem.configs,
-        },
+        }
+        | ({"measured_likely": likely} if (likely := likely_runs(p.sched)) is not None else {}),
     }
 
 
@@ -253,6 +254,18 @@ def resolved_sizes(spec: Spec) -> str:
     return "".join(["Sizes relative to the host:\n", *(f"  {x}\n" for x in lines)]) if lines else ""
 
 
+def likely_runs(sched: Scheduler) -> int | None:
+    """The measured runs left that deciding the claims most likely takes (`check`: likely_claim_runs on the priors'
+    run-to-run noise); None for any other schedule."""
+    s = sched.schedule
+    if s.decide is None or s.decide_orders or s.repeats_min >= s.repeats_max:
+        return None
+    per = likely_claim_runs(sched, s.decide, Priors().run_cv)
+    return sum(
+        max(0, per.get(st.test.id, s.repeats_min) - st.measured) for g in sched.groups for st in g if not st.final
+    )
+
+
 def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, learned: bool) -> str:
     """What the schedule will do and how long it takes, with what the estimate counts."""
     s = spec.schedule
@@ -276,6 +289,7 @@ def summary(spec: Spec, tests: list[Test], est: Estimate, sched: Scheduler, lear
         f"{f', steady state {s.ss} over {fmt_duration(s.ss_dur_s)}' if s.ss else ''}.",
         f"Runs left: {rem.runs_low}"
         + (f"–{rem.runs_high}" if rem.runs_high != rem.runs_low else "")
+        + (f" (likely {likely})" if (likely := likely_runs(sched)) is not None else "")
         + f" measured + {rem.warmups} warm-up(s).",
         f"Estimated time: {fmt_estimate(est)} — fio time, per-run overhead (drain, samplers), "
         f"provisioning and layout of {rem.configs} configuration(s) and cooldowns, "

@@ -3,7 +3,8 @@ or its place in its leaderboard, is undecided at the campaign's error rate; up t
 
 The sequential test is a *repeated confidence interval* with Pocock's constant boundary (Jennison and Turnbull,
 "Interim analyses: the repeated confidence interval approach", JRSS B 51, 1989; Pocock, Biometrika 64, 1977): the
-runs are looked at after every round, from repeats.min (at least 2: one run has no noise) to repeats.max, and each
+runs are looked at after every round, from repeats.min (one run has no noise of its own: it borrows its claim's pooled
+noise, measured on a sample of the claim's tests when it has many: waiting_and_held) to repeats.max, and each
 look's interval is taken at the nominal level that makes the chance of *any* look's interval missing the true ratio
 equal to the stated error rate. The nominal level is computed for the campaign's own looks (information growing
 as n = min..max runs) by the recursive integration of Armitage, McPherson and Rowe, once per campaign; for equally
@@ -14,7 +15,7 @@ too, being narrower. Why this test and not another: docs/schedule.md, "Decide, t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -125,14 +126,49 @@ def claim_verdicts(
     return {s.claim.name: judge_scope(s, values, numbers, level) for s in scopes_}
 
 
-def open_claims(scopes_: Sequence[ClaimScope], verdicts: Mapping[str, str]) -> dict[str, list[str]]:
-    """{test id: the undecided claims it belongs to}: a test absent here waits for no claim."""
-    out: dict[str, list[str]] = {}
+#: a claim over more tests than this measures its run-to-run noise on a sample: this many of its tests run a second
+#: time (the pooled noise then has this many degrees of freedom), the rest once, until the claim needs more
+NOISE_DF = 6
+
+
+def noise_sample(candidates: Sequence[str], need: int) -> list[str]:
+    """`need` tests spread evenly over `candidates` (plan order): the sample that measures a claim's noise."""
+    k = len(candidates)
+    return [candidates[(i * k) // need] for i in range(need)] if 0 < need <= k else list(candidates)
+
+
+def waiting_and_held(
+    scopes_: Sequence[ClaimScope],
+    verdicts: Mapping[str, str],
+    counts: Callable[[str, str], int],
+    runnable: Collection[str],
+) -> tuple[dict[str, list[str]], set[str]]:
+    """Which tests run again for an undecided claim ({test id: its undecided claims}), and which wait (held) while
+    a sample of the claim's tests measures the noise: a claim over more than NOISE_DF tests whose measured values
+    give fewer than NOISE_DF degrees of freedom of run-to-run noise re-runs only a sample of its once-measured
+    tests, spread over them, until the pooled noise has NOISE_DF (the judge lends it to the tests with one run);
+    then, if the claim is still undecided, all of them. `counts(test id, metric)` is a test's measured values;
+    `runnable` the tests that may run again (active, below repeats.max)."""
+    waiting: dict[str, list[str]] = {}
+    held: set[str] = set()
     for s in scopes_:
-        if verdicts.get(s.claim.name) == "undecided":
-            for tid in s.tests:
-                out.setdefault(tid, []).append(s.claim.name)
-    return out
+        if verdicts.get(s.claim.name) != "undecided":
+            continue
+        n = {t: counts(t, s.claim.metric) for t in s.tests}
+        df = sum(max(0, v - 1) for v in n.values())
+        run_again = list(s.tests)
+        if len(s.tests) > NOISE_DF and df < NOISE_DF:
+            single = [t for t in s.tests if n[t] == 1 and t in runnable]
+            if len(single) >= NOISE_DF - df:
+                # the claim's own sample first (a resumed campaign goes on with it), others spread over the rest
+                first = [t for t in noise_sample(list(s.tests), NOISE_DF) if t in single]
+                rest = [t for t in single if t not in first]
+                pick = (first + noise_sample(rest, max(0, NOISE_DF - df - len(first))))[: NOISE_DF - df]
+                run_again = pick + [t for t in s.tests if n[t] == 0]
+                held |= set(s.tests) - set(run_again)
+        for tid in run_again:
+            waiting.setdefault(tid, []).append(s.claim.name)
+    return waiting, held - set(waiting)
 
 
 def decided_evidence(names: Sequence[str], verdicts: Mapping[str, str], level: float) -> dict[str, Any]:
@@ -140,18 +176,20 @@ def decided_evidence(names: Sequence[str], verdicts: Mapping[str, str], level: f
     return {"claims": {n: verdicts.get(n, "") for n in names}, "level": level}
 
 
-#: `check`'s default error rate, and the fewest repeats it allows a test (two measure the noise, a third narrows it)
+#: `check`'s default error rate, and the most repeats it allows a test by default (two measure the noise, a third
+#: narrows it)
 CHECK_ALPHA = 0.05
 CHECK_MAX = 3
 
 
 def check_schedule(schedule: Schedule, alpha: float = CHECK_ALPHA, rmax: int | None = None) -> Schedule:
-    """The schedule `tankbench check` runs a campaign's claims with: decide the claims alone at `alpha`, two runs
-    of each test at least (one run has no noise), up to the campaign's repeats.max (at least CHECK_MAX) or `rmax`."""
+    """The schedule `tankbench check` runs a campaign's claims with: decide the claims alone at `alpha`, one run of
+    each test at least (a claim's noise from a second run of all its tests, or of a sample of them when it has
+    more than NOISE_DF: waiting_and_held), up to the campaign's repeats.max (at least CHECK_MAX) or `rmax`."""
     top = rmax if rmax is not None else max(schedule.repeats_max, CHECK_MAX)
     return replace(
         schedule,
-        repeats_min=min(2, top),
+        repeats_min=1,
         repeats_max=top,
         ci=None,
         settle=None,

@@ -137,6 +137,31 @@ def decide_repeats(rmin: int, rmax: int, alpha: float, cv: float, distance: floa
     return rmax
 
 
+def likely_claim_runs(sched: Scheduler, alpha: float, cv: float, distance: float = DECIDE_DISTANCE) -> dict[str, int]:
+    """Runs of each claim's test `repeats.decide` most likely takes from repeats.min = 1 (`check`): a claim over more
+    than NOISE_DF tests, whose once-run tests with the noise of a NOISE_DF-test sample (t at NOISE_DF degrees of
+    freedom) give an interval narrower than `distance`, takes one run of each and a second of its sample; any other
+    claim decide_repeats's runs of each of its tests. A test in several claims takes the most any of them needs."""
+    from tankbench.schedule.decide import NOISE_DF, noise_sample, nominal_level
+
+    s = sched.schedule
+    full = decide_repeats(s.repeats_min, s.repeats_max, alpha, cv, distance)
+    level = nominal_level(alpha, s.repeats_min, s.repeats_max)
+    out: dict[str, int] = {}
+    for scope in sched.scopes:
+        k = len(scope.tests)
+        # pairs of once-run tests: the log ratio of a geometric mean over p pairs (tests shared between pairs
+        # count once: at most k/2 independent pairs); a constant claim judges each test's mean alone
+        p = min(len(scope.pairs), k // 2) if scope.claim.relative else 0
+        width = t_quantile(1 - (1 - level) / 2, NOISE_DF) * cv * (math.sqrt(2 / p) if p else 1.0)
+        runs = {t: full for t in scope.tests}
+        if k > NOISE_DF and width <= math.log1p(distance) and s.repeats_min == 1:
+            runs = {t: 1 for t in scope.tests} | {t: 2 for t in noise_sample(list(scope.tests), NOISE_DF)}
+        for t, n in runs.items():
+            out[t] = max(out.get(t, 0), min(n, s.repeats_max))
+    return out
+
+
 def describe_priors(p: Priors, settle: bool = False, ss: str = "iops:5%", decide: float | None = None) -> str:
     """The priors an estimate assumes, in words (plan prints them until the journal has measured the costs)."""
     fractions = ss_fractions(ss, p)
@@ -297,6 +322,11 @@ class Estimator:
         """Seconds left for what the scheduler has still to do: at best, likely, at worst."""
         s = self.spec.schedule
         spread = self._spread()
+        per_test = (
+            likely_claim_runs(sched, s.decide, self.priors.run_cv)
+            if s.decide is not None and not s.decide_orders and not self.repeats_used
+            else {}
+        )
         cd = self.cooldown_bounds()
         total = list(self.setup_cost(st.test for group in sched.groups for st in group if not st.final))
         for group in sched.groups:
@@ -310,7 +340,10 @@ class Estimator:
                 lo = max(0, s.repeats_min - st.measured)
                 hi = max(0, s.repeats_max - st.measured)
                 warm = 1 if sched.needs_warmup(st) else 0
-                runs = (lo + warm, lo + (hi - lo) * spread + warm, hi + warm)
+                mid = lo + (hi - lo) * spread
+                if st.test.id in per_test:  # check: each claim's test as its claim most likely needs
+                    mid = min(hi, max(lo, per_test[st.test.id] - st.measured))
+                runs = (lo + warm, mid + warm, hi + warm)
                 run = self.run_time(st.test)
                 over = _triple(self.overheads.get(cost_kind(st.test), []), self.priors.run_overhead_s)
                 for i in range(3):

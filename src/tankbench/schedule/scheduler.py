@@ -9,7 +9,14 @@ from typing import Any
 from tankbench.campaign.parse import Schedule
 from tankbench.model import Run, Test, short_hash
 from tankbench.schedule.configs import config_groups, warmup_tests
-from tankbench.schedule.decide import ClaimScope, claim_verdicts, decided_evidence, nominal_level, open_claims, scopes
+from tankbench.schedule.decide import (
+    ClaimScope,
+    claim_verdicts,
+    decided_evidence,
+    nominal_level,
+    scopes,
+    waiting_and_held,
+)
 from tankbench.schedule.rules import (
     FINISHED,
     Decision,
@@ -114,10 +121,18 @@ class Scheduler:
         for st in self.states.values():  # a journal may already hold enough repeats (resume)
             if not st.final:
                 self._check(st, record=False)
+        #: tests that wait, active, while a sample of their claim's tests measures its noise (waiting_and_held)
+        self.held: set[str] = set()
+        if self.scopes and all(st.measured >= 1 for st in self.states.values() if self.active(st)):
+            self.held = self._waiting_and_held()[2]  # resumed during a noise sample: the sample goes on alone
 
     # -- planning ------------------------------------------------------------------------
     def active(self, st: _TestState) -> bool:
         return not st.final
+
+    def runs_now(self, st: _TestState) -> bool:
+        """Active and not held back while a sample measures its claim's noise."""
+        return not st.final and st.test.id not in self.held
 
     def next_batch(self) -> list[Slot]:
         """The next runs to do (a round, or one run in sequential order); [] when the campaign is complete."""
@@ -154,14 +169,17 @@ class Scheduler:
         """`repeats.settle`: a round is one more run of every test still in doubt, across configurations (a
         test's neighbours in its test case usually sit on other ones), configurations in plan order."""
         sched = self.schedule
-        live = [st for group in self.groups for st in group if self.active(st)]
+        live = [st for group in self.groups for st in group if self.runs_now(st)]
+        if not live and self.held:  # never end a campaign on held tests (their sample could not run)
+            self.held = set()
+            live = [st for group in self.groups for st in group if self.active(st)]
         if not live:
             return []
         low = min(st.measured for st in live)
         self.round_no = low + 1
         slots: list[Slot] = []
         for group in self.groups:
-            members = [st for st in group if self.active(st) and st.measured == low]
+            members = [st for st in group if self.runs_now(st) and st.measured == low]
             if not members:
                 continue
             warm = next((st for st in group if st.warmup and st.final != "skip"), None)
@@ -229,10 +247,7 @@ class Scheduler:
                 st = self.states[drop.test_id]
                 st.final = "drop"
                 ev = dict(drop.evidence, leader=drop.leader_id, test_case=case)
-                text = (
-                    f"behind {self.states[drop.leader_id].test.name}: upper 95 % bound "
-                    f"{ev['ci_high']:.4g} < leader's lower bound {ev['leader_ci_low']:.4g} - {sched.racing_margin:.0%}"
-                )
+                text = dropped_text(ev, self.states[drop.leader_id].test.name, sched.racing_margin)
                 out.append(Decision(drop.test_id, "drop", st.measured, self.round_no, text, ev))
         self.decisions.extend(d for d in out if d.kind == "drop")
         return out
@@ -266,19 +281,7 @@ class Scheduler:
                 st.final = "settled"
                 ev = dict(place.evidence, test_case=case)
                 tied = [self.states[t].test.name for t in ev.get("tied_with", ())]
-                text = (
-                    f"place {ev['rank']} in {case} settled after {st.measured} run(s): its interval "
-                    f"{ev['ci_low']:.4g}–{ev['ci_high']:.4g} (run-to-run noise {ev['cv']:.1%}"
-                    f"{' assumed' if not ev['cv_df'] else ''}{', its own' if 'cv_campaign' in ev else ''}): the "
-                    f"interval of its difference from each neighbour reaches no more than {sched.settle:.0%} into "
-                    f"the other order{' (the winner: not at all)' if ev['rank'] <= 2 else ''}"
-                    + (
-                        f", except {', '.join(tied)}: tied within {sched.settle:.0%} (the interval of the difference "
-                        "lies inside the margin; more runs would not order them)"
-                        if tied
-                        else ""
-                    )
-                )
+                text = settled_text(ev, case, st.measured, sched.settle, tied)
                 out.append(Decision(st.test.id, "settled", st.measured, self.round_no, text, ev))
         self.decisions.extend(out)
         return out
@@ -293,28 +296,32 @@ class Scheduler:
         """`repeats.decide`, after a complete round: a test stops once every claim it belongs to is decided at the
         sequential test's nominal level and (unless `check` runs it) its leaderboard place is too."""
         sched = self.schedule
-        if any(self.active(st) and st.measured < self.round_no for st in self.states.values()):
+        if any(self.runs_now(st) and st.measured < self.round_no for st in self.states.values()):
             return []  # the round is not complete (a crash, an interrupted run): judge it once it is
-        numbers = {tid: st.test.number for tid, st in self.states.items()}
-        verdicts = claim_verdicts(self.scopes, self.figures, numbers, self.level)
-        waiting = open_claims(self.scopes, verdicts)
+        verdicts, waiting, self.held = self._waiting_and_held()
         mine = {tid: [s.claim.name for s in self.scopes if tid in s.tests] for tid in self.states}
         unsettled = self._orders_open() if sched.decide_orders else set()
         out: list[Decision] = []
         for tid, st in self.states.items():
-            if not self.active(st) or st.measured < max(sched.repeats_min, 1) or tid in waiting or tid in unsettled:
+            if not self.active(st) or st.measured < max(sched.repeats_min, 1) or tid in unsettled:
+                continue
+            if tid in waiting or tid in self.held:
                 continue
             st.final = "decided"
             ev = decided_evidence(mine[tid], verdicts, self.level)
-            said = "; ".join(f"{n}: {v}" for n, v in ev["claims"].items()) or "no claim"
-            order = ", and its place in its test case is settled" if sched.decide_orders else ""
-            text = (
-                f"decided after {st.measured} run(s) at the {self.level:.2%} level of a {sched.decide:.0%} error "
-                f"rate (repeated confidence intervals, Pocock): {said}{order}"
-            )
+            text = decided_text(ev, st.measured, self.level, sched)
             out.append(Decision(tid, "decided", st.measured, self.round_no, text, ev))
         self.decisions.extend(out)
         return out
+
+    def _waiting_and_held(self) -> tuple[dict[str, str], dict[str, list[str]], set[str]]:
+        """The claims' verdicts at the sequential level, the tests that run again for them, and those held back."""
+        numbers = {tid: st.test.number for tid, st in self.states.items()}
+        verdicts = claim_verdicts(self.scopes, self.figures, numbers, self.level)
+        rmax = self.schedule.repeats_max
+        runnable = {tid for tid, st in self.states.items() if self.active(st) and st.measured < rmax}
+        waiting, held = waiting_and_held(self.scopes, verdicts, lambda t, m: len(self.figures(t, m)), runnable)
+        return verdicts, waiting, held
 
     def _orders_open(self) -> set[str]:
         """Tests whose place in their test case is not yet settled at the sequential level (ties within
@@ -336,13 +343,14 @@ class Scheduler:
         assert self.schedule.settle is not None
         st.final = ""
         ev = dict(evidence, test_case=case)
-        text = (
-            f"place {ev['rank']} in {case} in doubt again after {st.measured} run(s): with a neighbour's new runs "
-            f"(its own interval {ev['ci_low']:.4g}–{ev['ci_high']:.4g}) the interval of their difference reaches "
-            f"{ev['worst_overlap']:.1%} of the larger mean into the other order (more than "
-            f"{self.schedule.settle:.0%}, or at all between the two leaders; noise {ev['cv']:.1%})"
+        return Decision(
+            st.test.id,
+            "reopened",
+            st.measured,
+            self.round_no,
+            reopened_text(ev, case, st.measured, self.schedule.settle),
+            ev,
         )
-        return Decision(st.test.id, "reopened", st.measured, self.round_no, text, ev)
 
     def _check(self, st: _TestState, record: bool) -> None:
         s = self.schedule
@@ -370,6 +378,51 @@ class Scheduler:
             low += sum(max(0, s.repeats_min - st.measured) for st in live)
             high += sum(max(0, s.repeats_max - st.measured) for st in live)
         return Remaining(low, high, warm, configs)
+
+
+def dropped_text(ev: Mapping[str, Any], leader: str, margin: float) -> str:
+    """Why the race dropped a test, in words."""
+    return (
+        f"behind {leader}: upper 95 % bound {ev['ci_high']:.4g} < leader's lower bound {ev['leader_ci_low']:.4g} - "
+        f"{margin:.0%}"
+    )
+
+
+def decided_text(ev: Mapping[str, Any], measured: int, level: float, sched: Schedule) -> str:
+    """Why `repeats.decide` stopped a test, in words."""
+    said = "; ".join(f"{n}: {v}" for n, v in ev["claims"].items()) or "no claim"
+    order = ", and its place in its test case is settled" if sched.decide_orders else ""
+    return (
+        f"decided after {measured} run(s) at the {level:.2%} level of a {sched.decide:.0%} error "
+        f"rate (repeated confidence intervals, Pocock): {said}{order}"
+    )
+
+
+def settled_text(ev: Mapping[str, Any], case: str, measured: int, margin: float, tied: Sequence[str]) -> str:
+    """Why a test's place in its test case is settled (`repeats.settle`), in words."""
+    return (
+        f"place {ev['rank']} in {case} settled after {measured} run(s): its interval "
+        f"{ev['ci_low']:.4g}–{ev['ci_high']:.4g} (run-to-run noise {ev['cv']:.1%}"
+        f"{' assumed' if not ev['cv_df'] else ''}{', its own' if 'cv_campaign' in ev else ''}): the "
+        f"interval of its difference from each neighbour reaches no more than {margin:.0%} into "
+        f"the other order{' (the winner: not at all)' if ev['rank'] <= 2 else ''}"
+        + (
+            f", except {', '.join(tied)}: tied within {margin:.0%} (the interval of the difference "
+            "lies inside the margin; more runs would not order them)"
+            if tied
+            else ""
+        )
+    )
+
+
+def reopened_text(ev: Mapping[str, Any], case: str, measured: int, margin: float) -> str:
+    """Why a settled place is in doubt again, in words."""
+    return (
+        f"place {ev['rank']} in {case} in doubt again after {measured} run(s): with a neighbour's new runs "
+        f"(its own interval {ev['ci_low']:.4g}–{ev['ci_high']:.4g}) the interval of their difference reaches "
+        f"{ev['worst_overlap']:.1%} of the larger mean into the other order (more than "
+        f"{margin:.0%}, or at all between the two leaders; noise {ev['cv']:.1%})"
+    )
 
 
 @dataclass(frozen=True)
