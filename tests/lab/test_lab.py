@@ -20,6 +20,7 @@ from tankbench.fio.parse import load_fio_json, metrics_from_fio
 from tankbench.hosts.lab import LabHost
 from tankbench.hosts.ssh import SshHost
 from tankbench.lab import control, vm
+from tankbench.lab.qemu import qmp
 from tests.lab.shell import sh
 
 from .conftest import LAB, LAB_B
@@ -231,6 +232,8 @@ def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost, monke
     finally:
         other.close()
         pid = int(vm.status(LAB_B)["pid"])  # type: ignore[call-overload]
+        # a paused lab (a test's pause, qemu's werror=stop on a full host disk) is continued and powers off cleanly
+        qmp(Path(str(vm.status(LAB_B)["dir"])), "stop")
         cp = subprocess.run(
             [sys.executable, "-m", "tankbench", "lab", "down", "--name", LAB_B],
             capture_output=True,
@@ -238,6 +241,9 @@ def test_second_lab_does_not_collide_and_down_leaves_no_qemu(lab: SshHost, monke
             timeout=180,
         )
     assert cp.returncode == 0, cp.stderr
+    assert f"lab {LAB_B}: paused (paused); continuing it" in cp.stderr and "did not power off" not in cp.stderr, (
+        cp.stderr
+    )
     assert not os.path.exists(f"/proc/{pid}") or not vm.is_our_qemu(pid, LAB_B)
     assert vm.status(LAB_B)["state"] == "down"
     assert sh(lab, "hostname").strip() == "tankbench-lab"  # the first lab is untouched

@@ -28,6 +28,7 @@ from tankbench.lab.qemu import (
     make_root_overlay,
     proc_alive,
     qemu_argv,
+    qmp,
     reap,
     start_qemu,
 )
@@ -301,6 +302,7 @@ def down(name: str = "default", progress: Progress | None = None, timeout: float
             )
         clean = False
         if is_our_qemu(state.pid, name):
+            _resume_if_paused(d, name, progress)
             host = ssh_host(state)
             try:
                 # lab-init powers off when the file appears; systemd as PID 1 is asked to
@@ -325,6 +327,20 @@ def down(name: str = "default", progress: Progress | None = None, timeout: float
         cleanup(d)
         progress(f"lab {name}: down")
         return clean
+
+
+def _resume_if_paused(d: Path, name: str, progress: Progress) -> None:
+    """A paused lab (stopped by a test or a debugger, or by qemu itself on a write error when the host's disk
+    filled: werror=stop) cannot answer ssh: `lab down` waited 30 s for it and then killed qemu. Continue it first,
+    so it exports its pools and powers off cleanly."""
+    try:
+        status = qmp(d, "query-status", timeout=5)
+        state = str(status.get("status", "")) if isinstance(status, dict) else ""
+        if state in ("paused", "io-error", "suspended"):
+            progress(f"lab {name}: paused ({state}); continuing it to power it off cleanly")
+            qmp(d, "cont", timeout=5)
+    except (OSError, HostError, ValueError):
+        pass  # no monitor: ssh decides, as before
 
 
 #: under systemd (a lab booted with init = "systemd"), `lab down` powers off through it
