@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,7 @@ def _write_summary(exitstatus: int | None) -> None:
         "slowest": [
             {"test": n, "seconds": round(t[0], 1)} for n, t in sorted(_TIMES.items(), key=lambda kv: -kv[1][0])[:10]
         ],
-        "files": _file_times(_TIMES),
+        "files": _file_times(_TIMES, _WORKER),
         "boots": {"count": len(boots), "seconds": round(sum(b["seconds"] for b in boots), 1), "each": boots},
     }
     tmp = Path(path + ".tmp")
@@ -176,14 +176,16 @@ def _write_summary(exitstatus: int | None) -> None:
     os.replace(tmp, path)
 
 
-def _file_times(times: dict[str, list[float]]) -> list[dict[str, Any]]:
-    """Per test file: its tests, summed seconds and wall span, the costliest first (pure)."""
+def _file_times(times: dict[str, list[float]], worker: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Per test file: its tests, summed seconds and wall span, its start and the workers that ran it (`worker`:
+    node id -> xdist worker), the costliest first (pure)."""
     by: dict[str, list[list[float]]] = {}
     workers: dict[str, set[str]] = {}
     for nodeid, t in times.items():
-        by.setdefault(nodeid.split("::", 1)[0], []).append(t)
-        if nodeid in _WORKER:
-            workers.setdefault(nodeid.split("::", 1)[0], set()).add(_WORKER[nodeid])
+        file = nodeid.split("::", 1)[0]
+        by.setdefault(file, []).append(t)
+        if nodeid in worker:
+            workers.setdefault(file, set()).add(worker[nodeid])
     rows = [
         {
             "file": f,

@@ -207,7 +207,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if shown:
         print(f"{'NAME':30} {'STATE':6} {'HELD':>9}  SSH")
     for lab in shown:
-        print(f"{lab['name']!s:30} {lab['state']!s:6} {human(int(str(lab['held_bytes']))):>9}  {lab.get('ssh', '')}")
+        print(f"{lab['name']:30} {lab['state']:6} {human(lab['held_bytes']):>9}  {lab.get('ssh', '')}")
     hidden = len(labs) - len(shown)
     if not labs:
         print("no labs on this machine; start one with `tankbench lab up`")
@@ -215,7 +215,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"({hidden} lab(s) down, with only their keys and console logs: --all lists them)")
     stale = [lab for lab in labs if lab["state"] == "stale"]
     if stale:
-        held = human(sum(int(str(lab["held_bytes"])) for lab in stale))
+        held = human(sum(lab["held_bytes"] for lab in stale))
         print(f"{len(stale)} stale lab(s) hold {held}: `tankbench lab down --name NAME` frees one")
     return 0
 

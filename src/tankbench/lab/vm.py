@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict
 
 from tankbench import bootlog
 from tankbench.errors import HostError, UserError
@@ -431,11 +432,21 @@ def status(name: str = "default") -> dict[str, object]:
     return doc
 
 
-def listing() -> list[dict[str, object]]:
+class LabEntry(TypedDict, total=False):
+    """One lab in `lab list`: name, state and held_bytes always; pid and ssh for a running lab."""
+
+    name: str
+    state: str  # up | stale | down
+    held_bytes: int
+    pid: int
+    ssh: str
+
+
+def listing() -> list[LabEntry]:
     """Every lab with a runtime directory on this machine: its name, state (up; stale: recorded as up, its qemu
     gone, its disks still here; down), the bytes its files hold (disk images are sparse: what they allocated), and
     the pid and ssh address of a running one."""
-    out: list[dict[str, object]] = []
+    out: list[LabEntry] = []
     for name in lab_names():
         doc = status(name)
         held = 0
@@ -444,9 +455,9 @@ def listing() -> list[dict[str, object]]:
                 held += p.stat().st_blocks * 512 if p.is_file() else 0
             except OSError:  # removed meanwhile (a lab going down)
                 pass
-        entry: dict[str, object] = {"name": name, "state": doc["state"], "held_bytes": held}
+        entry = LabEntry(name=name, state=str(doc["state"]), held_bytes=held)
         if doc["state"] == "up":
-            entry.update(pid=doc["pid"], ssh=doc["ssh"])
+            entry["pid"], entry["ssh"] = int(str(doc["pid"])), str(doc["ssh"])
         out.append(entry)
     return out
 
