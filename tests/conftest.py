@@ -148,6 +148,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """For scripts/test's run record: this run's figures as JSON (written even when tests failed or the run was
     interrupted: pytest calls this after a KeyboardInterrupt too)."""
     _write_summary(int(exitstatus))  # the controller's alone (_WRITES_SUMMARY)
+    if int(exitstatus) == 0 and _WRITES_SUMMARY[0]:
+        _prune_test_labs([b["name"] for b in _boots() if b.get("what") == "lab"])
+
+
+def _prune_test_labs(names: list[str]) -> list[str]:
+    """The runtime directories of the labs this run booted and left down (their ssh keys and console logs: 16K
+    each, 141 of them here after a few runs), removed after a run that passed (a failed run keeps its consoles for
+    reading); never the user's `default` lab, never a lab still up. Returns the names removed."""
+    from tankbench.lab.state import labs_dir, read_state
+
+    removed = []
+    for name in sorted(set(names) - {"default"}):
+        d = labs_dir() / name
+        if d.is_dir() and not (d / "state.json").exists() and read_state(name) is None:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 def _write_summary(exitstatus: int | None) -> None:

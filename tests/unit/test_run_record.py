@@ -209,7 +209,8 @@ def test_a_real_pytest_killed_mid_test_leaves_a_summary_of_what_ran_and_what_was
     assert doc["tests"] == 1 and doc["failed"] == 0
     assert [t["test"].rsplit("/", 1)[-1] for t in doc["in_flight"]] == ["test_two.py::test_hangs"]
     assert doc["files"][0]["file"].endswith("test_two.py") and doc["files"][0]["tests"] == 1
-    assert 0 < time.time() - doc["files"][0]["start"] < 600 and doc["files"][0]["workers"] == [], doc["files"]
+    # start is rounded to 0.1 s: it may be up to 0.05 s after now
+    assert -0.1 < time.time() - doc["files"][0]["start"] < 600 and doc["files"][0]["workers"] == [], doc["files"]
     steps = tmp_path / "steps"
     steps.write_text("pytest\t1.0\t2.0\t137\n")
     cp = subprocess.run(
@@ -245,4 +246,20 @@ def test_under_xdist_each_file_names_the_worker_that_ran_it(tmp_path: Path) -> N
     assert cp.returncode == 0, cp.stdout + cp.stderr
     files = {f["file"].rsplit("/", 1)[-1]: f for f in json.loads(summary.read_text())["files"]}
     assert set(files) == {"test_a.py", "test_b.py"}, files
-    assert all(f["workers"] == ["gw0"] and t0 <= f["start"] <= time.time() for f in files.values()), files
+    assert all(f["workers"] == ["gw0"] and t0 - 0.1 <= f["start"] <= time.time() + 0.1 for f in files.values()), files
+
+
+def test_a_passing_run_prunes_only_the_down_labs_it_booted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a run that passed, the labs it booted and left down lose their runtime directories (keys, consoles);
+    a lab still up, the user's `default` and labs this run did not boot keep theirs."""
+    from tests.conftest import _prune_test_labs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    from tankbench.lab.state import labs_dir
+
+    for name in ("pytest-1", "pytest-2", "default", "other"):
+        (labs_dir() / name).mkdir(parents=True)
+        (labs_dir() / name / "console.log").write_text("boot\n")
+    (labs_dir() / "pytest-2" / "state.json").write_text("{}")  # up (even if its state cannot be read)
+    assert _prune_test_labs(["pytest-1", "pytest-2", "default", "pytest-1", "gone"]) == ["pytest-1"]
+    assert sorted(p.name for p in labs_dir().iterdir()) == ["default", "other", "pytest-2"]
