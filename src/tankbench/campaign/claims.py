@@ -267,7 +267,17 @@ def same_but_axis(axis: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool
     return all(level_text(a[k]) == level_text(b[k]) for k in a.keys() & b.keys() if k not in skip)
 
 
-def pairs(claim: Claim, tests: Sequence[tuple[Mapping[str, Any], str]]) -> list[tuple[int, int]]:
+def measures(claim: Claim, axes: Mapping[str, Any]) -> bool:
+    """Whether the claim's metric is measured by a test with these axes: a copy test (`workload = "cp"`) has no
+    IOPS, an fio test no copy figure. A test that cannot measure it is in no claim's scope: more runs of it would
+    never decide the claim (a check ran copy tests three times for an IOPS claim)."""
+    kind = COPY if str(axes.get("workload", "fio")) in COPY_WORKLOADS else FIO
+    return kind in METRICS[claim.metric].kinds
+
+
+def pairs(
+    claim: Claim, tests: Sequence[tuple[Mapping[str, Any], str]], every_kind: bool = False
+) -> list[tuple[int, int]]:
     """Matched pairs (index of a first-level test, index of a second-level test) among `tests` (axes, case);
     a test may be in several pairs (one zvol against datasets of three recordsizes). Tests are bucketed by the
     axes they have, and each bucket's partners found by their values on the axes two buckets share: a matrix of
@@ -275,7 +285,11 @@ def pairs(claim: Claim, tests: Sequence[tuple[Mapping[str, Any], str]]) -> list[
     skip = _ignored(claim.axis)
     sides: tuple[dict[frozenset[str], list[int]], dict[frozenset[str], list[int]]] = ({}, {})
     for i, (axes, case) in enumerate(tests):
-        s = side(claim, axes) if not claim.case or case == claim.case else -1
+        s = (
+            side(claim, axes)
+            if (not claim.case or case == claim.case) and (every_kind or measures(claim, axes))
+            else -1
+        )
         if s >= 0:
             sides[s].setdefault(frozenset(axes.keys() - skip), []).append(i)
     out: list[tuple[int, int]] = []
@@ -292,11 +306,16 @@ def pairs(claim: Claim, tests: Sequence[tuple[Mapping[str, Any], str]]) -> list[
     return sorted(out)
 
 
-def covered(claim: Claim, tests: Sequence[tuple[Mapping[str, Any], str]]) -> list[int]:
-    """Indexes of the tests a claim is judged on: its pairs' tests, or for a constant claim every test in scope."""
+def covered(claim: Claim, tests: Sequence[tuple[Mapping[str, Any], str]], every_kind: bool = False) -> list[int]:
+    """Indexes of the tests a claim is judged on: its pairs' tests, or for a constant claim every test in scope;
+    only tests that measure its metric (`every_kind`: any test, for saying why a claim covers none)."""
     if not claim.relative:
-        return [i for i, (axes, case) in enumerate(tests) if matches(claim, axes, case)]
-    return sorted({i for p in pairs(claim, tests) for i in p})
+        return [
+            i
+            for i, (axes, case) in enumerate(tests)
+            if matches(claim, axes, case) and (every_kind or measures(claim, axes))
+        ]
+    return sorted({i for p in pairs(claim, tests, every_kind) for i in p})
 
 
 # -- checked against the expanded tests (expand() calls this: bad claims stop plan, run and check) ---------------
@@ -357,10 +376,8 @@ def check_claims(path: str, claims: Sequence[Claim], tests: Sequence[Any]) -> No
             _check_scope(path, c, "where", k, vs, _levels_of(axes, k))
         if c.axis:
             _check_scope(path, c, "compare", c.axis, c.levels, _levels_of(axes, c.axis))
-        idx = covered(c, rows)
-        kinds = METRICS[c.metric].kinds
-        measurable = [i for i in idx if (COPY if axes[i].get("workload") in COPY_WORKLOADS else FIO) in kinds]
-        if not measurable:
+        idx = covered(c, rows, every_kind=True)
+        if not covered(c, rows):
             what = (
                 f"no pair of tests differs only in {c.axis}"
                 if c.axis and not idx
