@@ -193,6 +193,26 @@ def test_decide_stops_each_test_once_its_claims_are_decided() -> None:
     assert kinds == ["decided", "decided"] and "QD4 doubles writes: holds" in sched.decisions[0].reason
 
 
+def test_a_claim_covers_only_tests_that_measure_its_metric() -> None:
+    """A copy test has no IOPS: an IOPS claim over a matrix with copy tests pairs the fio tests alone (a check once
+    ran copy tests three times for an IOPS claim, waiting for a value that never comes); a durable-MiB/s claim, which
+    a copy measures, keeps them."""
+    from tankbench.schedule.decide import scopes
+
+    text = CAMPAIGN.format(claims="", campaign='copy_size = "16M"').replace(
+        "iodepth = [1, 4]", 'iodepth = [1, 4]\nworkload = ["fio", "cp"]'
+    )
+    iops = '[[claim]]\nname = "zvols are slower"\ncompare = { kind = ["zvol", "dataset"] }\nmetric = "iops"\nexpect = "< 1x"\n'
+    durable = iops.replace('"zvols are slower"', '"zvols write later"').replace('"iops"', '"durable_mibs"')
+    s = parse_spec(text + iops + durable, "c.toml")
+    tests = expand(s)
+    assert any(t.is_copy for t in tests)
+    by = {sc.claim.name: sc for sc in scopes(s.report.claims, tests, s.report.case_keys)}
+    copies = {t.id for t in tests if t.is_copy}
+    assert by["zvols are slower"].tests and not copies & set(by["zvols are slower"].tests)
+    assert copies & set(by["zvols write later"].tests)
+
+
 def simulate(sched: Scheduler, mean, cv: float, seed: int = 3) -> dict[str, int]:  # type: ignore[no-untyped-def]
     """Run a scheduler to its end on values around mean(test) with run-to-run noise cv: runs per test id."""
     rng = random.Random(seed)
