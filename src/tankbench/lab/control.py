@@ -140,7 +140,7 @@ def apply_machine(name: str, host: LabHost, machine: LabMachine, progress: Progr
             state.extra["arc_default"] = _arc_c_max(name, host, "")
         default = int(state.extra["arc_default"])  # type: ignore[call-overload]
         arc = machine.arc_max or default
-        c_max = _arc_c_max(name, host, f"echo {arc} > /sys/module/zfs/parameters/zfs_arc_max && ")
+        c_max = _arc_c_max(name, host, f"{OPEN_TIMEOUT}echo {arc} > /sys/module/zfs/parameters/zfs_arc_max && ")
         if c_max != arc:
             raise HostError(
                 f"lab {name}: zfs_arc_max {arc} was not taken (the ARC's c_max is {c_max}); "
@@ -154,6 +154,14 @@ def apply_machine(name: str, host: LabHost, machine: LabMachine, progress: Progr
         + (fmt_size(c_max) if machine.arc_max else f"{fmt_size(c_max)} (the module's default)")
     )
     return state
+
+
+#: `zpool create` on a whole disk partitions it and then waits zfs_vdev_open_timeout_ms (1 s by default) for udev's
+#: link to the new partition: on the lab's throttled disks under TCG, re-creating a pool on disks a previous campaign
+#: used took longer ("open error=2 timeout=1003444490/1000000000" in the ZFS debug log) and failed "cannot create
+#: 'tblimit': no such pool or dataset", the driver's retry too (bench/limiter, 3 times). The lab's own kernel waits
+#: 30 s (a real host's parameter is the user's: tankbench never changes it).
+OPEN_TIMEOUT = "p=/sys/module/zfs/parameters/zfs_vdev_open_timeout_ms; if [ -w $p ]; then echo 30000 > $p; fi; "
 
 
 def _shape_link(name: str, host: LabHost, mbps: int) -> None:
