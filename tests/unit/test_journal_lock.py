@@ -62,3 +62,46 @@ def test_existing_lock_file_is_left_alone(tmp_path: Path) -> None:
     with JournalLock(str(path)):
         pass
     assert lock.read_text() == "12345"
+
+
+def test_a_new_journal_appears_whole_never_half_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`show` from another shell while `run` starts read the new file before its tables were written and said
+    'not a tankbench journal' (a CI failure): the schema is written beside it and linked into place."""
+    import tankbench.journal.db as db
+
+    path = tmp_path / "j.sqlite"
+    seen: list[bool] = []
+    real = db.migrate
+
+    def watching(conn: sqlite3.Connection) -> int:
+        seen.append(path.exists())  # what a reader in another shell would find while the schema is written
+        return real(conn)
+
+    monkeypatch.setattr(db, "migrate", watching)
+    Journal(str(path)).close()
+    assert seen[0] is False  # the first migration (the new file's schema) ran while the path did not exist yet
+    db.check_journal_file(str(path)).close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.sqlite"]  # nothing left beside it
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_journal_linked_first_by_another_run_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tankbench.journal.db as db
+
+    path = tmp_path / "j.sqlite"
+    other = tmp_path / "other.sqlite"
+    j = Journal(str(other))
+    j.close()
+    real = db.migrate
+
+    def racing(conn: sqlite3.Connection) -> int:
+        if not path.exists():
+            shutil.copy(other, path)  # another run's journal lands first
+        return real(conn)
+
+    monkeypatch.setattr(db, "migrate", racing)
+    before = path.read_bytes() if path.exists() else None
+    Journal(str(path)).close()
+    assert before is None and path.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.sqlite", "other.sqlite"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -110,6 +111,38 @@ def check_journal_file(path: str) -> sqlite3.Connection:
     return conn
 
 
+def _create_whole(path: str) -> None:
+    """Make a new journal with its whole schema in a file beside `path`, then link it into place: a reader in
+    another shell (`show` while `run` starts) never finds the file half made, an SQLite database without the
+    journal's tables or at an older schema version. A journal another `run` linked there first is kept (the
+    caller opens it, as if it had existed). Raises sqlite3.Error or OSError; a kill -9 can leave the hidden
+    `.NAME.new-PID` file, never a half-made journal."""
+    d, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(d, f".{base}.new-{os.getpid()}")
+    try:
+        conn = sqlite3.connect(tmp, timeout=30, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")  # kept in the header: the journal opens in WAL mode
+            migrate(conn)
+        finally:
+            conn.close()  # the last connection folds the -wal into the file and removes it
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            check_journal_file(path).close()  # another run's journal, linked first: refuse it if foreign
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                raise
+            if os.path.exists(path):  # a filesystem without hard links: rename, never over a file
+                check_journal_file(path).close()
+            else:
+                os.rename(tmp, path)
+    finally:
+        for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+            with suppress(FileNotFoundError):
+                os.unlink(leftover)
+
+
 _STALE_NOTES = {
     "crashed": "the host went down while this run was in progress (its boot id changed, or is unknown; "
     "found on resume)",
@@ -155,6 +188,8 @@ class Journal(JournalReads):
             except OSError as e:
                 raise journal_fault(path, e, "create") from e
         try:
+            if not existed:
+                _create_whole(path)
             self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
@@ -164,6 +199,8 @@ class Journal(JournalReads):
             if is_fault(e):  # a full or read-only filesystem, a lock held elsewhere: not the file's content
                 raise journal_fault(path, e, "open" if existed else "create") from e
             raise _not_journal(path, str(e)) from e
+        except OSError as e:  # linking the new journal into place: a full or read-only directory
+            raise journal_fault(path, e, "create") from e
 
     @classmethod
     def open_readonly(cls, path: str) -> Journal:
