@@ -370,6 +370,30 @@ def test_settle_separates_the_winner_or_runs_to_max() -> None:
     assert min(runs.values()) == 1
 
 
+def test_settle_rounds_snake_so_each_starts_on_the_configuration_the_last_ended_on() -> None:
+    """A target keeps one configuration's dataset: a round that starts where the one before ended does not
+    provision and lay it out again (seed 004's check re-laid out its file at every round's first run)."""
+    from tankbench.schedule.configs import config_key
+
+    spec = spec_of('repeats = { max = 3, settle = "5%" }')
+    tests = expand(spec)
+    noise = iter([1.0, 0.9, 1.1, 0.95, 1.05] * 20)
+    sched = Scheduler(tests, spec.schedule, {})  # equal means, wide noise: every test in doubt to max
+    rounds: list[list[str]] = []
+    while batch := sched.next_batch():
+        rounds.append([config_key(slot.test) for slot in batch])
+        for slot in batch:
+            sched.observe(slot.test.id, Observation(slot.run_no, slot.warmup, "done", 100.0 * next(noise)))
+        sched.end_batch()
+    plan = list(dict.fromkeys(config_key(t) for t in tests))
+    assert len(plan) == 2 and len(rounds) >= 3 and len(rounds[0]) == len(tests), [len(r) for r in rounds]
+    for n, r in enumerate(rounds):
+        order = plan[::-1] if n % 2 else plan
+        assert list(dict.fromkeys(r)) == [c for c in order if c in r], (n, r)
+    assert all(a[-1] == b[0] for a, b in zip(rounds, rounds[1:], strict=False) if a[-1] in b)  # no switch
+    assert rounds[1][0] == rounds[0][-1]
+
+
 def test_settle_is_kept_on_resume_and_cannot_be_combined_with_ci() -> None:
     from tankbench.model import Run
     from tankbench.schedule.scheduler import decided_from_runs

@@ -123,6 +123,7 @@ class Scheduler:
                 self._check(st, record=False)
         #: tests that wait, active, while a sample of their claim's tests measures its noise (waiting_and_held)
         self.held: set[str] = set()
+        self.snake = False  # the next settle round's configurations in reverse plan order (it flips each round)
         if self.scopes and all(st.measured >= 1 for st in self.states.values() if self.active(st)):
             self.held = self._waiting_and_held()[2]  # resumed during a noise sample: the sample goes on alone
 
@@ -166,8 +167,9 @@ class Scheduler:
         return slots
 
     def _settle_batch(self) -> list[Slot]:
-        """`repeats.settle`: a round is one more run of every test still in doubt, across configurations (a
-        test's neighbours in its test case usually sit on other ones), configurations in plan order."""
+        """`repeats.settle`: a round is one more run of every test still in doubt, across configurations (a test's
+        neighbours usually sit on other ones), in plan order and in reverse in turn: it starts on the configuration
+        the last ended on (not laid out again) and order effects fall on each end (docs/schedule.md)."""
         sched = self.schedule
         live = [st for group in self.groups for st in group if self.runs_now(st)]
         if not live and self.held:  # never end a campaign on held tests (their sample could not run)
@@ -178,7 +180,8 @@ class Scheduler:
         low = min(st.measured for st in live)
         self.round_no = low + 1
         slots: list[Slot] = []
-        for group in self.groups:
+        self.snake = not self.snake
+        for group in self.groups if self.snake else self.groups[::-1]:
             members = [st for st in group if self.runs_now(st) and st.measured == low]
             if not members:
                 continue
