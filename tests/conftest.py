@@ -156,12 +156,12 @@ def _prune_test_labs(names: list[str]) -> list[str]:
     """The runtime directories of the labs this run booted and left down (their ssh keys and console logs: 16K
     each, 141 of them here after a few runs), removed after a run that passed (a failed run keeps its consoles for
     reading); never the user's `default` lab, never a lab still up. Returns the names removed."""
-    from tankbench.lab.state import labs_dir, read_state
+    from tankbench.lab.state import labs_dir
 
     removed = []
     for name in sorted(set(names) - {"default"}):
         d = labs_dir() / name
-        if d.is_dir() and not (d / "state.json").exists() and read_state(name) is None:
+        if d.is_dir() and not (d / "state.json").exists():  # a lab that is up has its state.json
             shutil.rmtree(d, ignore_errors=True)
             removed.append(name)
     return removed

@@ -9,8 +9,9 @@ run's ranking value: effects are ratios ("zvol 0.31x of dataset"), as seed 000 s
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -21,6 +22,17 @@ from tankbench.schedule.factors import Coding, Column, Factor, Matrix, Point, co
 ALPHA = 0.05
 #: log-scale means closer than this are equal (a ratio within 1e-9 of 1: floating-point rounding, not an effect)
 TIE = 1e-9
+
+T = TypeVar("T")
+
+
+def first_best(scores: Iterable[tuple[T, float]], lowest: bool = False) -> T:
+    """The first item whose score is the highest (`lowest`: the lowest) within TIE: items whose scores differ by
+    floating-point rounding alone are tied, and the first in the given order wins (a stable pick on any machine)."""
+    items = list(scores)
+    sign = -1.0 if lowest else 1.0
+    top = max(sign * v for _, v in items)
+    return next(item for item, v in items if sign * v >= top - TIE)
 
 
 @dataclass(frozen=True)
@@ -257,8 +269,8 @@ def _effect(f: Fit, points: Sequence[Point], factor: Factor) -> Effect:
     estimated = any(c.factor == factor.name and not c.other for c in f.columns)
     means = {lv: float(r @ f.beta) for lv, r in rows.items()}
     # levels whose means differ by rounding alone (an effect of exactly nothing) are tied: the first in matrix order
-    best = next(lv for lv, m in means.items() if m >= max(means.values()) - TIE)
-    worst = next(lv for lv, m in means.items() if m <= min(means.values()) + TIE)
+    best = first_best(means.items())
+    worst = first_best(means.items(), lowest=True)
     contrast = rows[best] - rows[worst]
     est = means[best] - means[worst]
     se = math.sqrt(max(float(contrast @ f.cov @ contrast), 0.0))

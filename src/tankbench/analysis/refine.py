@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tankbench.analysis.factorfit import TIE, Effect, Fit, effects
+from tankbench.analysis.factorfit import Effect, Fit, effects, first_best
 from tankbench.schedule.factors import Factor, Point, is_parent, level_of
 
 
@@ -81,8 +81,7 @@ def choose(name: str, fit: Fit, points: Sequence[Point], k: int) -> WorkloadRefi
         if exact:
             chosen += [p.id for p in exact]
             continue
-        top_score = max(fit.score(p) for p in group)
-        pick = next(p for p in group if fit.score(p) >= top_score - TIE)  # ties by rounding: the first in plan order
+        pick = first_best((p, fit.score(p)) for p in group)  # ties by rounding: the first in plan order
         chosen.append(pick.id)
         cell_s = ", ".join(f"{f}={lv}" for f, lv in zip(top, cell) if lv is not None)
         notes.append(

@@ -133,7 +133,7 @@ class Scheduler:
 
     def runs_now(self, st: _TestState) -> bool:
         """Active and not held back while a sample measures its claim's noise."""
-        return not st.final and st.test.id not in self.held
+        return self.active(st) and st.test.id not in self.held
 
     def next_batch(self) -> list[Slot]:
         """The next runs to do (a round, or one run in sequential order); [] when the campaign is complete."""
