@@ -8,7 +8,7 @@ import sys
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.drivers.zfs import ZfsProvisioner
 from tankbench.errors import UserError
-from tankbench.runner import open_host
+from tankbench.runner import leave_host, open_host
 from tankbench.targets.zfsplan import TAG
 
 
@@ -23,6 +23,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("campaign", metavar="CAMPAIGN", help="campaign file (TOML) or preset name")
     p.add_argument("--scale", metavar="NAME", default="", help="the [scale.NAME] the campaign ran with")
+    p.add_argument(
+        "--keep-lab",
+        action="store_true",
+        help="leave up a lab VM that clean booted (by default it is shut down again: clean leaves the lab as it "
+        "found it)",
+    )
     add_campaign_options(p)
     p.set_defaults(func=cmd_clean)
 
@@ -34,11 +40,15 @@ def cmd_clean(args: argparse.Namespace) -> int:
             f"{spec.path}: the campaign has no [pool]: nothing on ZFS to clean",
             "file and raw targets keep their test data; remove it yourself if you want",
         )
-    host = open_host(spec, lambda m: print(m, file=sys.stderr))
+
+    def note(m: str) -> None:
+        print(m, file=sys.stderr)
+
+    host = open_host(spec, note)
     try:
         gone, kept = ZfsProvisioner(host, spec).clean()
     finally:
-        host.close()
+        leave_host(host, args.keep_lab, note)  # a lab clean booted goes down again; one that was up stays up
     for name in gone:
         print(f"destroyed {name}")
     for name in kept:
