@@ -140,14 +140,17 @@ def apply_machine(name: str, host: LabHost, machine: LabMachine, progress: Progr
             state.extra["arc_default"] = _arc_c_max(name, host, "")
         default = int(state.extra["arc_default"])  # type: ignore[call-overload]
         arc = machine.arc_max or default
-        c_max = _arc_c_max(name, host, f"{OPEN_TIMEOUT}echo {arc} > /sys/module/zfs/parameters/zfs_arc_max && ")
+        c_max = _arc_c_max(name, host, f"echo {arc} > /sys/module/zfs/parameters/zfs_arc_max && ")
         if c_max != arc:
             raise HostError(
                 f"lab {name}: zfs_arc_max {arc} was not taken (the ARC's c_max is {c_max}); "
                 "it cannot be set below zfs_arc_min (1/32 of the guest's memory)"
             )
         _shape_link(name, host, machine.link_mbps)
-        state.extra["machine"] = diskmodels.fingerprint(models, machine.arc_max, c_max, machine.link_mbps)
+        state.extra["machine"] = {
+            **diskmodels.fingerprint(models, machine.arc_max, c_max, machine.link_mbps),
+            "lab_vdev_open_timeout_ms": _open_timeout(name, host),
+        }
         write_state(d, state)
     progress(
         f"lab {name}: disks {diskmodels.summary(models)}; ARC max "
@@ -161,7 +164,22 @@ def apply_machine(name: str, host: LabHost, machine: LabMachine, progress: Progr
 #: used took longer ("open error=2 timeout=1003444490/1000000000" in the ZFS debug log) and failed "cannot create
 #: 'tblimit': no such pool or dataset", the driver's retry too (bench/limiter, 3 times). The lab's own kernel waits
 #: 30 s (a real host's parameter is the user's: tankbench never changes it).
-OPEN_TIMEOUT = "p=/sys/module/zfs/parameters/zfs_vdev_open_timeout_ms; if [ -w $p ]; then echo 30000 > $p; fi; "
+OPEN_TIMEOUT_MS = 30000
+
+
+def _open_timeout(name: str, host: LabHost) -> int:
+    """Set the lab kernel's zfs_vdev_open_timeout_ms to OPEN_TIMEOUT_MS and read it back (the runs' fingerprint
+    records it: a fact of the lab's kernel, like the ARC's size); 0 where the module has no such parameter."""
+    p = "/sys/module/zfs/parameters/zfs_vdev_open_timeout_ms"
+    res = host.run(
+        ["sh", "-c", f"if [ -e {p} ]; then echo {OPEN_TIMEOUT_MS} > {p} && cat {p}; else echo 0; fi"], timeout=60
+    )
+    got = res.stdout.strip()
+    if res.returncode != 0 or not got.isdigit() or int(got) not in (0, OPEN_TIMEOUT_MS):
+        raise HostError(
+            f"lab {name}: could not set zfs_vdev_open_timeout_ms: {res.stdout.strip()} {res.stderr.strip()}"
+        )
+    return int(got)
 
 
 def _shape_link(name: str, host: LabHost, mbps: int) -> None:
