@@ -47,6 +47,28 @@ def tankbench(*args: str) -> int:
 SECOND_LAB = "screening-bench-x"
 
 
+def screening_steps(sc: Path) -> tuple[tuple[str, ...], ...]:
+    """The screening arm: the campaign with design = screening, then `refine` in the same journal."""
+    design = ("--set", "campaign.design=screening")
+    return (
+        ("run", str(CAMPAIGN), *design, "--journal", str(sc), "--no-report", "--keep-lab"),
+        ("refine", str(sc), "--no-report"),
+    )
+
+
+def steps(*each: tuple[str, ...]) -> int:
+    """Each step in turn (each resumes from its journal); stop at one that did not end 0 or 1 (1: some runs failed,
+    they are rows; anything else stopped the step). The first lab is shut down after."""
+    try:
+        for args in each:
+            rc = tankbench(*args)
+            if rc not in (0, 1):
+                return rc
+        return 0
+    finally:
+        tankbench("lab", "down", "--name", "screening-bench")
+
+
 def run_two_labs(out: Path) -> int:
     """The exhaustive arm on a second lab of the same model, beside the screening arm and its refine on the
     first: both arms at once, each lab's emulator on one of two cores (the comparison is within each arm: both
@@ -58,54 +80,19 @@ def run_two_labs(out: Path) -> int:
     with (out / "exhaustive.log").open("w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "tankbench", *ex_args], stdout=log, stderr=subprocess.STDOUT)
         try:
-            for args in (
-                (
-                    "run",
-                    str(CAMPAIGN),
-                    "--set",
-                    "campaign.design=screening",
-                    "--journal",
-                    str(sc),
-                    "--no-report",
-                    "--keep-lab",
-                ),
-                ("refine", str(sc), "--no-report"),
-            ):
-                rc = tankbench(*args)
-                if rc not in (0, 1):
-                    return rc
+            rc = steps(*screening_steps(sc))
         finally:
-            tankbench("lab", "down", "--name", "screening-bench")
             rc_ex = proc.wait()
     print(f"exhaustive arm (log: {out / 'exhaustive.log'}): exit {rc_ex}", flush=True)
-    return rc_ex if rc_ex not in (0, 1) else report(ex, sc)
+    return rc or (rc_ex if rc_ex not in (0, 1) else report(ex, sc))
 
 
 def run(out: Path) -> int:
     """The three steps on one lab (each resumes from its journal), the lab shut down after, then the report."""
     out.mkdir(parents=True, exist_ok=True)
     ex, sc = out / "exhaustive.sqlite", out / "screening.sqlite"
-    try:
-        for args in (
-            ("run", str(CAMPAIGN), "--journal", str(ex), "--no-report", "--keep-lab"),
-            (
-                "run",
-                str(CAMPAIGN),
-                "--set",
-                "campaign.design=screening",
-                "--journal",
-                str(sc),
-                "--no-report",
-                "--keep-lab",
-            ),
-            ("refine", str(sc), "--no-report"),
-        ):
-            rc = tankbench(*args)
-            if rc not in (0, 1):  # 1: some runs failed (they are rows); anything else stopped the step
-                return rc
-    finally:
-        tankbench("lab", "down", "--name", "screening-bench")
-    return report(ex, sc)
+    exhaustive = ("run", str(CAMPAIGN), "--journal", str(ex), "--no-report", "--keep-lab")
+    return steps(exhaustive, *screening_steps(sc)) or report(ex, sc)
 
 
 def runs_of(journal: Path) -> dict[str, float]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from tankbench import __version__
 from tankbench.campaign import Spec
@@ -79,6 +79,28 @@ def campaign_tunables(host: Host, spec: Spec) -> Tunables | None:
     return Tunables(host, spec.campaign_id, spec.path) if spec.tunables or "tunables" in spec.matrix else None
 
 
+class _HookParty(Protocol):
+    spec: Spec
+    host: Host
+    journal: Journal
+    progress: Progress
+
+
+def tell_hook(on: _HookParty, event: str, message: str, test: str = "", exit_status: int | None = None) -> None:
+    """Tell the campaign's hook command (campaign.hook) about an event on a host (a HostRun's or a Session's)."""
+    call_hook(
+        on.spec.unattended.hook,
+        event,
+        on.progress.note,
+        campaign=on.spec.name,
+        journal=on.journal.path,
+        host=on.host.name,
+        message=message,
+        test=test,
+        exit_status=exit_status,
+    )
+
+
 class HostRun:
     """One host's share of a campaign run, as the runner's parts see it."""
 
@@ -129,14 +151,4 @@ class HostRun:
 
     def hook(self, event: str, message: str, test: str = "", exit_status: int | None = None) -> None:
         """Tell the campaign's hook command (campaign.hook) about an event."""
-        call_hook(
-            self.spec.unattended.hook,
-            event,
-            self.progress.note,
-            campaign=self.spec.name,
-            journal=self.journal.path,
-            host=self.host.name,
-            message=message,
-            test=test,
-            exit_status=exit_status,
-        )
+        tell_hook(self, event, message, test, exit_status)

@@ -17,14 +17,13 @@ from tankbench.campaign.host import default_journal_path, local_has_zfs
 from tankbench.campaign.unattended import legacy_grace_note, on_hang_note
 from tankbench.errors import HostError, UserError
 from tankbench.fio.jobs import job_text
-from tankbench.hooks import call_hook
 from tankbench.hosts.base import Host, work_root
 from tankbench.journal import Journal
 from tankbench.journal.lock import JournalLock
 from tankbench.model import Test
 from tankbench.progress import Progress
 from tankbench.recovery import crashes_found
-from tankbench.runner.context import campaign_tunables
+from tankbench.runner.context import campaign_tunables, tell_hook
 from tankbench.runner.loop import CampaignRunner
 from tankbench.runner.outcome import Outcome, stop_status, summary_line
 from tankbench.runner.probe import Preflight, preflight
@@ -115,17 +114,7 @@ class Session:
 
     def hook(self, event: str, message: str, test: str = "", exit_status: int | None = None) -> None:
         """Tell the campaign's hook command (campaign.hook) about an event on this host."""
-        call_hook(
-            self.spec.unattended.hook,
-            event,
-            self.progress.note,
-            campaign=self.spec.name,
-            journal=self.journal.path,
-            host=self.host.name,
-            message=message,
-            test=test,
-            exit_status=exit_status,
-        )
+        tell_hook(self, event, message, test, exit_status)
 
     def begin(self, crashed: list[Stale], tests: Iterable[Test], resuming: str = "") -> None:
         """Before the runs: crashes found on resume (rows completed, hooks called), `resuming` said, module
