@@ -15,6 +15,7 @@ from tankbench.campaign.expand import expand_matrix
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.cli._common import print_json
 from tankbench.errors import UserError
+from tankbench.model import Test
 from tankbench.schedule.decide import CHECK_ALPHA, CHECK_MAX, check_spec
 
 
@@ -67,8 +68,9 @@ def error_rate(text: str) -> float:
     return value
 
 
-def prepare(spec: Spec, alpha: float, rmax: int | None) -> tuple[Spec, int]:
-    """The campaign as check runs it, and how many runs its own schedule would take (all tests x repeats.max)."""
+def prepare(spec: Spec, alpha: float, rmax: int | None, tests: list[Test] | None = None) -> tuple[Spec, int]:
+    """The campaign as check runs it, and how many runs its own schedule would take (all tests x repeats.max);
+    `tests`: its whole matrix when the caller has expanded it already (`plan --check`: 2,703 tests once, not twice)."""
     if not spec.report.claims:
         raise UserError(
             f"{spec.path}: the campaign states no claim",
@@ -78,7 +80,8 @@ def prepare(spec: Spec, alpha: float, rmax: int | None) -> tuple[Spec, int]:
         raise UserError(
             f"--max {rmax}: not a number of runs", "--max 3 (--max 1 judges the journal's runs, adding none)"
         )
-    tests = expand_matrix(spec)  # the whole matrix (a screening design's too); refuses claims it cannot decide
+    if tests is None:
+        tests = expand_matrix(spec)  # the whole matrix (a screening design's too); refuses claims it cannot decide
     checked = check_spec(spec, tests, alpha, rmax)
     if not checked.only:
         raise UserError(

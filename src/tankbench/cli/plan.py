@@ -167,7 +167,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.check:  # what `check` runs: the claims' tests under the decide rule
         from tankbench.cli.check import prepare
 
-        spec = prepare(spec, CHECK_ALPHA, None)[0]
+        spec = prepare(spec, CHECK_ALPHA, None, full)[0]
         tests = expand(spec)
     p = planned(spec, tests, args.journal)
     steps, steps_json = (
