@@ -276,3 +276,46 @@ def test_two_kills_of_tankbench_during_one_test_do_not_skip_it(tmp_path: Path):
     statuses = [r[0] for r in rows(j, "SELECT status FROM runs ORDER BY id")]
     assert statuses == ["interrupted", "interrupted", "done"], statuses
     assert "skipped" not in res.stdout + res.stderr
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_next_run_finishes_it(tmp_path: Path) -> None:
+    """`kill PID` (SIGTERM: systemctl stop, a CI's timeout) stopped tankbench at once before, with no cleanup (a
+    lab it booted stayed up with nobody to stop it): now it stops as Ctrl-C does, exit 130, the run in flight
+    left for the next `run` (as after Ctrl-C), which marks it interrupted and finishes the campaign, each test
+    done once."""
+    c = write_campaign(tmp_path, runtime="2s", rw='["read", "write", "randread"]')
+    j = tmp_path / "j.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "--no-report"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(
+            lambda: (
+                j.exists()
+                and rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] == 1
+            ),
+            120,
+            "no run came to be in flight",
+        )
+        fio_pid = int(rows(j, "SELECT pid FROM runs WHERE status='running'")[0][0])
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Interrupted." in err, (proc.returncode, err[-2000:])
+    assert "Traceback" not in err
+    statuses = [r[0] for r in rows(j, "SELECT status FROM runs ORDER BY id")]
+    assert statuses.count("running") == 1, statuses  # as after Ctrl-C: the next run finds it and runs it again
+    wait_until(lambda: "fio" not in (proc_cmdline(fio_pid) or ""), 10, f"fio {fio_pid} still runs after SIGTERM")
+    res = tankbench("run", str(c), "--journal", str(j), "--no-report", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    done = rows(j, "SELECT test_id FROM runs WHERE status='done' AND warmup=0")
+    tests = rows(j, "SELECT count(*) FROM tests")[0][0]
+    assert len(done) == tests and len(set(done)) == tests
+    statuses = [r[0] for r in rows(j, "SELECT status FROM runs ORDER BY id")]
+    assert statuses.count("interrupted") == 1 and "running" not in statuses, statuses

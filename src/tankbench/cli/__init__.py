@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from tankbench import version_line
 from tankbench.errors import HostError, UserError
@@ -71,6 +73,27 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`kill PID`, `systemctl stop`, a CI's timeout) stops a command as Ctrl-C does: the run in flight is
+    marked interrupted and its fio ended, a lab the command booted is shut down, exit 130. Python's default ended
+    the process at once: a lab it had booted stayed up (3 GB resident) with nobody to stop it. Only in the main
+    thread (where signal handlers live); the previous handler comes back after."""
+    try:
+        old = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (a test calling main() from one): leave SIGTERM as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, call, and turn UserError into `Error: …` + hint with exit status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -83,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with _sigterm_as_interrupt():
+            return int(args.func(args) or 0)
     except UserError as e:
         print(f"Error: {e.message}", file=sys.stderr)
         if e.hint:
