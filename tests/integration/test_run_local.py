@@ -106,7 +106,7 @@ size = "16M"
 """
     )
     j = tmp_path / "j.sqlite"
-    fio_pid = _kill_when(
+    fio_pid, _, _ = _kill_when(
         c,
         j,
         tmp_path,
@@ -220,13 +220,23 @@ bs = ["1M"]
     assert copied.stat().st_size == 32 << 20
 
 
-def _kill_when(c: Path, j: Path, tmp_path: Path, ready: Callable[[], bool], never: str, *args: str) -> int:
-    """Start `run`, kill -9 it as soon as `ready()` holds on its journal; return the pid of the run in flight."""
+def _kill_when(
+    c: Path,
+    j: Path,
+    tmp_path: Path,
+    ready: Callable[[], bool],
+    never: str,
+    *args: str,
+    sig: signal.Signals = signal.SIGKILL,
+) -> tuple[int, int, str]:
+    """Start `run`, send it `sig` as soon as `ready()` holds on its journal; return the pid of the run in flight,
+    the exit status of `run` and its stderr."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), *args],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -240,12 +250,12 @@ def _kill_when(c: Path, j: Path, tmp_path: Path, ready: Callable[[], bool], neve
         else:
             raise AssertionError(never)
         fio_pid = rows(j, "SELECT pid FROM runs WHERE status='running'")[0][0]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    return int(fio_pid)
+    return int(fio_pid), proc.returncode, err
 
 
 def _kill_while_running(c: Path, j: Path, tmp_path: Path, earlier: int) -> None:
@@ -285,29 +295,16 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_next_run_finishes_it(tmp_pat
     done once."""
     c = write_campaign(tmp_path, runtime="2s", rw='["read", "write", "randread"]')
     j = tmp_path / "j.sqlite"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tankbench", "run", str(c), "--journal", str(j), "--no-report"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    fio_pid, status, err = _kill_when(
+        c,
+        j,
+        tmp_path,
+        lambda: rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] == 1,
+        "no run came to be in flight",
+        "--no-report",
+        sig=signal.SIGTERM,
     )
-    try:
-        wait_until(
-            lambda: (
-                j.exists()
-                and rows(j, "SELECT count(*) FROM runs WHERE status='running' AND pid IS NOT NULL")[0][0] == 1
-            ),
-            120,
-            "no run came to be in flight",
-        )
-        fio_pid = int(rows(j, "SELECT pid FROM runs WHERE status='running'")[0][0])
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130 and "Interrupted." in err, (proc.returncode, err[-2000:])
+    assert status == 130 and "Interrupted." in err, (status, err[-2000:])
     assert "Traceback" not in err
     statuses = [r[0] for r in rows(j, "SELECT status FROM runs ORDER BY id")]
     assert statuses.count("running") == 1, statuses  # as after Ctrl-C: the next run finds it and runs it again

@@ -259,40 +259,13 @@ def test_lab_up_is_idempotent_and_refuses_contradicting_options(lab: LabHost) ->
     assert vm.status(LAB)["state"] == "up"
 
 
-def _tiny_lab_campaign(tmp_path: Path, lab_name: str) -> Path:
-    path = tmp_path / f"{lab_name}.toml"
-    path.write_text(f"""
-[campaign]
-name = "lifecycle"
-runtime = "1s"
-warmup = false
-repeats = 1
-[host]
-kind = "lab"
-name = "{lab_name}"
-[[target]]
-name = "scratch"
-kind = "file"
-path = "/var/tmp/tb-lifecycle"
-size = "8M"
-[matrix]
-rw = ["randread"]
-bs = ["4k"]
-""")
-    return path
-
-
-def _pool_campaign(tmp_path: Path, lab_name: str) -> Path:
-    """A campaign with a pool (never created here: only `clean` reads it) on the lab's first disk."""
-    path = tmp_path / f"{lab_name}-pool.toml"
-    path.write_text(f"""
-[campaign]
-name = "lifecycle-pool"
-runtime = "1s"
-[host]
-kind = "lab"
-name = "{lab_name}"
-[pool]
+def _tiny_lab_campaign(tmp_path: Path, lab_name: str, *, pool: bool = False) -> Path:
+    """A one-test campaign on the lab `lab_name`: a file target, or with `pool` a dataset on a pool on the lab's
+    first disk (never created here: only `clean` reads it)."""
+    suffix = "-pool" if pool else ""
+    path = tmp_path / f"{lab_name}{suffix}.toml"
+    storage = (
+        """[pool]
 name = "tblifecycle"
 vdevs = ["/dev/disk/by-id/virtio-tbdata0"]
 confirm = ["/dev/disk/by-id/virtio-tbdata0"]
@@ -300,7 +273,25 @@ confirm = ["/dev/disk/by-id/virtio-tbdata0"]
 name = "ds"
 kind = "dataset"
 size = "8M"
-[matrix]
+"""
+        if pool
+        else """[[target]]
+name = "scratch"
+kind = "file"
+path = "/var/tmp/tb-lifecycle"
+size = "8M"
+"""
+    )
+    path.write_text(f"""
+[campaign]
+name = "lifecycle{suffix}"
+runtime = "1s"
+warmup = false
+repeats = 1
+[host]
+kind = "lab"
+name = "{lab_name}"
+{storage}[matrix]
 rw = ["randread"]
 bs = ["4k"]
 """)
@@ -335,7 +326,7 @@ def test_run_and_clean_shut_down_the_lab_they_booted_and_leave_one_that_was_up(l
         # and shuts it down again (after the quick start, `clean` left the default lab up, ~3 GB resident)
         for name, was_up in ((other, False), (LAB, True)):
             cp = subprocess.run(
-                [sys.executable, "-m", "tankbench", "clean", str(_pool_campaign(tmp_path, name))],
+                [sys.executable, "-m", "tankbench", "clean", str(_tiny_lab_campaign(tmp_path, name, pool=True))],
                 capture_output=True,
                 text=True,
                 timeout=900,
