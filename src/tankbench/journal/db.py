@@ -126,21 +126,28 @@ def _create_whole(path: str) -> None:
             migrate(conn)
         finally:
             conn.close()  # the last connection folds the -wal into the file and removes it
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            check_journal_file(path).close()  # another run's journal, linked first: refuse it if foreign
-        except OSError as e:
-            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
-                raise
-            if os.path.exists(path):  # a filesystem without hard links: rename, never over a file
-                check_journal_file(path).close()
-            else:
-                os.rename(tmp, path)
+        if not _put_in_place(tmp, path):
+            check_journal_file(path).close()  # another run's journal, there first: refuse it if foreign
     finally:
         for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
             with suppress(FileNotFoundError):
                 os.unlink(leftover)
+
+
+def _put_in_place(tmp: str, path: str) -> bool:
+    """Link `tmp` at `path` (on a filesystem without hard links, rename it), never over a file: False when a
+    file was there first."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        if os.path.exists(path):
+            return False
+        os.rename(tmp, path)
+    return True
 
 
 _STALE_NOTES = {

@@ -176,9 +176,7 @@ def _open_timeout(name: str, host: LabHost) -> int:
     )
     got = res.stdout.strip()
     if res.returncode != 0 or not got.isdigit() or int(got) not in (0, OPEN_TIMEOUT_MS):
-        raise HostError(
-            f"lab {name}: could not set zfs_vdev_open_timeout_ms: {res.stdout.strip()} {res.stderr.strip()}"
-        )
+        raise HostError(f"lab {name}: could not set zfs_vdev_open_timeout_ms: {got} {res.stderr.strip()}")
     return int(got)
 
 
