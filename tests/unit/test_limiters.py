@@ -279,3 +279,29 @@ def test_sync_writes_waiting_on_hdd_latency_below_its_throughput_are_disk_bound(
     assert disks.find_data(facts(p, {**m, "write.iops": 245.0}, {"dev.devices": with_log})) is None
     # buffered async writes never wait on the disks' latency
     assert disks.find_data(facts({"rw": "write", "io": "buffered"}, m, {"dev.devices": devices})) is None
+
+
+def test_qd1_reads_whose_disk_takes_the_dominant_share_of_each_io_are_disk_bound() -> None:
+    """bench/limiter's data-disks case: 4k O_DIRECT reads at QD1 of an `hdd`-modelled disk (40 IOPS) did 31.6 IOPS
+    (79 %): each read 25 ms in the disk of fio's 31.6 ms, the rest in the emulated CPU's path. One I/O at a time, the
+    disk's share is the limit (>= 2/3); at a deeper queue, or with the disk a smaller share, it is not named."""
+    devices = {"vdb": {**dev("tbdata0", r=31.6, busy=79.0), "await_ms": 25.0}}
+    m = {**reads(31.6 * 4096 * 6, 6.0), "read.lat_mean_ns": 31.6e6, "cpu.emulator_busy_pct": 40.0}
+    qd1 = {"ioengine": "psync", "iodepth": 1}
+    f = facts(qd1, m, {"dev.devices": devices}, kind="raw", fp=LAB)
+    found = disks.find_data(f)
+    assert found is not None and found.figures["latency_share"] == 0.791
+    assert "(79 % of its latency in the disks, the rest of each I/O outside them, one I/O at a time (CPU: " in (
+        found.evidence
+    )
+    assert "emulator 40 %" in found.evidence
+    assert name_limiter(f).kind == "data-disks"
+    # four I/Os in flight, the disks' time the same 79 % share of fio's latency: the disks must take >= 85 %
+    deep = {"ioengine": "libaio", "iodepth": 4}
+    f4 = facts(deep, {**m, "read.lat_mean_ns": 31.6e6 / 4}, {"dev.devices": devices}, kind="raw", fp=LAB)
+    assert round(disks.waited(f4, f4.role_devices("data")) or 0, 3) == 0.791
+    assert disks.find_data(f4) is None
+    # the disk a smaller share than 2/3 at QD1 (the CPU's path took 45 %): not the disks
+    slow = {**m, "read.lat_mean_ns": 45.5e6}
+    assert disks.find_data(facts(qd1, slow, {"dev.devices": devices}, kind="raw", fp=LAB)) is None
+    assert name_limiter(facts(qd1, slow, {"dev.devices": devices}, kind="raw", fp=LAB)).kind == "not-determined"
