@@ -128,6 +128,30 @@ def top_factors(w: WorkloadFactors | None) -> list[str]:
     return [e.factor for e in w.effects if e.estimated][:TOP] if w else []
 
 
+def top_within_resolution(w: WorkloadFactors) -> tuple[set[str], set[str]]:
+    """What the exhaustive fit itself can say of its top TOP: the factors surely in it (above a neighbour pair
+    separated at 95 % before place TOP) and the factors that may fill its remaining places (the run of neighbours,
+    not separated from each other, that straddles place TOP; only those with an effect at 95 % when they are
+    enough to fill them: a factor the fit cannot tell from no effect is not a candidate beside ones it can)."""
+    est = [e for e in w.effects if e.estimated]
+    names = [e.factor for e in est]
+    sure_end = max((i + 1 for i in range(min(TOP, len(names))) if i < len(w.certain) and w.certain[i]), default=0)
+    end = TOP
+    while end < len(names) and not (end - 1 < len(w.certain) and w.certain[end - 1]):
+        end += 1
+    maybe = est[sure_end:end]
+    if sum(e.significant for e in maybe) >= TOP - sure_end:
+        maybe = [e for e in maybe if e.significant]
+    return set(names[:sure_end]), {e.factor for e in maybe}
+
+
+def agrees_within_resolution(wx: WorkloadFactors, b: list[str]) -> bool:
+    """The screening's top TOP has every factor the exhaustive fit puts surely in its top TOP, the rest from those
+    it cannot order against its own third (a choice the reference itself cannot make is not a disagreement)."""
+    sure, maybe = top_within_resolution(wx)
+    return sure <= set(b) and set(b) <= sure | maybe
+
+
 def pure_error(board: dict[str, list[float]]) -> tuple[float, int]:
     """The run-to-run sd of log throughput pooled over the tests of a leaderboard with two runs or more, and its
     degrees of freedom ((0, 0) when no test has two runs)."""
@@ -212,10 +236,15 @@ def compare(
     for name in wx:
         a, b = top_factors(wx[name]), top_factors(ws.get(name))
         same = set(a) == set(b)
-        agree += same
+        resolved = agrees_within_resolution(wx[name], b)
+        agree += resolved
         tau = factor_tau(wx[name], ws[name]) if name in ws else float("nan")
+        sure, maybe = top_within_resolution(wx[name])
         print(
-            f"  {name}: {', '.join(a)} | {', '.join(b)} -> {'agree' if same else 'DIFFER'}; factor-ranking tau {tau:+.2f}"
+            f"  {name}: {', '.join(a)} | {', '.join(b)} -> {'agree' if same else 'DIFFER'}"
+            f" ({'agree' if resolved else 'DIFFER'} within the exhaustive fit's resolution: surely top {TOP} "
+            f"{', '.join(sorted(sure)) or 'none'}, then any of {', '.join(sorted(maybe)) or 'none'})"
+            f"; factor-ranking tau {tau:+.2f}"
         )
         for w, label in ((wx[name], "exhaustive"), (ws.get(name), "screening")):
             if w is not None:
