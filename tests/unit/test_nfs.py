@@ -130,6 +130,23 @@ def test_the_limit_judged():
     assert netcount.link_speed("1000\n") == 1000 and netcount.link_speed("") == 0
 
 
+def test_the_link_is_judged_over_fios_io_not_the_runs_wall_time():
+    """bench/limiter's network class: 8 s of 1M NFS reads on a 24 Mb/s link; fio's start-up and exit made the run's
+    wall time longer and moved nothing, so the bytes over the wall time said 83 % of the link: judged over fio's ramp
+    and runtime. The wall time when fio printed no runtime, or a runtime longer than the wall."""
+    from tankbench.drivers.nfs import io_window_s, network_checks
+
+    res = {"wall_s": 9.7, "files_before": {"/proc/net/dev": NET_BEFORE}, "files_after": {"/proc/net/dev": NET_AFTER}}
+    assert io_window_s(res, {"fio.runtime_s": 8.0}, 0.0) == 8.0
+    assert io_window_s(res, {"fio.runtime_s": 8.0}, 1.0) == 9.0  # the ramp's bytes are in the counters too
+    assert io_window_s(res, {}, 0.0) == 9.7 and io_window_s(res, {"fio.runtime_s": 12.0}, 0.0) == 9.7
+    res["files_after"]["/sys/class/net/eth0/speed"] = "140"  # 125 MB in 9.7 s of wall time: 74 % of 140 Mb/s
+    checks = network_checks(res, {"fio.runtime_s": 8.0})
+    assert checks["net.limit"] == "network" and checks["net.window_s"] == 8.0, checks
+    assert checks["net.why"] == "eth0 moved 14.9 MiB/s one way over 8.0 s of I/O: 89 % of its 140 Mb/s link"
+    assert network_checks(res, {})["net.limit"] == "disks"
+
+
 def test_clients_md_shows_what_limited_a_share_run():
     from tankbench.journal.clientruns import ClientRun
     from tests.reportdata import clients_markdown

@@ -106,7 +106,7 @@ def judge(
     }
     if busy is not None:
         out["net.link_busy_pct"] = round(100 * busy, 1)
-    figures = f"{iface or 'no interface'} moved {max(rx, tx) / MIB:.1f} MiB/s one way"
+    figures = f"{iface or 'no interface'} moved {max(rx, tx) / MIB:.1f} MiB/s one way over {seconds:.1f} s of I/O"
     if busy is not None and busy >= BUSY:
         out["net.limit"] = "network"
         out["net.why"] = f"{figures}: {100 * busy:.0f} % of its {speed_mbps} Mb/s link"
