@@ -141,10 +141,10 @@ def test_the_link_is_judged_over_fios_io_not_the_runs_wall_time():
     assert io_window_s(res, {"fio.runtime_s": 8.0}, 1.0) == 9.0  # the ramp's bytes are in the counters too
     assert io_window_s(res, {}, 0.0) == 9.7 and io_window_s(res, {"fio.runtime_s": 12.0}, 0.0) == 9.7
     res["files_after"]["/sys/class/net/eth0/speed"] = "140"  # 125 MB in 9.7 s of wall time: 74 % of 140 Mb/s
-    checks = network_checks(res, {"fio.runtime_s": 8.0})
+    checks = network_checks(res, {"fio.runtime_s": 8.0}, 0.0)
     assert checks["net.limit"] == "network" and checks["net.window_s"] == 8.0, checks
     assert checks["net.why"] == "eth0 moved 14.9 MiB/s one way over 8.0 s of I/O: 89 % of its 140 Mb/s link"
-    assert network_checks(res, {})["net.limit"] == "disks"
+    assert network_checks(res, {}, 0.0)["net.limit"] == "disks"
 
 
 def test_clients_md_shows_what_limited_a_share_run():

@@ -331,7 +331,7 @@ def io_window_s(res: Mapping[str, Any], metrics: Mapping[str, float], ramp_s: fl
     return io if runtime > 0 and (wall <= 0 or io <= wall) else wall
 
 
-def network_checks(res: Mapping[str, Any], metrics: Mapping[str, float], ramp_s: float = 0.0) -> dict[str, Any]:
+def network_checks(res: Mapping[str, Any], metrics: Mapping[str, float], ramp_s: float) -> dict[str, Any]:
     """The server's and each client's network counters over fio's I/O, and what limited it (targets/netcount.py)."""
     before, after = res.get("files_before", {}), res.get("files_after", {})
     server = netcount.delta(before.get("/proc/net/dev", ""), after.get("/proc/net/dev", ""))
