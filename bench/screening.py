@@ -145,10 +145,10 @@ def top_within_resolution(w: WorkloadFactors) -> tuple[set[str], set[str]]:
     return set(names[:sure_end]), {e.factor for e in maybe}
 
 
-def agrees_within_resolution(wx: WorkloadFactors, b: list[str]) -> bool:
-    """The screening's top TOP has every factor the exhaustive fit puts surely in its top TOP, the rest from those
-    it cannot order against its own third (a choice the reference itself cannot make is not a disagreement)."""
-    sure, maybe = top_within_resolution(wx)
+def agrees_within_resolution(sure: set[str], maybe: set[str], b: list[str]) -> bool:
+    """The screening's top TOP has every factor the exhaustive fit puts surely in its top TOP (`sure`), the rest
+    from those it cannot order against its own third (`maybe`; both from top_within_resolution): a choice the
+    reference itself cannot make is not a disagreement."""
     return sure <= set(b) and set(b) <= sure | maybe
 
 
@@ -236,10 +236,10 @@ def compare(
     for name in wx:
         a, b = top_factors(wx[name]), top_factors(ws.get(name))
         same = set(a) == set(b)
-        resolved = agrees_within_resolution(wx[name], b)
+        sure, maybe = top_within_resolution(wx[name])
+        resolved = agrees_within_resolution(sure, maybe, b)
         agree += resolved
         tau = factor_tau(wx[name], ws[name]) if name in ws else float("nan")
-        sure, maybe = top_within_resolution(wx[name])
         print(
             f"  {name}: {', '.join(a)} | {', '.join(b)} -> {'agree' if same else 'DIFFER'}"
             f" ({'agree' if resolved else 'DIFFER'} within the exhaustive fit's resolution: surely top {TOP} "
