@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tankbench.analysis.limiters import RULES, arc, cpu, disks, name_limiter, network, rmw, run_facts, throttle
-from tankbench.analysis.limiters.facts import RunFacts
+from tankbench.analysis.limiters.base import pct
+from tankbench.analysis.limiters.facts import BUSY, RunFacts
 from tankbench.targets import traits_of
 
 HDD = {"read_iops_qd1": 40.0, "read_iops_deep": 40.0, "read_mibs_seq": 16.0, "how": "probe"}
@@ -305,3 +306,11 @@ def test_qd1_reads_whose_disk_takes_the_dominant_share_of_each_io_are_disk_bound
     slow = {**m, "read.lat_mean_ns": 45.5e6}
     assert disks.find_data(facts(qd1, slow, {"dev.devices": devices}, kind="raw", fp=LAB)) is None
     assert name_limiter(facts(qd1, slow, {"dev.devices": devices}, kind="raw", fp=LAB)).kind == "not-determined"
+
+
+def test_a_share_below_a_rules_limit_never_prints_as_reaching_it() -> None:
+    """84.6 % of a disk's capability printed "85 %" beside "not at its limit" (threshold 85 %)."""
+    assert pct(0.846, BUSY) == "84.6 %"
+    assert pct(0.85, BUSY) == "85 %" and pct(0.9, BUSY) == "90 %"
+    assert pct(0.844, BUSY) == "84 %" and pct(0.846) == "85 %"  # without a limit: whole percent
+    assert pct(0.9899) == "99 %"

@@ -20,11 +20,15 @@ def candidates(f: RunFacts) -> list[tuple[float, str, str]]:
     if emu is not None:
         used = f.m("cpu.emulator_pct")
         wait = f" ({used:.0f} % running, the rest waiting for a core)" if used is not None and emu > used + 5 else ""
-        out.append((emu / 100.0, "emulator", f"the emulator (qemu, one TCG thread) was {emu:.0f} % busy{wait}"))
+        out.append(
+            (emu / 100.0, "emulator", f"the emulator (qemu, one TCG thread) was {pct(emu / 100.0, BUSY)} busy{wait}")
+        )
     jobs = max(1.0, f.m0("fio.jobs") or float(f.params.get("numjobs", 1) or 1))
     if f.m("fio.usr_cpu_pct") is not None:
         share = (f.m0("fio.usr_cpu_pct") + f.m0("fio.sys_cpu_pct")) / jobs / 100.0
-        out.append((share, "fio", f"fio's own thread{'s' if jobs > 1 else ''} {pct(share)} busy (fio's usr + sys CPU)"))
+        out.append(
+            (share, "fio", f"fio's own thread{'s' if jobs > 1 else ''} {pct(share, BUSY)} busy (fio's usr + sys CPU)")
+        )
     groups, threads = f.cpu_groups, f.checks.get("cpu.group_threads") or {}
     for name, p in groups.items():
         if name in NOT_ZFS:
@@ -36,7 +40,7 @@ def candidates(f: RunFacts) -> list[tuple[float, str, str]]:
         host = (f.m0("sys.cpu_user_pct") + f.m0("sys.cpu_sys_pct")) / 100.0
         load = f.m("sys.load1_max")
         also = f", load1 up to {load:.1f}" if load is not None else ""
-        out.append((host, "all CPUs", f"the host's {f.cpu_count} CPU(s) {pct(host)} busy (user + system{also})"))
+        out.append((host, "all CPUs", f"the host's {f.cpu_count} CPU(s) {pct(host, BUSY)} busy (user + system{also})"))
     return out
 
 
@@ -58,7 +62,7 @@ def find(f: RunFacts) -> Finding | None:
 
 def summary(f: RunFacts) -> str:
     """The CPU figures in one phrase, for a "not determined" verdict."""
-    return ", ".join(f"{part} {pct(s)}" for s, part, _ in candidates(f))
+    return ", ".join(f"{part} {pct(s, BUSY)}" for s, part, _ in candidates(f))
 
 
 RULE = Rule("cpu", 3, find, "fio's usr/sys CPU, CPU per thread group, host CPU, the lab's qemu process")

@@ -55,12 +55,12 @@ def describe(d: Device, f: RunFacts) -> str:
     can = d.can_do_ops()
     rate = f"{count(d.ops)} IOPS ({size(d.bw)}/s)"
     text = (
-        f"{d.label} at {rate} of the {count(can)} it can do at {size(d.io_size)} requests ({pct(d.ops / can)})"
+        f"{d.label} at {rate} of the {count(can)} it can do at {size(d.io_size)} requests ({pct(d.ops / can, BUSY)})"
         if can
         else (f"{d.label} at {rate}, capability not measured")
     )
     if d.busy_pct is not None:
-        text += f", {d.busy_pct:.0f} % busy"
+        text += f", {pct(d.busy_pct / 100.0, BUSY_ONLY)} busy"
     v = f.vdev(d)
     waits = [
         (way, float(x))
@@ -82,7 +82,8 @@ def _latency_finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | 
     (at one I/O in flight: the dominant share, >= DOMINANT)."""
     disks = f.role_devices(role)
     share = waited(f, disks) if carries_fio(f, role) else None
-    if share is None or share < (DOMINANT if f.in_flight <= 1 else BUSY):
+    enough = DOMINANT if f.in_flight <= 1 else BUSY
+    if share is None or share < enough:
         return None
     d = max(disks, key=lambda x: x.ops * (x.await_ms or 0.0))
     per = d.ops / f.fio_ops if f.fio_ops else 0.0
@@ -94,7 +95,7 @@ def _latency_finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | 
     text = (
         f"{lead}fio's I/O waited on the disks: {d.label} took {d.await_ms or 0:.1f} ms per request, "
         f"{per:.2f} requests per fio I/O, against fio's {f.fio_latency_ms or 0:.1f} ms per I/O "
-        f"({pct(min(share, 1.0))} of its latency in the disks{rest}); {describe(d, f)}"
+        f"({pct(min(share, 1.0), enough)} of its latency in the disks{rest}); {describe(d, f)}"
     )
     return Finding(
         kind, min(share, 1.5), text, d.label, {"latency_share": round(share, 3), "await_ms": d.await_ms or 0.0}
