@@ -398,6 +398,17 @@ ZVOL_LATE = (
 )
 
 
+def assert_zvol_buffered_why(kind: str, evidence: str) -> None:
+    """Seed 000's why for the zvol's buffered writes, as the figures allow: bounded by the emulator's CPU,
+    read-modify-write or the write throttle — or, where neither the disk nor the emulator reached its limit, "not
+    determined" naming both figures — never a resource the run did not use (the ARC, a log device, a network); and
+    the evidence always says how late the data was durable and that it waited in the page cache."""
+    assert kind in ("read-modify-write", "write-throttle", "cpu", "not-determined"), (kind, evidence)
+    if kind == "not-determined":
+        assert "busiest data disk" in evidence and "emulator" in evidence, evidence
+    assert "the data was durable" in evidence and "page cache in front of the device" in evidence, evidence
+
+
 def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Path) -> None:
     """Seed 000's timing KPI: fio said 180 s, the data was written hours later, for buffered async writes to a
     zvol. In the lab (one `hdd`): the zvol's buffered writes are durable far past fio's runtime (fio's exit, or
@@ -429,11 +440,12 @@ def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Pa
         print(
             f"seed 000 limiter {target} {io}: {c.get('limit.kind')} ({c.get('limit.detail', '')}): {c.get('limit.evidence')}"
         )
-    # (under TCG the emulator, 85-93 % busy through these runs, is what the rules name first: read-modify-write or the
-    # write throttle where it is not — the lateness and where the writes waited are the seed's why, in every case)
-    kind, _, evidence = limits(rows, target="zvol", io="buffered")[-1]  # its last run (check may have run it again)
-    assert kind in ("read-modify-write", "write-throttle", "cpu"), evidence
-    assert "the data was durable" in evidence and "page cache in front of the device" in evidence, evidence
+    # (under TCG the emulator, 74-93 % busy through these runs, is what the rules name first: read-modify-write or the
+    # write throttle where it is not. At the boundary — a CI run: the disk 86 % busy at 80 % of its capability, the
+    # emulator 74 % — no figure reaches its limit, and "not determined" names both; the lateness and where the
+    # writes waited are the seed's why, in every case)
+    for kind, _, evidence in limits(rows, target="zvol", io="buffered"):  # check may have run it more than once
+        assert_zvol_buffered_why(kind, evidence)
     # every run measured to its end, none ended by the watchdog; the report ranks by the durable figure and says why
     res = tankbench("report", "--journal", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report"))
     assert res.returncode == 0, res.stderr
@@ -445,6 +457,5 @@ def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Pa
     zvol = next(t for t in doc["tests"] if t["target"] == "zvol" and t["params"]["io"] == "buffered")
     summary = (tmp_path / "report" / "summary.md").read_text()
     row = next(line for line in summary.splitlines() if line.startswith(f"| #{zvol['number']} ") and "durable" in line)
-    assert zvol["limit"]["kind"] in ("read-modify-write", "write-throttle", "cpu") and "the data was durable" in row, (
-        row
-    )
+    assert_zvol_buffered_why(zvol["limit"]["kind"], zvol["limit"]["evidence"])
+    assert "the data was durable" in row, row
