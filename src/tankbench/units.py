@@ -97,6 +97,14 @@ def fmt_seconds_fio(seconds: float) -> str:
     return f"{int(round(seconds * 1000))}ms"
 
 
+def pct(x: float, limit: float | None = None) -> str:
+    """A share in whole percent; with one decimal where a share below a rule's `limit` would round up to it (84.6 %
+    of a disk's capability printed "85 %" beside "not at its limit", whose threshold is 85 %)."""
+    if limit is not None and x < limit <= round(100 * x) / 100:
+        return f"{100 * x:.1f} %"
+    return f"{100 * x:.0f} %"
+
+
 def human(n: int) -> str:
     """Bytes for people: 3121381376 -> "2.9 GiB", 4294967296 -> "4 GiB"."""
     for unit, mult in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):

@@ -77,7 +77,7 @@ def test_a_guest_kernel_that_panics_at_boot_is_booted_again_then_named() -> None
     retries = [s for s in said if "booting again" in s]
     assert len(retries) == BOOT_ATTEMPTS - 1 and all("sysrq triggered crash" in r for r in retries), said
     assert retries[-1].endswith(f"({BOOT_ATTEMPTS} of {BOOT_ATTEMPTS})"), retries
-    consoles = {b.split(": ", 1)[0] for b in guest.panicked_boots}
+    consoles = {log for log, _ in guest.panicked_boots}
     assert len(consoles) == BOOT_ATTEMPTS, guest.panicked_boots  # each boot kept its own console
     assert all(c in message and Path(c).is_file() for c in consoles), message
     assert proc_cmdline(guest.pid) is None, "the panicked guest's qemu is gone"

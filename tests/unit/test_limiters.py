@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from tankbench.analysis.limiters import RULES, arc, cpu, disks, name_limiter, network, rmw, run_facts, throttle
-from tankbench.analysis.limiters.base import pct
 from tankbench.analysis.limiters.facts import BUSY, RunFacts
 from tankbench.targets import traits_of
+from tankbench.units import pct
 
 HDD = {"read_iops_qd1": 40.0, "read_iops_deep": 40.0, "read_mibs_seq": 16.0, "how": "probe"}
 OPTANE = {"read_iops_qd1": 1000.0, "read_iops_deep": 1000.0, "read_mibs_seq": 128.0, "how": "probe"}
@@ -314,3 +314,14 @@ def test_a_share_below_a_rules_limit_never_prints_as_reaching_it() -> None:
     assert pct(0.85, BUSY) == "85 %" and pct(0.9, BUSY) == "90 %"
     assert pct(0.844, BUSY) == "84 %" and pct(0.846) == "85 %"  # without a limit: whole percent
     assert pct(0.9899) == "99 %"
+
+
+def test_a_link_below_its_limit_never_prints_as_reaching_it() -> None:
+    """The network's "neither near its limit" line formats its share as the limiter rules do (netcount.BUSY: 85 %)."""
+    from tankbench.targets import netcount
+
+    moved = int(0.846 * 100e6 / 8)  # 84.6 % of a 100 Mb/s link in one second
+    net = netcount.judge(
+        seconds=1.0, server={"eth0": {"rx_bytes": moved, "tx_bytes": 0}}, speed_mbps=100, client_mibs=0.0, cpu_pct=10.0
+    )
+    assert net["net.limit"] == "disks" and "(84.6 % of 100 Mb/s)" in net["net.why"], net

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from tankbench.analysis.cases import Dataset, TestSummary
 from tankbench.analysis.limiters import arc, rmw
-from tankbench.analysis.limiters.base import pct, size
+from tankbench.analysis.limiters.base import size
 from tankbench.analysis.limiters.facts import RunFacts
 from tankbench.analysis.warning import Warning
+from tankbench.units import pct
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def controller_source() -> bytes:
 
 #: what a guest kernel prints when it dies: a panic, or an oops (the test guest boots with oops=panic)
 PANIC_MARKS = ("Kernel panic", "Oops:")
-#: boots of a test guest whose kernel panics during boot before the start fails (see _boot_once_more_on_panic)
+#: boots of a test guest whose kernel panics during boot before the start fails (see _boot_again_on_panic)
 BOOT_ATTEMPTS = 3
 
 
@@ -114,7 +114,7 @@ class TestGuest(HotPlug):
         self._hotplugged: dict[str, dict[str, object]] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: list[bytes] = []
-        self.panicked_boots: list[str] = []  # "<run dir>/console.log: <panic line>" of each boot that panicked
+        self.panicked_boots: list[tuple[str, str]] = []  # (console log, panic line) of each boot that panicked
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -177,9 +177,9 @@ class TestGuest(HotPlug):
                 self.progress(f"guest {self.name}: KVM boot failed ({e}); booting under TCG")
                 self.close()
             accel = "tcg"
-        self._boot_once_more_on_panic(accel)
+        self._boot_again_on_panic(accel)
 
-    def _boot_once_more_on_panic(self, accel: str) -> None:
+    def _boot_again_on_panic(self, accel: str) -> None:
         """Boot; a guest kernel that panics or oopses during boot is booted again, up to BOOT_ATTEMPTS boots in
         all. Under nested TCG this is a rare fault of the emulators, not of the guest: an oops in interrupt
         context (once in CI), and a general protection fault at the IRET of sync_core while the kernel patched
@@ -195,12 +195,12 @@ class TestGuest(HotPlug):
                 if not panicked(console):
                     raise
                 why = panic_line(console)
-                self.panicked_boots.append(f"{self.run_dir}/console.log: {why}")
+                self.panicked_boots.append((f"{self.run_dir}/console.log", why))
                 if attempt == BOOT_ATTEMPTS:
                     raise HostError(
                         f"guest {self.name}: the guest kernel panicked under emulation in each of {BOOT_ATTEMPTS} "
                         f"boots ({why}); consoles: "
-                        + ", ".join(f"{self.host.name}:{b.split(': ', 1)[0]}" for b in self.panicked_boots)
+                        + ", ".join(f"{self.host.name}:{log}" for log, _ in self.panicked_boots)
                         + f"; the last one's last lines:\n{console[-1500:]}"
                     ) from e
                 self.progress(

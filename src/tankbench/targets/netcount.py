@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tankbench.units import pct
+
 #: /proc/net/dev columns tankbench keeps: (name, index among the 16 numbers after "iface:")
 COLUMNS = (("rx_bytes", 0), ("rx_packets", 1), ("tx_bytes", 8), ("tx_packets", 9))
 #: a share of the link (or of the CPUs) at or above which that part is called the limit
@@ -122,7 +124,7 @@ def judge(
     else:
         out["net.limit"] = "disks"
         out["net.why"] = (
-            f"{figures} ({100 * busy:.0f} % of {speed_mbps} Mb/s) and the server's CPUs "
+            f"{figures} ({pct(busy, BUSY)} of {speed_mbps} Mb/s) and the server's CPUs "
             f"{'?' if cpu_pct is None else f'{cpu_pct:.0f} %'} busy: neither near its limit, so the pool was"
         )
     return out

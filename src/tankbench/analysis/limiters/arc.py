@@ -5,8 +5,9 @@ run whose reads reached the disks did not measure the cache)."""
 
 from __future__ import annotations
 
-from tankbench.analysis.limiters.base import Finding, Rule, count, pct, size
+from tankbench.analysis.limiters.base import Finding, Rule, count, size
 from tankbench.analysis.limiters.facts import RunFacts
+from tankbench.units import pct
 
 #: data hit ratio at or above which a read run is said to have measured the ARC (the old arc-hits threshold)
 HIT_RATIO = 0.9

@@ -86,14 +86,6 @@ class Limit:
         return out
 
 
-def pct(x: float, limit: float | None = None) -> str:
-    """A share in whole percent; with one decimal where a share below a rule's `limit` would round up to it (84.6 %
-    of a disk's capability printed "85 %" beside "not at its limit", whose threshold is 85 %)."""
-    if limit is not None and x < limit <= round(100 * x) / 100:
-        return f"{100 * x:.1f} %"
-    return f"{100 * x:.0f} %"
-
-
 def count(x: float) -> str:
     """A count or rate as people read it: 1,900 / 39 / 3.5."""
     return f"{x:,.0f}" if abs(x) >= 10 else f"{x:.1f}".rstrip("0").rstrip(".") or "0"

@@ -4,8 +4,9 @@ virtual CPU, so its one core is the limit; its CPU time plus its time waiting fo
 
 from __future__ import annotations
 
-from tankbench.analysis.limiters.base import Finding, Rule, pct
+from tankbench.analysis.limiters.base import Finding, Rule
 from tankbench.analysis.limiters.facts import BUSY, RunFacts
+from tankbench.units import pct
 
 #: thread groups that are not ZFS's own
 NOT_ZFS = ("fio", "qemu", "other")

@@ -7,8 +7,9 @@ Evidence: which disk, how busy, against what it can do, and the pool's own wait 
 from __future__ import annotations
 
 import tankbench.analysis.limiters.cpu as cpu
-from tankbench.analysis.limiters.base import Finding, Rule, count, pct, size
+from tankbench.analysis.limiters.base import Finding, Rule, count, size
 from tankbench.analysis.limiters.facts import BUSY, Device, RunFacts
+from tankbench.units import pct
 
 #: without a capability, a disk busy (I/O in flight) this share of the run is taken as its limit
 BUSY_ONLY = 0.95
@@ -82,8 +83,7 @@ def _latency_finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | 
     (at one I/O in flight: the dominant share, >= DOMINANT)."""
     disks = f.role_devices(role)
     share = waited(f, disks) if carries_fio(f, role) else None
-    enough = DOMINANT if f.in_flight <= 1 else BUSY
-    if share is None or share < enough:
+    if share is None or share < (DOMINANT if f.in_flight <= 1 else BUSY):
         return None
     d = max(disks, key=lambda x: x.ops * (x.await_ms or 0.0))
     per = d.ops / f.fio_ops if f.fio_ops else 0.0
@@ -95,7 +95,7 @@ def _latency_finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | 
     text = (
         f"{lead}fio's I/O waited on the disks: {d.label} took {d.await_ms or 0:.1f} ms per request, "
         f"{per:.2f} requests per fio I/O, against fio's {f.fio_latency_ms or 0:.1f} ms per I/O "
-        f"({pct(min(share, 1.0), enough)} of its latency in the disks{rest}); {describe(d, f)}"
+        f"({pct(min(share, 1.0))} of its latency in the disks{rest}); {describe(d, f)}"
     )
     return Finding(
         kind, min(share, 1.5), text, d.label, {"latency_share": round(share, 3), "await_ms": d.await_ms or 0.0}
