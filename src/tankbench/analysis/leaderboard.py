@@ -21,7 +21,7 @@ ALPHA = 0.05
 @dataclass(frozen=True)
 class Ratio:
     """How row A compares with row B on one metric: factor (oriented so that > 1 is better), its 95 % interval
-    (Fieller's), Welch's test, the p-value adjusted within the leaderboard (Holm) and a sentence."""
+    (log scale, delta method), Welch's test, the p-value adjusted within the leaderboard (Holm) and a sentence."""
 
     factor: float
     percent: float

@@ -1,5 +1,5 @@
 """Statistics over repeats: mean, sd, 95 % CI (Student t), Welch's t-test, ratios of means with their intervals
-(Fieller; the log scale for several pairs), Holm's correction, Kendall's tau.
+(on the log scale: the delta method), Holm's correction, Kendall's tau.
 
 The distributions come from scipy (a maintained library: its special functions are Cephes' incomplete beta and
 inverse, checked against R and Boost), imported on first use and only `scipy.special` on the report's path: loading
@@ -152,20 +152,6 @@ def welch_df(parts: Sequence[tuple[float, float]]) -> float:
     total = sum(v for v, _ in parts)
     denom = sum(v * v / d for v, d in parts if d > 0 and v > 0)
     return total * total / denom if denom > 0 else math.inf
-
-
-def fieller(a: Noise, b: Noise, level: float) -> tuple[float, float, float]:
-    """Fieller's interval of mean_a / mean_b for independent samples (Kalibera and Jones 2013, §5), df by
-    Welch–Satterthwaite: (low, high, df); (0, inf) when the denominator is not significantly above zero."""
-    df = welch_df([(a.var_log, a.df), (b.var_log, b.df)])
-    t = t_quantile(1 - (1 - level) / 2, df)
-    ra, rb = a.var_log, b.var_log  # squared coefficients of variation of the two means
-    g = t * t * rb
-    if g >= 1.0:
-        return 0.0, math.inf, df
-    ratio = a.mean / b.mean
-    half = t * ratio * math.sqrt(ra + rb - g * ra)
-    return max((ratio - half) / (1 - g), 0.0), (ratio + half) / (1 - g), df
 
 
 def log_ratio(terms: Sequence[tuple[float, Noise]], level: float) -> tuple[float, float, float, float]:

@@ -4,10 +4,13 @@ both judge with it, so a campaign stops on the verdict the report then shows.
 
 How (docs/claims.md; Kalibera and Jones, "Rigorous benchmarking in reasonable time", ISMM 2013, treat ratios of
 benchmark means and their intervals the same way):
-- one pair (a test of the first level against one of the second): Fieller's interval for the ratio of the two
-  means, Welch–Satterthwaite degrees of freedom;
-- several pairs: the geometric mean of the pairs' ratios, its interval on the log scale (delta method: each test's
-  log mean has variance cv²/n); the pairs are fixed — the claim is about these tests on this machine;
+- one pair (a test of the first level against one of the second): the ratio of the two means, its interval on the
+  log scale (delta method: each test's log mean has variance cv²/n; Welch–Satterthwaite degrees of freedom) — the
+  leaderboard's interval. Not Fieller's: a throughput's mean is positive, yet Fieller's interval (normal scale) is
+  unbounded whenever the second mean is not significantly above zero — with 3 runs, at a run-to-run cv of about
+  40 % — and a 247× ratio stayed "undecided [0–∞]" against "> 1x" (seed 004 in CI);
+- several pairs: the geometric mean of the pairs' ratios, its interval on the log scale (the same delta method); the
+  pairs are fixed — the claim is about these tests on this machine;
 - a test with one run borrows the run-to-run noise pooled over the claim's tests that have two or more;
 - a claim without a compared axis (a [[goal]]) puts each covered test's Student-t interval of the mean against the
   constant: it holds when some test meets it with its whole interval, and does not when none can.
@@ -21,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tankbench.analysis.stats import Noise, fieller, log_ratio, noise, pooled_cv, t_quantile
+from tankbench.analysis.stats import Noise, log_ratio, noise, pooled_cv, t_quantile
 from tankbench.campaign.claims import Claim, Expect
 from tankbench.metrics import METRICS
 
@@ -160,7 +163,7 @@ def judge_pairs(expect: Expect, matched: Sequence[tuple[TestValues, TestValues]]
             j.pairs.append(Pair(a.id, b.id, a.number, b.number, ma / mb, None, None))
         else:
             usable.append((a, b, na, nb))
-            lo, hi, _ = fieller(na, nb, level)
+            _, lo, hi, _ = log_ratio([(1.0, na), (-1.0, nb)], level)
             j.pairs.append(Pair(a.id, b.id, a.number, b.number, ma / mb, lo, hi))
     if not usable:
         measured = any(p.ratio is not None for p in j.pairs)
@@ -168,9 +171,8 @@ def judge_pairs(expect: Expect, matched: Sequence[tuple[TestValues, TestValues]]
         return j
     if len(usable) == 1:
         _, _, na, nb = usable[0]
-        j.ratio = na.mean / nb.mean
-        j.low, j.high, df = fieller(na, nb, level)
-        j.method = f"Fieller's interval of the ratio of means, {level:.0%}, {df:.1f} df"
+        j.ratio, j.low, j.high, df = log_ratio([(1.0, na), (-1.0, nb)], level)
+        j.method = f"ratio of the two means, log-scale interval, {level:.0%}, {df:.1f} df"
     else:
         j.ratio, j.low, j.high, df = log_ratio(_coefficients(usable), level)
         j.method = f"geometric mean of {len(usable)} pairs' ratios, log-scale interval, {level:.0%}, {df:.1f} df"
@@ -215,14 +217,9 @@ def needs(expect: Expect, ratio: float, low: float, high: float, n: int) -> str:
     the expectation, if the ratio stays where it is."""
     edges = list(expect.bounds()) if expect.op == "within" else [expect.value]
     d = min(abs(math.log(ratio) - math.log(e)) for e in edges if e > 0)
-    half = max(
-        math.log(high / ratio) if math.isfinite(high) else math.inf,
-        math.log(ratio / low) if low > 0 else math.inf,
-    )
+    half = max(math.log(high / ratio), math.log(ratio / low))  # log-scale intervals: 0 < low <= ratio <= high < inf
     if d < 1e-9:
         return "a difference away from the expected value: the ratio sits on it, so more runs cannot decide"
-    if not math.isfinite(half):
-        return f"more runs of each test (now {n}): the interval is still unbounded"
     want = max(n + 1, math.ceil(n * (half / d) ** 2))
     return f"about {want} runs of each of its tests (now {n}), if the ratio stays at {fmt_ratio(ratio)}×"
 
