@@ -264,9 +264,12 @@ assert _ROW[:7] == ("id", "test_id", "run_no", "warmup", "attempt", "status", "s
 assert _ROW[9:] == ("fingerprint_id", "expected_s", "wall_s", "drain_s", "exit_status", "note", "metrics", "checks")
 
 
-def view_of(r: tuple[Any, ...], ramp: float, settings: Settings, keys: tuple[str, ...] | None = None) -> RunView:
+def view_of(
+    r: tuple[Any, ...], ramp: float, settings: Settings, keys: tuple[str, ...] | None = None, may_be_late: bool = True
+) -> RunView:
     """run_view of a Journal.run_input_rows tuple (the INPUT_COLUMNS, metrics, checks): `report` builds one per
-    run, so no dict per row. The checks dict becomes the view's `extra` (with EXTRA_METRIC_KEYS added)."""
+    run, so no dict per row. The checks dict becomes the view's `extra` (with EXTRA_METRIC_KEYS added);
+    `may_be_late` False: never late (a test whose extra wall time is not lateness, see summarise_test)."""
     rid, test_id, run_no, warmup, attempt, status, started, _, _, fp, expected, wall, drain, _, note, m, extra = r
     values = run_values(m, Times(wall, expected, ramp, drain), keys)
     for k in EXTRA_METRIC_KEYS:
@@ -275,7 +278,7 @@ def view_of(r: tuple[Any, ...], ramp: float, settings: Settings, keys: tuple[str
     # against fio's own end when steady state ended it early: a late exit before ramp + runtime is still late
     ran = fio_ran_s(ramp, expected, extra.get("fio.runtime_s")) if extra.get("steadystate.attained") else expected
     excess = None if wall is None else wall - ran
-    late = run_late(status, excess, drain, timing_limit(extra, expected, settings))
+    late = may_be_late and run_late(status, excess, drain, timing_limit(extra, expected, settings))
     return RunView(
         rid,
         test_id,
@@ -330,11 +333,13 @@ def summarise_test(
     (metrics, checks, fingerprint) of its last measured run, for the limiter."""
     c = row.canonical
     ramp = float(c.get("ramp", 0.0) or 0.0)
-    views = tuple([view_of(r, ramp, settings, keys) for r in runs])
-    if row.params.get("workload") == FILL:  # size-based: the campaign's runtime says nothing about a fill's time
-        views = tuple(v._replace(late=False) for v in views)
-    elif str(row.params.get("rw", "")) in READ_ONLY and row.params.get("workload", "fio") == "fio":
-        views = tuple(v._replace(late=False) for v in views)  # a read's extra wall time is start-up, not lateness
+    params = row.params
+    # decided once for the test: a fill is size-based (the campaign's runtime says nothing about its time), and a
+    # read's extra wall time is start-up, not lateness
+    fill = params.get("workload") == FILL
+    read = str(params.get("rw", "")) in READ_ONLY and params.get("workload", "fio") == "fio"
+    may_be_late = not (fill or read)
+    views = tuple([view_of(r, ramp, settings, keys, may_be_late) for r in runs])
     target = c.get("target", {})
     props = dict(target.get("props", {}))
     measured = [v.extra for v in views if v.measured]
