@@ -140,6 +140,11 @@ class TestSummary:
         return tuple(r for r in self.runs if r.measured)
 
     @cached_property
+    def done(self) -> tuple[RunView, ...]:
+        """Finished runs (warm-ups too), found once for every check on them."""
+        return tuple(r for r in self.runs if r.status == "done")
+
+    @cached_property
     def decided(self) -> tuple[RunView, ...]:
         """Runs holding an adaptive decision (`schedule.decision`), found once for every schedule-* check."""
         return tuple(r for r in self.runs if "schedule.decision" in r.extra)
