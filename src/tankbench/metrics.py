@@ -555,27 +555,26 @@ def run_kind(raw: Mapping[str, float]) -> str:
 
 def run_values(raw: Mapping[str, float], times: Times, keys: tuple[str, ...] | None = None) -> dict[str, float | None]:
     """Every (or the given) registry metric of one run; None where it does not apply or was not measured."""
-    kind = run_kind(raw)
     out: dict[str, float | None] = {}
-    for k, f, kinds, rk, sc in _plan(keys):
-        if kind not in kinds:
-            out[k] = None
-        elif rk is None:
-            out[k] = f(raw, times)
-        else:  # a plain key times a scale: inlined, this loop runs for every run of every journal
+    for k, f, rk, sc in _plan(keys, run_kind(raw)):
+        if rk is not None:  # a plain key times a scale: inlined, this loop runs for every run of every journal
             v = raw.get(rk)
-            out[k] = None if v is None else v * sc
+            out[k] = None if v is None or f is None else v * sc
+        elif f is None:
+            out[k] = None
+        else:
+            out[k] = f(raw, times)
     return out
 
 
 @lru_cache(maxsize=32)
-def _plan(keys: tuple[str, ...] | None) -> tuple[tuple[str, Compute, tuple[str, ...], str | None, float], ...]:
-    """(key, compute, the kinds of run it applies to, plain raw key, its scale) of the metrics to compute."""
+def _plan(keys: tuple[str, ...] | None, kind: str) -> tuple[tuple[str, Compute | None, str | None, float], ...]:
+    """(key, compute or None where it does not apply to this kind of run, plain raw key, its scale) of the
+    metrics to compute."""
     return tuple(
         (
             m.key,
-            m.compute,
-            m.kinds,
+            m.compute if kind in m.kinds else None,
             getattr(m.compute, "raw_key", None),
             float(getattr(m.compute, "scale", 1.0)),
         )
