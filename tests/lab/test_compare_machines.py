@@ -88,7 +88,10 @@ def test_three_machines_compared_with_a_claim_that_holds_on_one_only(lab: LabHos
     doc = json.loads(cp.stdout)["machines"]
     (claim,) = doc["claims"]
     verdicts = [v["verdict"] for v in claim["verdicts"]]
-    assert verdicts == ["does not hold", "does not hold", "holds"], claim
+    # the claim holds on the lab only. On the two namespace hosts (a file, 1M reads 13-34x the 4k ones) it does not
+    # hold, or with 3 noisy runs stays undecided: a full run saw 1M reads at 1,234-2,914 MiB/s there (cv 40 %), 33x
+    # [12.5-89] on the log scale, which straddles 70x (Fieller's interval, [0.66-66], had passed just below 70x)
+    assert verdicts[2] == "holds" and all(v in ("does not hold", "undecided") for v in verdicts[:2]), claim
     lab_ratio = claim["verdicts"][2]["ratio"]
     assert lab_ratio >= 70, claim
     html = (out / "compare.html").read_text()
