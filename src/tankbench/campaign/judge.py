@@ -169,13 +169,9 @@ def judge_pairs(expect: Expect, matched: Sequence[tuple[TestValues, TestValues]]
         measured = any(p.ratio is not None for p in j.pairs)
         j.needs = "a second run of each test, to measure the run-to-run noise" if measured else "runs of its tests"
         return j
-    if len(usable) == 1:
-        _, _, na, nb = usable[0]
-        j.ratio, j.low, j.high, df = log_ratio([(1.0, na), (-1.0, nb)], level)
-        j.method = f"ratio of the two means, log-scale interval, {level:.0%}, {df:.1f} df"
-    else:
-        j.ratio, j.low, j.high, df = log_ratio(_coefficients(usable), level)
-        j.method = f"geometric mean of {len(usable)} pairs' ratios, log-scale interval, {level:.0%}, {df:.1f} df"
+    j.ratio, j.low, j.high, df = log_ratio(_coefficients(usable), level)  # one pair: its ratio of means
+    what = "ratio of the two means" if len(usable) == 1 else f"geometric mean of {len(usable)} pairs' ratios"
+    j.method = f"{what}, log-scale interval, {level:.0%}, {df:.1f} df"
     if len(usable) < len(matched):
         j.notes.append(f"{len(usable)} of {len(matched)} pairs measured")
     j.verdict = decide(expect, j.low, j.high)
