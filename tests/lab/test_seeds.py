@@ -163,18 +163,19 @@ def limits(rows: list[dict[str, object]], target: str = "", **params: object) ->
     return out
 
 
-#: a queue-depth-1 read waits for the model's slot and then for the emulated I/O path's own round trip: beside an
-#: hdd's 25 ms per request the round trip is nothing, beside the optane model's 1 ms it is not (CI, a loaded
-#: machine: 825 qd1 IOPS of the model's 1,000, while the deep-queue probe of the same disk gave 1,034). qd1 is
-#: held to the model's tolerance where a request's slot is at least this long, else only to the bounds below
-QD1_SLOT_S = 0.010
-QD1_FAST_BOUNDS = (0.6, 1.15)
+#: a queue-depth-1 read has one request in flight: it waits for the model's slot, then for the emulated I/O path's own
+#: round trip, and any pause of the emulated guest (TCG, beside the other worker's lab on a 2-core machine) is time in
+#: which no request waits at the throttle, lost for good. The deep (32) and sequential (QD4) probes keep requests
+#: queued in qemu through such a pause. CI, loaded: the optane model at 825 qd1 IOPS of its 1,000 (deep 1,034), and
+#: an hdd model at 31.3 of its 40 (deep 41.8, seq 16.8 MiB/s of 16, the same probe). So the deep and sequential
+#: figures are held to the model's tolerance and qd1 only to these bounds: not well above the model, nor a small part of it
+QD1_BOUNDS = (0.6, 1.15)
 
 
 def capability_agrees(fp: dict[str, object]) -> dict[str, float]:
     """Each modelled disk's probed capability against its model (issue 32: within bench/disk-models' 15 %):
-    {drive: worst measured/modelled ratio}. For a fast model (a slot under QD1_SLOT_S) the qd1 figure is asserted
-    here within QD1_FAST_BOUNDS and left out of the ratio: the emulator's round trip is part of it."""
+    {drive: worst measured/modelled ratio of the deep and sequential figures}. The qd1 figure is asserted here within
+    QD1_BOUNDS and left out of the ratio: a pause of the emulated guest is part of it."""
     from tankbench.diskmodels import MIB, MODELS
 
     caps, models = fp["device_capability"], fp["lab_disk_models"]
@@ -186,13 +187,9 @@ def capability_agrees(fp: dict[str, object]) -> dict[str, float]:
         if model.name == "none" or cap is None:
             continue
         iops = model.rate(4096)[0]
-        qd1 = cap["read_iops_qd1"] / iops
+        low, high = QD1_BOUNDS
+        assert low <= cap["read_iops_qd1"] / iops <= high, (drive, spec, cap)
         ratios = [cap["read_iops_deep"] / iops, cap["read_mibs_seq"] / model.rate(MIB)[1]]
-        if 1 / iops >= QD1_SLOT_S:
-            ratios.append(qd1)
-        else:
-            low, high = QD1_FAST_BOUNDS
-            assert low <= qd1 <= high, (drive, spec, cap)
         out[drive] = max(ratios, key=lambda x: abs(x - 1))
     return out
 
