@@ -325,3 +325,41 @@ def test_a_link_below_its_limit_never_prints_as_reaching_it() -> None:
         seconds=1.0, server={"eth0": {"rx_bytes": moved, "tx_bytes": 0}}, speed_mbps=100, client_mibs=0.0, cpu_pct=10.0
     )
     assert net["net.limit"] == "disks" and "(84.6 % of 100 Mb/s)" in net["net.why"], net
+
+
+def late_zvol_writes(busy: float, w: float, excess: float = 25.0, drain: float = 0.2, **m: float) -> RunFacts:
+    """Seed 000 in the lab (CI): buffered 4k writes to a zvol on an hdd, durable 25 s past a 5 s runtime, the disk
+    writing 194 KiB requests a txg at a time."""
+    checks = {"dev.devices": {"vdb": dev("tbdata0", w=w, size=194 * 1024, busy=busy)}, "cpu.groups": {"fio": 43.0}}
+    metrics = {**writes(), "fio.runtime_s": 5.0, "timing.excess_s": excess, "cpu.emulator_pct": 82.0, **m}
+    params = {"rw": "write", "io": "buffered"}
+    return run_facts({**facts(params, {}).params}, {}, traits_of("zvol"), metrics, checks, LAB, drain_s=drain)
+
+
+def test_late_writes_on_a_data_disk_at_its_limit_while_busy_are_disk_bound() -> None:
+    # 33 IOPS of the 40 it can do (82 %) over the run, 81 % busy: 102 % of it while busy, capped at 100 %
+    f = late_zvol_writes(busy=81.0, w=33.0)
+    limit = name_limiter(f)
+    assert limit.kind == "data-disks" and limit.detail == "tbdata0", limit.evidence
+    assert "(82 %), 81 % busy: 100 % of it while busy" in limit.evidence, limit.evidence
+    assert "a txg at a time" in limit.evidence and "the data was durable 25 s after fio's runtime" in limit.evidence
+    assert limit.figures["busy_utilisation"] == round(33 / 40 / 0.81, 3)
+    # the same figures with the data durable at fio's exit: nothing waited for the disk, so it is not the limit
+    assert name_limiter(late_zvol_writes(busy=81.0, w=33.0, excess=0.5, drain=0.1)).kind == "not-determined"
+
+
+def test_a_data_disk_below_its_limit_while_busy_or_seldom_busy_is_not() -> None:
+    # 28 IOPS while 81 % busy: 86 % of 40 while busy holds; 26: 80 % does not
+    assert disks.find_data(late_zvol_writes(busy=81.0, w=28.0)) is not None
+    assert disks.find_data(late_zvol_writes(busy=81.0, w=26.0)) is None
+    # busy under half the run: the disk idled most of it, whatever its pace while busy
+    assert disks.busy_utilisation(disks.Device("vdb", "x", "x", "data", 0, 19.0, 0, 0, 49.0, 1.0, None, HDD)) is None
+    assert disks.find_data(late_zvol_writes(busy=49.0, w=19.0)) is None
+    # reads are never judged while busy: a read waits for its disk or it does not
+    f = facts({}, reads(**{"timing.excess_s": 25.0}), {"dev.devices": {"vdb": dev("tbdata0", r=33.0, busy=81.0)}})
+    assert f.durable_late_s is None and disks.find_data(f) is None
+
+
+def test_the_emulator_fuller_than_the_disk_while_busy_is_still_the_cpu() -> None:
+    limit = name_limiter(late_zvol_writes(busy=81.0, w=29.0, **{"cpu.emulator_pct": 97.0}))
+    assert limit.kind == "cpu", limit.evidence

@@ -70,13 +70,10 @@ def _amplification(f: RunFacts) -> str:
 
 def _late(f: RunFacts) -> str:
     """A run whose data was durable well after fio's runtime (seed 000): how late, and where the writes waited."""
-    excess = f.m("timing.excess_s")
-    runtime = f.m("fio.runtime_s") or 0.0
-    if excess is None or f.direction == "read":
+    past = f.durable_late_s
+    if past is None:
         return ""
-    past = max(0.0, excess) + (f.drain_s or 0.0)
-    if past < max(2.0, 0.2 * runtime):
-        return ""
+    excess = f.m0("timing.excess_s")
     text = f"; the data was durable {past:.0f} s after fio's runtime (fio exited {max(0.0, excess):.0f} s late"
     text += f", then {f.drain_s:.1f} s of drain)" if f.drain_s else ")"
     if not f.direct and f.traits.block_device:

@@ -131,6 +131,16 @@ class RunFacts:
             return "mixed"
         return "write" if ("write" in rw or "trim" in rw) else "read"
 
+    @cached_property
+    def durable_late_s(self) -> float | None:
+        """For a run that wrote: seconds past fio's runtime until its data was durable (a late exit plus the drain
+        after it) when that is at least 2 s and a fifth of the runtime (seed 000's finding), else None."""
+        excess = self.m("timing.excess_s")
+        if excess is None or self.direction == "read":
+            return None
+        past = max(0.0, excess) + (self.drain_s or 0.0)
+        return past if past >= max(2.0, 0.2 * (self.m("fio.runtime_s") or 0.0)) else None
+
     @property
     def seconds(self) -> float:
         return self.m("fio.runtime_s") or self.m("sys.sampled_s") or 0.0
