@@ -363,3 +363,11 @@ def test_a_data_disk_below_its_limit_while_busy_or_seldom_busy_is_not() -> None:
 def test_the_emulator_fuller_than_the_disk_while_busy_is_still_the_cpu() -> None:
     limit = name_limiter(late_zvol_writes(busy=81.0, w=29.0, **{"cpu.emulator_pct": 97.0}))
     assert limit.kind == "cpu", limit.evidence
+
+
+def test_late_writes_to_a_file_off_zfs_say_the_kernel_wrote_them_back() -> None:
+    f = late_zvol_writes(busy=81.0, w=33.0)
+    plain = run_facts(f.params, {}, traits_of("file"), f.metrics, f.checks, LAB, drain_s=0.2)
+    found = disks.find_data(plain)
+    assert found is not None and "the kernel wrote the dirty data back at the disk's pace" in found.evidence
+    assert "txg" not in found.evidence

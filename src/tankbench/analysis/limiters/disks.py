@@ -128,10 +128,12 @@ def _burst_finding(f: RunFacts) -> Finding | None:
     d, u = max(scored, key=lambda p: p[1])
     if u < BUSY:
         return None
-    text = (
-        f"{describe(d, f)}: {pct(min(u, 1.0))} of it while busy — ZFS wrote the dirty data a txg at a time at the "
-        f"disk's pace, idle between txgs"
+    how = (
+        "ZFS wrote the dirty data a txg at a time at the disk's pace, idle between txgs"
+        if f.zfs
+        else "the kernel wrote the dirty data back at the disk's pace, idle between writebacks"
     )
+    text = f"{describe(d, f)}: {pct(min(u, 1.0))} of it while busy — {how}"
     return Finding(
         "data-disks",
         min(u, 1.0),
