@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tankbench.analysis.limiters import arc, cpu, disks, network, rmw, throttle
-from tankbench.analysis.limiters.base import KINDS, LABELS, Finding, Limit, Rule, size
+from tankbench.analysis.limiters.base import KINDS, LABELS, Finding, Limit, Rule, count, size
 from tankbench.analysis.limiters.facts import RunFacts
 from tankbench.model import Test
 from tankbench.targets import KindTraits, traits_of
@@ -83,10 +83,42 @@ def _late(f: RunFacts) -> str:
     return text
 
 
+#: ZIL bytes, as a share of what fio wrote, from which an async-write run's ZIL commits are worth a sentence
+ZIL_SHARE = 0.1
+
+
+def _zil(f: RunFacts) -> str:
+    """Async writes committed through the ZIL at the end (seed 000): every dirty byte a second time, to the log
+    (on a pool without a log device: the data disks), or each block written whole where it was logged indirectly."""
+    commits, written = f.m0("zil.commit_count"), f.write_bytes
+    if not f.zfs or f.direction != "write" or f.sync_writes or not commits or written <= 0:
+        return ""
+    normal = f.m("zil.itx_metaslab_normal_write") or f.m0("zil.itx_metaslab_normal_bytes")
+    slog = f.m("zil.itx_metaslab_slog_write") or f.m0("zil.itx_metaslab_slog_bytes")
+    indirect = f.m0("zil.itx_indirect_bytes")
+    parts = []
+    if normal >= ZIL_SHARE * written:
+        parts.append(
+            f"{size(normal)} of log blocks to the pool's data disks: fio's data written twice, to the log and by the txg"
+        )
+    if slog >= ZIL_SHARE * written:
+        parts.append(f"{size(slog)} of log blocks to the log device")
+    if indirect >= ZIL_SHARE * written:
+        parts.append(f"the blocks of {size(indirect)} of writes it logged indirectly, each block whole (dmu_sync)")
+    if not parts:
+        return ""
+    phys, logical = f.m("zfs.physical_bytes_written"), f.m("zfs.logical_bytes_written")
+    factor = f" ({phys / logical:.1f}× what fio wrote reached the disks)" if phys and logical else ""
+    return (
+        f"; {count(commits)} ZIL commit(s) of these async writes, in the run or its drain (a flush, an fsync, or "
+        f"the drain's own sync(2), which commits every mounted dataset's ZIL), wrote {'; '.join(parts)}{factor}"
+    )
+
+
 def _notes(f: RunFacts) -> str:
-    """What the figures say beside the limiter: reads amplified, a late run, the network not the limit or not
-    judged."""
-    text = _amplification(f) + _late(f)
+    """What the figures say beside the limiter: reads amplified, a late run, async writes committed through the
+    ZIL, the network not the limit or not judged."""
+    text = _amplification(f) + _late(f) + _zil(f)
     note = network.note(f)
     return text + (f"; {note}" if note else "")
 
