@@ -380,7 +380,7 @@ def test_async_writes_committed_through_the_zil_say_the_data_was_written_twice()
     both = {"zfs.physical_bytes_written": 262 * 2**20, "zfs.logical_bytes_written": 128 * 2**20}
     f = late_zvol_writes(busy=81.0, w=33.0, **{**zil, **both, "write.io_bytes": 128 * 2**20})
     text = name_limiter(f).evidence
-    assert "1 ZIL commit(s) of these async writes, in the run or its drain" in text, text
+    assert "1 ZIL commit(s) of these async writes (a flush or an fsync" in text, text
     assert "wrote 137.0 MiB of log blocks to the pool's data disks: fio's data written twice" in text, text
     assert text.endswith("(2.0× what fio wrote reached the disks)"), text
     # the dataset's O_DIRECT 4k writes into 128k records: logged indirectly, each record written whole

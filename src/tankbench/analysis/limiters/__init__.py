@@ -110,8 +110,9 @@ def _zil(f: RunFacts) -> str:
     phys, logical = f.m("zfs.physical_bytes_written"), f.m("zfs.logical_bytes_written")
     factor = f" ({phys / logical:.1f}× what fio wrote reached the disks)" if phys and logical else ""
     return (
-        f"; {count(commits)} ZIL commit(s) of these async writes, in the run or its drain (a flush, an fsync, or "
-        f"the drain's own sync(2), which commits every mounted dataset's ZIL), wrote {'; '.join(parts)}{factor}"
+        f"; {count(commits)} ZIL commit(s) of these async writes (a flush or an fsync: fio's end_fsync, a device's "
+        f"last close; or a sync(2), which commits every mounted dataset's ZIL — tankbench's drain called it on ZFS "
+        f"targets until it drained with `zpool sync` alone) wrote {'; '.join(parts)}{factor}"
     )
 
 
