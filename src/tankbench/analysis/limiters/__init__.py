@@ -93,8 +93,7 @@ def _zil(f: RunFacts) -> str:
     commits, written = f.m0("zil.commit_count"), f.write_bytes
     if not f.zfs or f.direction != "write" or f.sync_writes or not commits or written <= 0:
         return ""
-    normal = f.m("zil.itx_metaslab_normal_write") or f.m0("zil.itx_metaslab_normal_bytes")
-    slog = f.m("zil.itx_metaslab_slog_write") or f.m0("zil.itx_metaslab_slog_bytes")
+    normal, slog = f.zil_log_bytes("normal"), f.zil_log_bytes("slog")
     indirect = f.m0("zil.itx_indirect_bytes")
     parts = []
     if normal >= ZIL_SHARE * written:

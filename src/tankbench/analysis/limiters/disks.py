@@ -150,8 +150,7 @@ def _burst_finding(f: RunFacts) -> Finding | None:
 def _finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | None:
     best = _busiest(f, role)
     if best is None or best[1] < BUSY:
-        found = _latency_finding(kind, f, role, lead)
-        return found if found is not None or role != "data" else _burst_finding(f)
+        return _latency_finding(kind, f, role, lead)
     d, score = best
     others = [x for x in f.role_devices(role) if x is not d and device_score(x) >= BUSY]
     also = f"; also at the limit: {', '.join(x.label for x in others)}" if others else ""
@@ -167,7 +166,7 @@ def _finding(kind: str, f: RunFacts, role: str, lead: str) -> Finding | None:
 def find_data(f: RunFacts) -> Finding | None:
     """Holds when the busiest data disk did >= 85 % of what it can do, or fio's I/O waited on the data disks, or
     (writes durable late) a data disk did >= 85 % of it while busy."""
-    return _finding("data-disks", f, "data", "")
+    return _finding("data-disks", f, "data", "") or _burst_finding(f)
 
 
 def find_log(f: RunFacts) -> Finding | None:
@@ -176,7 +175,7 @@ def find_log(f: RunFacts) -> Finding | None:
         return None
     commits = f.m("zil.commit_count")
     lead = f"{count(commits)} ZIL commits; " if commits else ""
-    slog = f.m("zil.itx_metaslab_slog_write") or f.m("zil.itx_metaslab_slog_bytes")
+    slog = f.zil_log_bytes("slog")
     if slog:
         lead += f"{size(slog)} of log blocks to the log device; "
     return _finding("log-device", f, "log", lead)

@@ -141,6 +141,11 @@ class RunFacts:
         past = max(0.0, excess) + (self.drain_s or 0.0)
         return past if past >= max(2.0, 0.2 * (self.m("fio.runtime_s") or 0.0)) else None
 
+    def zil_log_bytes(self, klass: str) -> float:
+        """Bytes of ZIL log blocks written to one allocation class ("normal": the pool's data disks, "slog": the log
+        device) during the run: the blocks' size as written, else their itx bytes, else 0."""
+        return self.m(f"zil.itx_metaslab_{klass}_write") or self.m0(f"zil.itx_metaslab_{klass}_bytes")
+
     @property
     def seconds(self) -> float:
         return self.m("fio.runtime_s") or self.m("sys.sampled_s") or 0.0
