@@ -164,7 +164,6 @@ if TYPE_CHECKING:  # typing-only names (TypedDict is 3.8+): never imported on th
         devices: list[str]
         interval: float
         drain_max_s: float
-        drain_threshold_bytes: int
         noise: NoiseRequest
         observe: bool
 
@@ -1611,31 +1610,87 @@ def fio_seconds(workdir: str) -> dict[str, list[float]]:
     return out
 
 
-def drain(max_s: float, threshold_bytes: int, sync_cmd: Sequence[str] | None = None) -> tuple[float, int, int]:
-    """Seconds until written data is durable: the target's own sync command where it names one (`zpool sync POOL`:
-    the open txg written out, as ZFS writes it unprompted), else `sync`; then poll /proc/meminfo until dirty +
-    writeback memory is below the threshold; bounded by max_s. Not `sync` before `zpool sync`: sync(2) makes ZFS
-    commit every mounted dataset's ZIL, so the drain would write what it measures a second way — on a pool without
-    a log device every dirty byte twice (seed 000's dataset in the lab: 70 MiB of log blocks for 66 MiB written),
-    and O_DIRECT writes logged indirectly as whole records (71 MiB of 4k writes: 611-621 MiB on the disk, a 38 s drain)."""
+def job_paths(job_text: str) -> list[str]:
+    """The files and devices a fio job file names in `filename=` (several joined by ':', a literal colon escaped
+    as '\\:'), in order, once each."""
+    out: list[str] = []
+    for line in job_text.splitlines():
+        key, eq, value = line.strip().partition("=")
+        if not eq or key.strip() != "filename":
+            continue
+        for name in value.strip().replace("\\:", "\0").split(":"):
+            name = name.replace("\0", ":")
+            if name and name not in out:
+                out.append(name)
+    return out
+
+
+#: sync_file_range(2): wait for writeback under way, start it on every dirty page of the range, wait for that
+_SFR_WAIT_WRITE_WAIT = 1 | 2 | 4
+
+
+def write_back(paths: Iterable[str]) -> list[str]:
+    """Write out the page cache's dirty pages of these files or block devices and wait (sync_file_range(2)): no
+    fsync, so no cache flush and, on ZFS, no ZIL commit. The part of a run's writes that a pool's `zpool sync`
+    does not see: a zvol's page cache when something else still holds the device open (fio's own close writes it
+    out otherwise), an mmap'd file's pages. The paths it could not do, with why (a missing file: none to do)."""
+    import ctypes
+
+    try:
+        sfr = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return ["sync_file_range(2) is not available"]
+    sfr.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    failed = []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            failed.append(f"{path}: {e.strerror}")
+            continue
+        try:
+            if sfr(fd, 0, 0, _SFR_WAIT_WRITE_WAIT) != 0:
+                failed.append(f"{path}: {os.strerror(ctypes.get_errno())}")
+        finally:
+            os.close(fd)
+    return failed
+
+
+def drain(max_s: float, sync_cmd: Sequence[str] | None = None, paths: Iterable[str] = ()) -> tuple[float, int, int]:
+    """Seconds until the run's writes are durable, and the host's dirty + writeback bytes before and after.
+
+    Without a sync command of the target's own (a file on ext4, a raw device, a copy): sync(2), which on Linux
+    returns once every page dirty when it was called is written (fsync on every file) — the run's writes among
+    them; what is dirty after it was written after fio ended, by someone else. No poll of /proc/meminfo after
+    it: on a shared host that timed the other writers (CI's lab beside a run: 36-62 s drains of a 1 s read run
+    that wrote nothing, until dirty memory fell under 1 MiB).
+
+    With one (`zpool sync POOL`: the open txg written out, as ZFS writes it unprompted): the page-cache part of
+    the run's files first (write_back), then the command alone. Not sync(2) before it: sync(2) makes ZFS commit
+    every mounted dataset's ZIL, so the drain would write what it measures a second way — on a pool without a
+    log device every dirty byte twice (seed 000's dataset in the lab: 70 MiB of log blocks for 66 MiB written),
+    and O_DIRECT writes logged indirectly as whole records (71 MiB of 4k writes: 611-621 MiB on the disk, a 38 s
+    drain). The command is bounded by max_s."""
     t0 = time.monotonic()
-    m = meminfo()
-    start = m.get("Dirty", 0) + m.get("Writeback", 0)
+    start = dirty_bytes()
     argv = list(sync_cmd or ["sync"])
     if argv == ["sync"] and hasattr(os, "sync"):  # sync(2) itself, as sync(1) calls it: no fork + exec
         os.sync()
     else:
+        write_back(paths)
         try:
             subprocess.run(argv, timeout=max_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except (subprocess.TimeoutExpired, OSError):
             pass
-    while True:
-        m = meminfo()
-        left = m.get("Dirty", 0) + m.get("Writeback", 0)
-        if left <= threshold_bytes or time.monotonic() - t0 > max_s:
-            break
-        time.sleep(0.1)
-    return time.monotonic() - t0, start, left
+    return time.monotonic() - t0, start, dirty_bytes()
+
+
+def dirty_bytes() -> int:
+    """The host's dirty + writeback page-cache bytes now (/proc/meminfo)."""
+    m = meminfo()
+    return m.get("Dirty", 0) + m.get("Writeback", 0)
 
 
 def capture(patterns: Iterable[str]) -> dict[str, str]:
@@ -1719,7 +1774,7 @@ def _after_cmds(cmds: Iterable[Sequence[str]]) -> list[dict[str, Any]]:
 
 def _drain_of(req: FioRunRequest, sync_cmd: Sequence[str] | None) -> tuple[float, int, int]:
     """drain() with the request's limits: (seconds, dirty bytes at the start, at the end)."""
-    return drain(float(req.get("drain_max_s", 600)), int(req.get("drain_threshold_bytes", 1 << 20)), sync_cmd)
+    return drain(float(req.get("drain_max_s", 600)), sync_cmd, job_paths(req.get("job_text", "")))
 
 
 def _measured_run(req: FioRunRequest, argv: list[str], sync_cmd: Sequence[str] | None) -> dict[str, Any]:
