@@ -1912,17 +1912,26 @@ _LEADER_IO_KEYS = ("wchar", "syscw", "read_bytes", "write_bytes")
 
 def io_marks(top: int, devices: Iterable[str], root: str = "") -> tuple[int, ...]:
     """Counters that change while a run makes progress: the I/O of the run's processes (/proc/<pid>/io),
-    the ops completed on its disks (/proc/diskstats) and dirty + writeback memory (a drain going on). Two
-    equal readings mean nothing moved in between."""
+    the ops completed on its disks (/proc/diskstats) and, while one of the run's processes waits in the kernel
+    (D state: fio's close or fsync waiting for its writeback), dirty + writeback memory (a drain going on). Two
+    equal readings mean nothing moved in between. Dirty memory is the whole host's: counted at any other time it
+    let another writer keep a stopped fio from ever being hung (CI's lab beside the watchdog test: 47 s instead
+    of 6 to see 3 s of stillness, and a steadier writer would have held it to the cap)."""
     total = 0
+    waiting = False
     for pid in tree_pids(top, root):
         keys = _LEADER_IO_KEYS if pid == top else _IO_KEYS
         for line in read_text(root + PROC + "/%d/io" % pid).splitlines():
             k, _, v = line.partition(":")
             if k in keys:
                 total += int(v or 0)
+        if not waiting:
+            text = read_text(root + PROC + "/%d/stat" % pid, None)
+            waiting = bool(text) and stat_fields(text)[1][:1] == ["D"]
     disk = diskstats(devices, root)
     ops = sum(r + w + rs + ws for r, rs, w, ws in disk.values())
+    if not waiting:
+        return total, ops, 0
     m = meminfo(root)
     dirty_mib = (m.get("Dirty", 0) + m.get("Writeback", 0)) >> 20  # whole MiB: the host's own small writes are noise
     return total, ops, dirty_mib if dirty_mib > 1 else 0
