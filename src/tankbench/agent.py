@@ -1926,8 +1926,8 @@ def io_marks(top: int, devices: Iterable[str], root: str = "") -> tuple[int, ...
             if k in keys:
                 total += int(v or 0)
         if not waiting:
-            text = read_text(root + PROC + "/%d/stat" % pid, None)
-            waiting = bool(text) and stat_fields(text)[1][:1] == ["D"]
+            text = read_text(root + PROC + "/%d/stat" % pid)
+            waiting = stat_fields(text)[1][:1] == ["D"] if text else False
     disk = diskstats(devices, root)
     ops = sum(r + w + rs + ws for r, rs, w, ws in disk.values())
     if not waiting:
