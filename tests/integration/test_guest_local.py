@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from tankbench.guest.testguest import (
     controller_source,
     panic_line,
     panicked,
+    process_ended,
     upload_artefacts,
 )
 from tankbench.hosts.local import LocalHost
@@ -90,3 +93,21 @@ def test_panicked_reads_a_kernel_console() -> None:
     assert panic_line("[ 1.0] x\n[ 176.2] Kernel panic - not syncing: Fatal exception\n") == (
         "Kernel panic - not syncing: Fatal exception"
     )
+
+
+def test_a_killed_qemu_not_yet_reaped_has_ended() -> None:
+    """A SIGKILLed process is a zombie until its parent waits for it, and `kill -0` still succeeds on it: the
+    test guest's crash check read that as a qemu still running (CI, guest layers: the campaign stopped instead of
+    booting a new guest). A real child of this process stands in for the controller's qemu."""
+    host = LocalHost()
+    child = subprocess.Popen(["sleep", "600"])
+    try:
+        assert not process_ended(host, child.pid, settle_s=0.5)  # running
+        os.kill(child.pid, signal.SIGKILL)
+        wait_until(lambda: proc_cmdline(child.pid) is None, 30, "the killed child never became a zombie")
+        assert subprocess.run(["kill", "-0", str(child.pid)]).returncode == 0  # what the old check asked
+        assert process_ended(host, child.pid)  # a zombie, not reaped yet: ended
+    finally:
+        child.kill()
+        child.wait()
+    assert process_ended(host, child.pid)  # reaped: gone

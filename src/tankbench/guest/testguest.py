@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -218,7 +219,7 @@ class TestGuest(HotPlug):
         proc = self._proc
         if proc is None or proc.poll() is not None:
             return "its controller ended"
-        if self.pid and self.host.run(["kill", "-0", str(self.pid)], timeout=60).returncode != 0:
+        if self.pid and process_ended(self.host, self.pid):
             return f"its qemu (pid {self.pid}) ended"
         return ""
 
@@ -376,3 +377,21 @@ def upload_artefacts(host: Host, kernel: bytes, initrd: bytes) -> tuple[str, str
         host.write_file(paths[0], kernel)
         host.write_file(paths[1], initrd)
     return paths
+
+
+def process_ended(host: Host, pid: int, settle_s: float = 3.0) -> bool:
+    """Whether a process on `host` has ended: it is gone, or a zombie its parent has not reaped yet. A SIGKILLed
+    qemu stays a zombie until its controller waits for it, and `kill -0` succeeds on a zombie: CI's guest-layers
+    test killed the guest's qemu, the runner asked at once, and the campaign stopped on "the guest closed the
+    control channel" instead of booting a new guest. A process still there is asked again for up to `settle_s`
+    (one being torn down shows as a zombie a moment after its files close)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        res = host.run(["cat", f"/proc/{pid}/stat"], timeout=60)
+        text = res.stdout if res.returncode == 0 else ""
+        state = text[text.rfind(")") + 2 :].split()[:1] if ")" in text else []
+        if state in ([], ["Z"], ["X"]):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
