@@ -1773,8 +1773,11 @@ def _after_cmds(cmds: Iterable[Sequence[str]]) -> list[dict[str, Any]]:
 
 
 def _drain_of(req: FioRunRequest, sync_cmd: Sequence[str] | None) -> tuple[float, int, int]:
-    """drain() with the request's limits: (seconds, dirty bytes at the start, at the end)."""
-    return drain(float(req.get("drain_max_s", 600)), sync_cmd, job_paths(req.get("job_text", "")))
+    """drain() with the request's limits: (seconds, dirty bytes at the start, at the end). The job's files are
+    written back only where the job ran: with `observe` it ran elsewhere (a test guest), and its paths are the
+    guest's (a guest's /dev/vdb is also one of the lab's disks)."""
+    paths = [] if req.get("observe") else job_paths(req.get("job_text", ""))
+    return drain(float(req.get("drain_max_s", 600)), sync_cmd, paths)
 
 
 def _measured_run(req: FioRunRequest, argv: list[str], sync_cmd: Sequence[str] | None) -> dict[str, Any]:

@@ -64,3 +64,16 @@ def test_write_back_writes_a_files_pages_and_says_what_it_could_not(tmp_path: Pa
     # a regular file and a block device: done; a missing file: nothing to do; a pipe has no pages (ESPIPE)
     assert failed == [f"{fifo}: Illegal seek"]
     assert f.stat().st_size == 4 << 20
+
+
+def test_a_job_that_ran_elsewhere_has_no_files_here_to_write_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # observe: fio ran in a test guest; its filename= paths are the guest's, not this host's
+    seen: list[list[str]] = []
+    monkeypatch.setattr(agent, "write_back", lambda paths: (seen.append(list(paths)), [])[1])
+    job = "[w]\nfilename=/dev/vdb\nrw=write\n"
+    cmd = [sys.executable, "-c", "pass"]
+    agent._drain_of(
+        {"op": "fio_run", "job_text": job, "deadline_s": 1.0, "workdir": "/nonexistent", "observe": True}, cmd
+    )
+    agent._drain_of({"op": "fio_run", "job_text": job, "deadline_s": 1.0, "workdir": "/nonexistent"}, cmd)
+    assert seen == [[], ["/dev/vdb"]]
