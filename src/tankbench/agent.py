@@ -1888,14 +1888,20 @@ def stat_fields(text: str) -> tuple[str, list[str]]:
 def tree_pids(top: int, root: str = "") -> list[int]:
     """`top` and every live process under it, from the ppid in /proc/*/stat (fio's job processes call setsid:
     they leave fio's process group, not its tree)."""
-    parent = {}
+    return sorted(tree_states(top, root))
+
+
+def tree_states(top: int, root: str = "") -> dict[int, str]:
+    """tree_pids with each process's state (R, S, D, T, Z, …), read in the same pass over /proc/*/stat."""
+    parent, state = {}, {}
     for path in glob.glob(root + PROC + "/[0-9]*/stat"):
         text = read_text(path, None)
         if not text:
             continue
         fields = stat_fields(text)[1]
         if len(fields) > 1:
-            parent[int(path.split("/")[-2])] = int(fields[1])
+            pid = int(path.split("/")[-2])
+            parent[pid], state[pid] = int(fields[1]), fields[0]
     out = {top} if top in parent else set()
     grew = True
     while grew:
@@ -1904,7 +1910,7 @@ def tree_pids(top: int, root: str = "") -> list[int]:
             if ppid in out and pid not in out:
                 out.add(pid)
                 grew = True
-    return sorted(out)
+    return {pid: state[pid] for pid in out}
 
 
 #: /proc/<pid>/io counters that move when a process moves data; the top process's rchar/syscr are left out
@@ -1921,16 +1927,14 @@ def io_marks(top: int, devices: Iterable[str], root: str = "") -> tuple[int, ...
     let another writer keep a stopped fio from ever being hung (CI's lab beside the watchdog test: 47 s instead
     of 6 to see 3 s of stillness, and a steadier writer would have held it to the cap)."""
     total = 0
-    waiting = False
-    for pid in tree_pids(top, root):
+    states = tree_states(top, root)
+    for pid in states:
         keys = _LEADER_IO_KEYS if pid == top else _IO_KEYS
         for line in read_text(root + PROC + "/%d/io" % pid).splitlines():
             k, _, v = line.partition(":")
             if k in keys:
                 total += int(v or 0)
-        if not waiting:
-            text = read_text(root + PROC + "/%d/stat" % pid)
-            waiting = stat_fields(text)[1][:1] == ["D"] if text else False
+    waiting = "D" in states.values()
     disk = diskstats(devices, root)
     ops = sum(r + w + rs + ws for r, rs, w, ws in disk.values())
     if not waiting:
