@@ -19,6 +19,7 @@ import glob
 import json
 import os
 import queue
+import shlex
 import signal
 import stat
 import subprocess
@@ -26,7 +27,7 @@ import sys
 import threading
 import time
 import zlib
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 if TYPE_CHECKING:  # typing-only names (TypedDict is 3.8+): never imported on the host
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -1658,7 +1659,22 @@ def write_back(paths: Iterable[str]) -> list[str]:
     return failed
 
 
-def drain(max_s: float, sync_cmd: Sequence[str] | None = None, paths: Iterable[str] = ()) -> tuple[float, int, int]:
+class Drained(NamedTuple):
+    """What drain() saw: its seconds, the host's dirty + writeback bytes before and after, and what it could not
+    do ('' when it did all: a file it could not write back, a sync command that failed or ran past its limit)."""
+
+    seconds: float
+    dirty_start: int
+    dirty_end: int
+    incomplete: str = ""
+
+    def checks(self) -> dict[str, Any]:
+        """The run's drain.* checks (drain.incomplete only when something failed)."""
+        out: dict[str, Any] = {"drain.dirty_start_bytes": self.dirty_start, "drain.dirty_end_bytes": self.dirty_end}
+        return {**out, "drain.incomplete": self.incomplete} if self.incomplete else out
+
+
+def drain(max_s: float, sync_cmd: Sequence[str] | None = None, paths: Iterable[str] = ()) -> Drained:
     """Seconds until the run's writes are durable, and the host's dirty + writeback bytes before and after.
 
     Without a sync command of the target's own (a file on ext4, a raw device, a copy): sync(2), which on Linux
@@ -1679,12 +1695,18 @@ def drain(max_s: float, sync_cmd: Sequence[str] | None = None, paths: Iterable[s
     if argv == ["sync"] and hasattr(os, "sync"):  # sync(2) itself, as sync(1) calls it: no fork + exec
         os.sync()
     else:
-        write_back(paths)
+        failed = write_back(paths)
         try:
-            subprocess.run(argv, timeout=max_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        except (subprocess.TimeoutExpired, OSError):
-            pass
-    return time.monotonic() - t0, start, dirty_bytes()
+            done = subprocess.run(argv, timeout=max_s, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if done.returncode != 0:
+                err = done.stderr.decode(errors="replace").strip().splitlines()
+                failed.append(f"{shlex.join(argv)} exited {done.returncode}" + (f": {err[-1]}" if err else ""))
+        except subprocess.TimeoutExpired:
+            failed.append(f"{shlex.join(argv)} did not end in {max_s:g} s")
+        except OSError as e:
+            failed.append(f"{shlex.join(argv)}: {e.strerror}")
+        return Drained(time.monotonic() - t0, start, dirty_bytes(), "; ".join(failed))
+    return Drained(time.monotonic() - t0, start, dirty_bytes())
 
 
 def dirty_bytes() -> int:
@@ -1772,8 +1794,8 @@ def _after_cmds(cmds: Iterable[Sequence[str]]) -> list[dict[str, Any]]:
     return after
 
 
-def _drain_of(req: FioRunRequest, sync_cmd: Sequence[str] | None) -> tuple[float, int, int]:
-    """drain() with the request's limits: (seconds, dirty bytes at the start, at the end). The job's files are
+def _drain_of(req: FioRunRequest, sync_cmd: Sequence[str] | None) -> Drained:
+    """drain() with the request's limits. The job's files are
     written back only where the job ran: with `observe` it ran elsewhere (a test guest), and its paths are the
     guest's (a guest's /dev/vdb is also one of the lab's disks)."""
     paths = [] if req.get("observe") else job_paths(req.get("job_text", ""))
@@ -1798,7 +1820,7 @@ def _measured_run(req: FioRunRequest, argv: list[str], sync_cmd: Sequence[str] |
         at_exit = counters(devices)
         # a host whose I/O hangs: sync(2), `zpool sync`, a stat or a `zfs get` would wait for it forever (issue 34)
         hung = bool(watch.get("hang.host"))
-        drained = (0.0, 0, 0) if hung else _drain_of(req, sync_cmd)
+        drained = Drained(0.0, 0, 0) if hung else _drain_of(req, sync_cmd)
     return {
         "t0": t0, "t_end": t_end, "rc": rc, "err": err, "timed_out": timed_out, "pid": pid, "watch": watch,
         "at_exit": at_exit, "hung": hung, "drained": drained, "sampler": sampler,
@@ -1833,7 +1855,7 @@ def op_fio_run(req: FioRunRequest) -> None:
     during = _start_during(req.get("during_cmd"))
     run = _measured_run(req, argv, sync_cmd)
     t0, t_end, sampler = run["t0"], run["t_end"], run["sampler"]
-    drain_s, dirty_start, dirty_end = run["drained"]
+    drained: Drained = run["drained"]
     during_out = _stop_during(during)
     files_after, layout_after, t_layout, after = _after_run(req, run["hung"])
     fio_json = read_text(out)
@@ -1846,12 +1868,11 @@ def op_fio_run(req: FioRunRequest) -> None:
     checks = {
         **sampler.evidence(),
         "fio.t0_monotonic_ns": raw_clock_ns(t0),  # fio's start on the clock of ZFS's txg times
-        "drain.dirty_start_bytes": dirty_start,
-        "drain.dirty_end_bytes": dirty_end,
+        **drained.checks(),
         "preflight.presync_s": round(presync_s, 3),
         **run["watch"],
         "harness.run_before_s": round(t0 - t_req, 4),
-        "harness.run_after_s": round(time.monotonic() - t_end - drain_s, 4),
+        "harness.run_after_s": round(time.monotonic() - t_end - drained.seconds, 4),
         "harness.layout_after_s": round(t_layout, 4),
         "harness.fio_logs_s": round(t_logs, 4),
     }
@@ -1861,7 +1882,7 @@ def op_fio_run(req: FioRunRequest) -> None:
         exit_status=run["rc"],
         timed_out=run["timed_out"],
         wall_s=t_end - t0,
-        drain_s=drain_s,
+        drain_s=drained.seconds,
         fio_json=fio_json,
         stderr_tail=run["err"].decode(errors="replace")[-4000:],
         samples={**sampler.series, **seconds},

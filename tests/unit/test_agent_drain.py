@@ -20,8 +20,8 @@ def test_a_target_with_its_own_sync_command_is_drained_by_it_alone(
     real = os.sync
     monkeypatch.setattr(os, "sync", lambda: (calls.append("sync"), real())[1])
     mark = tmp_path / "synced"
-    seconds, _, _ = agent.drain(30.0, [sys.executable, "-c", f"open({str(mark)!r}, 'w').close()"])
-    assert mark.exists() and calls == [] and 0 <= seconds < 30
+    seconds, _, _, incomplete = agent.drain(30.0, [sys.executable, "-c", f"open({str(mark)!r}, 'w').close()"])
+    assert mark.exists() and calls == [] and 0 <= seconds < 30 and incomplete == ""
     # without one (a file on ext4, a raw device): sync(2)
     agent.drain(30.0, None)
     assert calls == ["sync"]
@@ -42,7 +42,7 @@ def test_the_drain_does_not_wait_for_other_writers_dirty_memory(monkeypatch: pyt
     monkeypatch.setattr(agent, "meminfo", busy)
     for cmd in (None, [sys.executable, "-c", "pass"]):
         reads.clear()
-        seconds, start, end = agent.drain(30.0, cmd)
+        seconds, start, end, _ = agent.drain(30.0, cmd)
         assert seconds < 10.0 and start == end == 1 << 30 and len(reads) == 2
 
 
@@ -77,3 +77,19 @@ def test_a_job_that_ran_elsewhere_has_no_files_here_to_write_back(monkeypatch: p
     )
     agent._drain_of({"op": "fio_run", "job_text": job, "deadline_s": 1.0, "workdir": "/nonexistent"}, cmd)
     assert seen == [[], ["/dev/vdb"]]
+
+
+def test_a_drain_that_could_not_finish_says_why(tmp_path: Path) -> None:
+    # A sync command that fails (a pool gone or suspended) or runs past its limit, and a file the drain could not
+    # write back: the run's durable figures then understate, and the run's checks say so (drain-incomplete)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    failing = [sys.executable, "-c", "import sys; sys.exit('cannot open pool: no such pool')"]
+    d = agent.drain(30.0, failing, [str(fifo)])
+    assert d.incomplete.startswith(f"{fifo}: Illegal seek; ")
+    assert d.incomplete.endswith("exited 1: cannot open pool: no such pool")
+    slow = [sys.executable, "-c", "import time; time.sleep(30)"]
+    d = agent.drain(0.5, slow)
+    assert d.incomplete.endswith("did not end in 0.5 s") and 0.5 <= d.seconds < 10
+    assert agent.drain(30.0, [str(tmp_path / "no-such-command")]).incomplete.endswith("No such file or directory")
+    assert agent.drain(30.0, [sys.executable, "-c", "pass"], [str(tmp_path / "gone")]).incomplete == ""

@@ -124,3 +124,17 @@ def test_the_final_fsync_is_not_taken_for_a_runtime_that_differs(tmp_path: Path)
     row = _edit_first_run(path, "metrics", "sync.end_fsync_s", no_fsync_figure)
     (w,) = _warnings(path, "fio-runtime-mismatch")
     assert w.run_rows == (row,)
+
+
+def test_a_run_whose_drain_did_not_finish_is_warned_of(tmp_path: Path) -> None:
+    # the agent records drain.incomplete when `zpool sync` failed or ran past drain_max, or a job file could not
+    # be written back: its drain time and durable MiB/s understate the writes' cost
+    path = lab_zfs_journal(tmp_path)
+    assert not _warnings(path, "drain-incomplete")
+
+    def failed(c: dict[str, Any]) -> None:
+        c["drain.incomplete"] = "zpool sync tank exited 1: cannot open 'tank': no such pool"
+
+    row = _edit_first_run(path, "checks", "drain.dirty_end_bytes", failed)
+    (w,) = _warnings(path, "drain-incomplete")
+    assert w.severity == "warning" and w.run_rows == (row,) and "drain.incomplete" in w.message

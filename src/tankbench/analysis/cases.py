@@ -31,6 +31,7 @@ CHECK_KEYS = (
     "layout.verified",
     "preflight.dirty_bytes",
     "drain.dirty_end_bytes",
+    "drain.incomplete",
     "timing.threshold_s",
     "steadystate.attained",
     "schedule.decision",

@@ -304,6 +304,15 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         _done,
     ),
     RunCheck(
+        "drain-incomplete",
+        "warning",
+        "The drain after the run did not finish (the run's check drain.incomplete says what failed): its drain time "
+        "and durable throughput understate what the writes cost",
+        "check the pool's health and the sync command's error; raise campaign.drain_max if it ran out of time",
+        lambda t, r: bool(r.extra.get("drain.incomplete")),
+        _done,
+    ),
+    RunCheck(
         "qemu-settings-mismatch",
         "error",
         "qemu reports other settings for the guest's disk than the test asked for (bus, format, qcow2 cluster, "
