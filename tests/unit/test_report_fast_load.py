@@ -152,6 +152,23 @@ def journals(tmp_path: Path, golden: Path) -> Iterator[Journal]:
     yield Journal.open_readonly(str(path))
     for host in hosts:
         yield HostJournal.for_host(str(path), host, readonly=True)
+    # indexed by another tankbench version (a report never re-indexes: it opens the journal read-only): a copy that
+    # lacks some keys, one with others in another order and keys nobody reads, and one whose newest runs have no
+    # compact row at all
+    for n, (mk, ck) in enumerate(
+        [
+            (METRIC_KEYS[:-5], CHECK_KEYS[3:-3]),
+            ((*reversed(METRIC_KEYS), "x.unknown"), ("x.other", *reversed(CHECK_KEYS))),
+        ]
+    ):
+        other = tmp_path / f"other-keys-{n}-{golden.name}"
+        shutil.copy(golden, other)
+        with Journal(str(other)) as j:
+            j.set_input_keys(mk, ck)
+            if n == 1:
+                with j.conn:
+                    j.conn.execute("DELETE FROM run_inputs WHERE run_id > (SELECT max(id) / 2 FROM runs)")
+        yield Journal.open_readonly(str(other))
 
 
 @pytest.mark.parametrize("golden", GOLDEN, ids=[g.stem for g in GOLDEN])
@@ -163,6 +180,8 @@ def test_fast_load_equals_the_reference_path(tmp_path: Path, golden: Path) -> No
         assert fast.n_runs == ref.n_runs > 0 or isinstance(j, HostJournal)
         for a, b in zip(fast.tests, ref.tests, strict=True):
             assert a == b, (golden.name, a.id)
+            for ra, rb in zip(a.runs, b.runs, strict=True):  # in the same order too: exports list them
+                assert list(ra.extra) == list(rb.extra) and list(ra.values) == list(rb.values), (golden.name, a.id)
         assert fast == ref
         if golden.name == "journal-lab-zfs.sqlite":  # the batched query of ZFS facts is exercised
             assert any(t.zfs for t in fast.tests)
