@@ -153,3 +153,17 @@ def test_failed_step_names_itself_its_log_and_the_tail(tmp_path: Path) -> None:
     err = build.LabBuildError("guest-apt", log)
     assert "lab build step 'guest-apt' failed" in str(err) and str(log) in str(err)
     assert "line 99" in str(err) and "line 10\n" not in str(err)
+
+
+def test_a_build_without_root_is_refused_for_root_not_for_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    # as a user, the tools in /usr/sbin are not on PATH: the refusal named them as missing and sent the user to
+    # install them; root is what is missing
+    from tankbench.errors import UserError
+    from tankbench.lab.build import _check_tools
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    with pytest.raises(UserError) as e:
+        _check_tools(euid=65534)
+    assert "needs root" in str(e.value) and "debootstrap, mke2fs" not in str(e.value)
+    assert "per user" in str(e.value)
+    _check_tools(euid=0)  # root with a user's PATH: the tools are found in the sbin directories

@@ -118,12 +118,23 @@ def ensure_image(progress: Progress | None = None, cache: Path | None = None) ->
     return build(progress, cache=cache)
 
 
-def _check_tools() -> None:
-    missing = [t for t in ("debootstrap", "mke2fs", "chroot", "apt-get") if shutil.which(t) is None]
+#: where the build's tools live: root's PATH has the sbin directories, a user's (who runs tankbench with sudo,
+#: or finds out it needs root) often does not
+_TOOL_PATH = os.pathsep.join(("/usr/local/sbin", "/usr/sbin", "/sbin"))
+
+
+def _check_tools(euid: int | None = None) -> None:
+    """Refuse a build that cannot work here: not root first (a user's PATH has no /usr/sbin, and listing the tools as
+    missing there sent users to install what they had), then a tool that is not installed."""
+    if (os.geteuid() if euid is None else euid) != 0:
+        raise UserError(
+            f"the lab build needs root (debootstrap, chroot mounts); the lab image is kept per user, in {cache_dir()}",
+            "run it as root (`sudo ./tankbench run …`, or `sudo ./tankbench lab build` then the campaign as root)",
+        )
+    path = os.pathsep.join((os.environ.get("PATH", ""), _TOOL_PATH))
+    missing = [t for t in ("debootstrap", "mke2fs", "chroot", "apt-get") if shutil.which(t, path=path) is None]
     if missing:
         raise UserError(f"the lab build needs {', '.join(missing)}", "run ./scripts/setup (as root) first")
-    if os.geteuid() != 0:
-        raise UserError("the lab build needs root (debootstrap, chroot mounts)", "run `tankbench lab build` as root")
 
 
 def build(progress: Progress | None = None, *, cache: Path | None = None, force: bool = False) -> Image:
