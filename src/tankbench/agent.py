@@ -30,7 +30,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 if TYPE_CHECKING:  # typing-only names (TypedDict is 3.8+): never imported on the host
-    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from typing import Literal, Required, TypedDict, Union
 
     # -- the protocol: each op's request and its result event, shared with tankbench's callers ----------------
@@ -792,7 +792,7 @@ def op_probe(req: ProbeRequest) -> None:
         block_devices=blocks,
         zfs_params=_zfs_params(zfs_version),
         load1=load[0],
-        dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
+        dirty_bytes=dirty_bytes(mem),
         swap_used_bytes=mem.get("SwapTotal", 0) - mem.get("SwapFree", 0),
         zfs=bool(zfs_version),
         boot_id=read_text(PROC + "/sys/kernel/random/boot_id").strip(),
@@ -1709,9 +1709,9 @@ def drain(max_s: float, sync_cmd: Sequence[str] | None = None, paths: Iterable[s
     return Drained(time.monotonic() - t0, start, dirty_bytes())
 
 
-def dirty_bytes() -> int:
-    """The host's dirty + writeback page-cache bytes now (/proc/meminfo)."""
-    m = meminfo()
+def dirty_bytes(mem: Mapping[str, int] | None = None) -> int:
+    """The host's dirty + writeback page-cache bytes: in a meminfo() read already made, or now."""
+    m = meminfo() if mem is None else mem
     return m.get("Dirty", 0) + m.get("Writeback", 0)
 
 
@@ -1961,7 +1961,7 @@ def io_marks(top: int, devices: Iterable[str], root: str = "") -> tuple[int, ...
     if not waiting:
         return total, ops, 0
     m = meminfo(root)
-    dirty_mib = (m.get("Dirty", 0) + m.get("Writeback", 0)) >> 20  # whole MiB: the host's own small writes are noise
+    dirty_mib = dirty_bytes(m) >> 20  # whole MiB: the host's own small writes are noise
     return total, ops, dirty_mib if dirty_mib > 1 else 0
 
 
@@ -2198,7 +2198,7 @@ def noise_facts(req: NoiseRequest) -> dict[str, Any]:
         window_from=window_from,
         load1=loadavg()[0],
         cpu_count=os.cpu_count() or 1,
-        dirty_bytes=mem.get("Dirty", 0) + mem.get("Writeback", 0),
+        dirty_bytes=dirty_bytes(mem),
     )
 
 
@@ -2266,7 +2266,7 @@ def _quiet_conditions(
 ) -> dict[str, bool]:
     """Read memory, load and txgs once; record them in state; return {condition: met} for those asked for."""
     m = meminfo(root)
-    state["dirty_bytes"] = m.get("Dirty", 0) + m.get("Writeback", 0)
+    state["dirty_bytes"] = dirty_bytes(m)
     state["load1"] = loadavg(root)[0]
     ok = {}
     if dirty_max is not None:
