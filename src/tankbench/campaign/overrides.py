@@ -15,11 +15,11 @@ from tankbench.errors import UserError
 from tankbench.safety import BLANK_PREFIX, STABLE_PREFIX
 from tankbench.targets import traits_of
 from tankbench.units import fmt_size, human
+from tankbench.zfs.vdevs import leaves, vdev_group
 
 if TYPE_CHECKING:
     from tankbench.campaign.schema import HostSpec
 
-GROUP_WORDS = ("mirror", "raidz", "raidz1", "raidz2", "raidz3")
 #: what `--set pool.parent=DATASET` drops: the campaign then works under that dataset and creates no pool
 POOL_CREATE_KEYS = ("name", "vdevs", "log", "cache", "special", "confirm", "ashift")
 #: `2x arc`, `0.5x ram`, `50% free`: a size relative to what the host has
@@ -201,18 +201,18 @@ def _on_a_disk(table: Mapping[str, Any]) -> bool:
 def _data_slots(doc: Mapping[str, Any], pool: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
     """The campaign's data disks in order (pool vdevs, then raw targets' devices) and the pool's vdev words."""
     vdevs = [v for v in (pool or {}).get("vdevs", []) if isinstance(v, str)]
-    slots = [v for v in vdevs if v not in GROUP_WORDS]
+    slots = leaves(vdevs)
     targets = doc.get("target", [])
     for t in targets if isinstance(targets, list) else []:
         if isinstance(t, dict) and _on_a_disk(t) and isinstance(t.get("path"), str):
             if t["path"] not in slots:
                 slots.append(t["path"])
-    return slots, [v for v in vdevs if v in GROUP_WORDS]
+    return slots, [v for v in vdevs if vdev_group(v) is not None]
 
 
 def _map_data(path: str, doc: dict[str, Any], pool: dict[str, Any] | None, ov: Overrides) -> dict[str, str]:
     slots, groups = _data_slots(doc, pool)
-    n_pool = len([v for v in (pool or {}).get("vdevs", []) if v not in GROUP_WORDS])
+    n_pool = len(leaves([v for v in (pool or {}).get("vdevs", []) if isinstance(v, str)]))
     if not slots:
         raise UserError(
             f"{path}: the campaign names no disks (no pool vdevs, no raw target), but --disks names {len(ov.disks)}",
@@ -243,7 +243,7 @@ def _describe_slots(groups: list[str], n_pool: int, n_raw: int) -> str:
 
 
 def _map_class(path: str, pool: dict[str, Any] | None, key: str, given: tuple[str, ...], source: str) -> dict[str, str]:
-    have = [v for v in (pool or {}).get(key, []) if isinstance(v, str) and v not in GROUP_WORDS]
+    have = leaves([v for v in (pool or {}).get(key, []) if isinstance(v, str)])
     if pool is None or not have:
         raise UserError(
             f"{path}: --{key} {','.join(given)}: the campaign's pool has no {key} device (pool.{key})",

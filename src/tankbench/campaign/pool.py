@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from tankbench.campaign.schema import PoolSpec
-from tankbench.campaign.vocab import POOL_KEYS, VDEV_CLASSES, VDEV_GROUPS
+from tankbench.campaign.vocab import POOL_KEYS, VDEV_CLASSES
 from tankbench.keys import Keys
 from tankbench.model import Target
 from tankbench.safety import BLANK_PREFIX
 from tankbench.targets import traits_of
+from tankbench.zfs.vdevs import VDEV_GROUPS, vdev_group
 
 
 def parse_pool(keys: Keys, value: object, targets: tuple[Target, ...]) -> PoolSpec | None:
@@ -98,7 +99,7 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
     groups: list[tuple[str, int]] = []
     plain = 0
     for x in items:
-        if x in VDEV_GROUPS:
+        if vdev_group(x) is not None:
             if key == "cache":
                 raise keys.err(
                     "pool.cache",
@@ -113,7 +114,8 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
             hint = (
                 "use /dev/disk/by-id/… paths"
                 if x.startswith("/")
-                else f"group keywords are {', '.join(VDEV_GROUPS)}; devices are /dev/disk/by-id/… paths"
+                else f"group keywords are {', '.join(VDEV_GROUPS)} and draid[1-3][:Nd][:Ns][:Nc]; devices are "
+                "/dev/disk/by-id/… paths"
             )
             raise keys.err(f"pool.{key}", x, "vdevs are named by stable id", hint)
         elif groups:
@@ -128,12 +130,22 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
             "start the list with a keyword and give every disk a group (zpool refuses mixed redundancy)",
         )
     for word, n in groups:
-        if n < VDEV_GROUPS[word]:
+        g = vdev_group(word)
+        assert g is not None  # groups holds keywords only
+        if n < g.fewest:
             raise keys.err(
                 f"pool.{key}",
                 items,
-                f"a {word} group needs at least {VDEV_GROUPS[word]} devices (has {n})",
-                f'e.g. ["{word}", {", ".join(["id"] * VDEV_GROUPS[word])}]',
+                f"a {word} group needs at least {g.fewest} devices (has {n})",
+                f'e.g. ["{word}", {", ".join(["id"] * g.fewest)}]'
+                + (": dRAID takes parity + data (:Nd) + spares (:Ns) children" if word.startswith("draid") else ""),
+            )
+        if g.children and n != g.children:
+            raise keys.err(
+                f"pool.{key}",
+                items,
+                f"{word} names {g.children} children (:{g.children}c) but its group has {n}",
+                f"list {g.children} devices after it, or drop :{g.children}c",
             )
     return tuple(items)
 
@@ -143,7 +155,7 @@ def _check_devices_once(keys: Keys, lists: Mapping[str, tuple[str, ...]]) -> Non
     seen: dict[str, str] = {}
     for key in VDEV_CLASSES:
         for d in lists[key]:
-            if d in VDEV_GROUPS:
+            if vdev_group(d) is not None:
                 continue
             if d in seen:
                 raise keys.err(f"pool.{key}", d, f"is already listed in pool.{seen[d]}", "use each device once")

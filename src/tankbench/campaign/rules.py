@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from tankbench.campaign.schema import PoolSpec
-from tankbench.campaign.vocab import VDEV_GROUPS
 from tankbench.guestconf import layers as guest_layers
 from tankbench.keys import Keys
 from tankbench.model import Target
 from tankbench.targets import traits_of
+from tankbench.zfs.vdevs import vdev_group
 
 
 def check_new_axes(
@@ -43,7 +43,7 @@ def check_new_axes(
             "emptying the ARC exports and imports the pool, and a running test guest holds its disk open: "
             f'drop "cold", or move the {targets[guests[0]].kind} target to a campaign of its own',
         )
-    if True in matrix.get("slog", ()) and pool is not None and any(d in VDEV_GROUPS for d in pool.log):
+    if True in matrix.get("slog", ()) and pool is not None and any(vdev_group(d) is not None for d in pool.log):
         raise keys.err(
             "pool.log",
             list(pool.log),

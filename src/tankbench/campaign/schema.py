@@ -11,10 +11,10 @@ from tankbench.campaign.fill import DEFAULT_ROOM
 from tankbench.campaign.hosts import FleetSpec
 from tankbench.campaign.report import Settings
 from tankbench.campaign.unattended import Unattended
-from tankbench.campaign.vocab import VDEV_GROUPS
 from tankbench.diskmodels import LabMachine
 from tankbench.model import Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy
+from tankbench.zfs.vdevs import leaves, vdev_group
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,12 @@ class PoolSpec:
     @property
     def data_devices(self) -> tuple[str, ...]:
         """The data vdevs' device paths, without the group keywords (mirror, raidz1, …)."""
-        return tuple(d for d in self.vdevs if d not in VDEV_GROUPS)
+        return tuple(leaves(self.vdevs))
 
     @property
     def devices(self) -> tuple[str, ...]:
         """Every device the pool is created on: data, log, cache and special (no keywords)."""
-        return tuple(d for d in self.vdevs + self.log + self.cache + self.special if d not in VDEV_GROUPS)
+        return tuple(leaves(self.vdevs + self.log + self.cache + self.special))
 
     @property
     def layout(self) -> str:
@@ -235,7 +235,7 @@ def _groups(items: tuple[str, ...]) -> str:
     groups: list[list[Any]] = []
     plain = 0
     for x in items:
-        if x in VDEV_GROUPS:
+        if vdev_group(x) is not None:
             groups.append([x, 0])
         elif groups:
             groups[-1][1] += 1

@@ -118,8 +118,6 @@ POOL_KEYS = ("name", "vdevs", "log", "cache", "special", "confirm", "ashift", "p
 #: vdev classes written in zpool create's grammar (`["raidz1", a, b, c]`, `["mirror", a, b, "mirror", c, d]`)
 VDEV_CLASSES = ("vdevs", "log", "cache", "special")
 
-#: group keywords and the fewest devices each takes (as zpool create enforces)
-VDEV_GROUPS = {"mirror": 2, "raidz": 2, "raidz1": 2, "raidz2": 3, "raidz3": 4}
 
 HOST_KEYS = (
     "kind",

@@ -10,11 +10,10 @@ from tankbench.errors import HostError, UserError
 from tankbench.hosts.base import Host
 from tankbench.targets import traits_of
 from tankbench.zfs.parse import parse_arcstats
+from tankbench.zfs.vdevs import data_fraction, leaves, vdev_group
 
 if TYPE_CHECKING:
     from tankbench.campaign.schema import HostSpec
-
-GROUPS = {"mirror": 0, "raidz": 1, "raidz1": 1, "raidz2": 2, "raidz3": 3}
 
 
 def open_host_no_boot(h: HostSpec) -> Host:
@@ -48,7 +47,7 @@ def pool_capacity(vdevs: list[str], sizes: Mapping[str, int]) -> int:
     smallest disk (as ZFS does), minus ZFS's slop reserve (1/32)."""
     groups: list[tuple[str, list[int]]] = []
     for v in vdevs:
-        if v in GROUPS:
+        if vdev_group(v) is not None:
             groups.append((v, []))
         elif groups:
             groups[-1][1].append(sizes[v])
@@ -58,10 +57,10 @@ def pool_capacity(vdevs: list[str], sizes: Mapping[str, int]) -> int:
     for word, disks in groups:
         if word == "":
             total += sum(disks)
-        elif word == "mirror":
-            total += min(disks)
         else:
-            total += min(disks) * max(len(disks) - GROUPS[word], 0)
+            g = vdev_group(word)
+            assert g is not None  # a keyword opened the group
+            total += int(min(disks) * len(disks) * data_fraction(g, len(disks)))
     return total - total // 32
 
 
@@ -97,7 +96,7 @@ def free_space(host: Host, doc: Mapping[str, Any]) -> tuple[int, str]:
             raise ValueError(f"no dataset {name} ({res.stderr.strip()})")
         vdevs = [str(v) for v in pool.get("vdevs", [])]
         sizes = {}
-        for dev in (v for v in vdevs if v not in GROUPS):
+        for dev in leaves(vdevs):
             r = host.run(["blockdev", "--getsize64", dev], timeout=60)
             if r.returncode != 0:
                 raise ValueError(f"cannot read the size of {dev}: {r.stderr.strip()}")
