@@ -431,3 +431,59 @@ def test_direct_random_reads_that_reach_the_disk_are_not_the_arc(lab5: SshHost, 
     finally:
         cleaned = tankbench("clean", str(campaign), cwd=tmp_path, timeout=600)
         assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+
+
+DRAID = f"""
+[campaign]
+name = "draid"
+runtime = "2s"
+ramp = "0s"
+warmup = false
+repeats = 1
+cooldown = "0s"
+
+[pool]
+name = "tbdraid"
+vdevs = ["draid1:2d:1s", {", ".join(f'"{ID}tbdata{i}"' for i in range(4))}]
+confirm = [{", ".join(f'"{ID}tbdata{i}"' for i in range(4))}]
+
+[[target]]
+name = "fs"
+kind = "dataset"
+size = "32M"
+props = {{ compression = "off" }}
+
+[matrix]
+rw = ["randwrite"]
+bs = ["4k"]
+iodepth = [1]
+io = ["direct"]
+"""
+
+
+def test_a_draid_pool_is_created_measured_and_cleaned(lab5: SshHost, tmp_path: Path) -> None:
+    """Another pool layout than the presets': dRAID (parity 1, 2 data disks per group, a distributed spare) on the
+    lab's 4 data disks, created by zpool from the campaign's own spelling, its disks sampled as the data disks,
+    described in the report, and destroyed by clean."""
+    campaign = tmp_path / "draid.toml"
+    campaign.write_text(in_lab(DRAID))
+    journal = tmp_path / "j.sqlite"
+    res = tankbench("run", str(campaign), "--journal", str(journal), cwd=tmp_path, timeout=900)
+    try:
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        status = sh(lab5, "zpool status -P tbdraid")
+        words = [line.split()[0].removesuffix("-part1") for line in status.splitlines() if line.strip()]
+        top = next(w for w in words if w.startswith("draid1:"))
+        assert top == "draid1:2d:4c:1s-0", words  # zpool's own name: 2 data, 4 children, 1 spare
+        assert words[words.index(top) + 1 : words.index(top) + 5] == [f"{ID}tbdata{i}" for i in range(4)], words
+        assert words[words.index("spares") + 1] == "draid1-0-0", words  # the distributed spare
+        (run,) = [r for r in rows(journal) if r["status"] == "done"]
+        c = run["checks"]
+        print(f"draid: {c.get('limit.kind')} — {c.get('limit.evidence')}")
+        assert run["metrics"]["write.iops"] > 0 and c["limit.kind"] != "not-determined", c.get("limit.evidence")
+        assert "created pool tbdraid: draid1:2d:1s(4)" in res.stdout + res.stderr  # the layout, as tankbench says it
+        assert (tmp_path / "report" / "results.json").exists()
+    finally:
+        cleaned = tankbench("clean", str(campaign), cwd=tmp_path, timeout=600)
+        assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert "tbdraid" not in sh(lab5, "zpool list -H -o name || true")
