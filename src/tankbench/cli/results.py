@@ -165,14 +165,19 @@ def cmd_results(args: argparse.Namespace) -> int:
         f"{'p99 ms':>8} {'wall s':>7} {'drain s':>7}  limit\n"
     )
     for r in rows:
-        p99 = max(r.get("read.lat_p99_ns", 0) or 0, r.get("write.lat_p99_ns", 0) or 0) / 1e6
+        # the worst direction's (a unified_rw_reporting run's mixed one); "-" where fio gave none, not 0
+        p99s = [v for d in ("read", "write", "trim", "mixed") if (v := r.get(f"{d}.lat_p99_ns"))]
+        p99 = f"{max(p99s) / 1e6:8.2f}" if p99s else f"{'-':>8}"
         run = "warm" if r["warmup"] else str(r["run_no"])
         if r["status"] == "done":
-            figures = f"{r.get('total.iops', 0):9.0f} {r.get('total.bw_bytes', 0) / 1048576:8.1f} {p99:8.2f}"
+            figures = f"{r.get('total.iops', 0):9.0f} {r.get('total.bw_bytes', 0) / 1048576:8.1f} {p99}"
         else:  # a failed, crashed or timed-out run measured nothing: not "0 IOPS"
             figures = f"{'-':>9} {'-':>8} {'-':>8}"
+        # an imported run has no wall or drain time of tankbench's: "-", not 0
+        wall = f"{r['wall_s']:7.1f}" if r["wall_s"] is not None else f"{'-':>7}"
+        drain = f"{r['drain_s']:7.2f}" if r["drain_s"] is not None else f"{'-':>7}"
         sys.stdout.write(
             f"{r['run_id']:>5} {r['test_number'] or 0:04d} {r['test_name'][:40]:40} {run:>5} {r['status']:8} "
-            f"{figures} {r['wall_s'] or 0:7.1f} {r['drain_s'] or 0:7.2f}  {r['limit.kind'] or '-'}\n"
+            f"{figures} {wall} {drain}  {r['limit.kind'] or '-'}\n"
         )
     return 0

@@ -294,10 +294,10 @@ def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> li
         hosts = tuple(sorted({h for j in jobs if (h := _host_of(j))}))
         one = {"fio version": doc.get("fio version", ""), "jobs": jobs}
         try:
-            metrics = dict(metrics_from_jobs(jobs))
+            metrics = dict(metrics_from_jobs(jobs, str(opts.get("rw", ""))))
             test = job_to_test(opts, str(jobs[0].get("jobname", "")))
             for host in hosts if len(hosts) > 1 else ():  # each client's own share, beside the run's sum
-                mine = metrics_from_jobs([j for j in jobs if _host_of(j) == host])
+                mine = metrics_from_jobs([j for j in jobs if _host_of(j) == host], str(opts.get("rw", "")))
                 metrics.update({f"client[{host}].{k}": mine[k] for k in ("total.iops", "total.bw_bytes")})
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:
             raise UserError(f"{path}: job {jobs[0].get('jobname', '')!r}: unexpected fio JSON ({e})", hint) from e

@@ -190,7 +190,7 @@ def _merge_direction(parts: Sequence[dict[str, Any]]) -> dict[str, float]:
 def runtime_s(jobs: Sequence[dict[str, Any]]) -> float:
     """fio's runtime of a run: the longest direction runtime it printed (ms); job_runtime only when no direction
     ran (group_reporting sums job_runtime over the group's jobs); else the elapsed wall seconds."""
-    runs = [float(j[d].get("runtime", 0)) for j in jobs for d in DIRECTIONS if isinstance(j.get(d), dict)]
+    runs = [float(j[d].get("runtime", 0)) for j in jobs for d in (*DIRECTIONS, "mixed") if isinstance(j.get(d), dict)]
     if any(runs):
         return max(runs) / 1000.0
     job_rt = [float(j["job_runtime"]) for j in jobs if j.get("job_runtime")]
@@ -199,20 +199,42 @@ def runtime_s(jobs: Sequence[dict[str, Any]]) -> float:
     return max((float(j.get("elapsed", 0)) for j in jobs), default=0.0)
 
 
-def metrics_from_jobs(jobs: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Flatten the job entries of one run (parallel jobs, or one group_reporting entry) into metric keys."""
+#: fio's rw patterns that move data one way: with unified_rw_reporting their one "mixed" block is that direction
+_ONE_WAY = {"read": "read", "randread": "read", "write": "write", "randwrite": "write", "trim": "trim",
+            "randtrim": "trim"}  # fmt: skip
+
+
+def _merged(jobs: Sequence[dict[str, Any]], block: str) -> dict[str, float] | None:
+    """One direction block (or "mixed") pooled over the run's job entries; None where none did I/O."""
+    parts = [_direction(j[block]) for j in jobs if isinstance(j.get(block), dict)]
+    if not parts or not any(p["total_ios"] or p["io_bytes"] for p in parts):
+        return None
+    return _merge_direction(parts)
+
+
+def metrics_from_jobs(jobs: Sequence[dict[str, Any]], rw: str = "") -> dict[str, float]:
+    """Flatten the job entries of one run (parallel jobs, or one group_reporting entry) into metric keys.
+
+    With unified_rw_reporting (fio's "mixed" block in place of read/write/trim: `1` or `mixed`; `both` writes
+    the three as well, and those are read) the mixed figures are the run's: a one-way pattern's (`rw`, or the
+    jobs' own rw option) under its direction, any other as mixed.* keys in the totals, and
+    fio.unified_rw_reporting says the split by direction is unknown."""
     if not jobs:
         raise FioOutputError("fio JSON has no jobs")
     m: dict[str, float] = {}
     for direction in DIRECTIONS:
-        parts = [_direction(j[direction]) for j in jobs if isinstance(j.get(direction), dict)]
-        if not parts or not any(p["total_ios"] or p["io_bytes"] for p in parts):
-            continue
-        for key, value in _merge_direction(parts).items():
+        for key, value in (_merged(jobs, direction) or {}).items():
             m[f"{direction}.{key}"] = value
-    m["total.iops"] = sum(m.get(f"{d}.iops", 0.0) for d in DIRECTIONS)
-    m["total.bw_bytes"] = sum(m.get(f"{d}.bw_bytes", 0.0) for d in DIRECTIONS)
-    m["total.io_bytes"] = sum(m.get(f"{d}.io_bytes", 0.0) for d in DIRECTIONS)
+    mixed = None if m else _merged(jobs, "mixed")
+    if mixed is not None:
+        rw = rw or str((jobs[0].get("job options") or {}).get("rw", ""))
+        where = _ONE_WAY.get(rw.split(":")[0], "mixed")
+        m.update({f"{where}.{key}": value for key, value in mixed.items()})
+        m["fio.unified_rw_reporting"] = 1.0
+    ways = (*DIRECTIONS, "mixed")
+    m["total.iops"] = sum(m.get(f"{d}.iops", 0.0) for d in ways)
+    m["total.bw_bytes"] = sum(m.get(f"{d}.bw_bytes", 0.0) for d in ways)
+    m["total.io_bytes"] = sum(m.get(f"{d}.io_bytes", 0.0) for d in ways)
     m["fio.runtime_s"] = runtime_s(jobs)
     elapsed = [float(j["elapsed"]) for j in jobs if "elapsed" in j]
     if elapsed:
@@ -227,7 +249,9 @@ def metrics_from_jobs(jobs: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def metrics_from_fio(doc: dict[str, Any]) -> dict[str, float]:
     """Flatten fio's result into metric keys: all its job entries are taken as one run (see metrics_from_jobs)."""
-    return metrics_from_jobs(job_entries(doc))
+    glob = doc.get("global options")
+    rw = str(glob.get("rw", "")) if isinstance(glob, dict) else ""
+    return metrics_from_jobs(job_entries(doc), rw)
 
 
 def fio_version(doc: dict[str, Any]) -> str:
