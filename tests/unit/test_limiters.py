@@ -393,3 +393,18 @@ def test_async_writes_committed_through_the_zil_say_the_data_was_written_twice()
     assert "ZIL commit(s) of these async writes" not in name_limiter(sync).evidence
     quiet = late_zvol_writes(busy=81.0, w=33.0, **{**zil, "zil.commit_count": 0.0})
     assert "ZIL commit" not in name_limiter(quiet).evidence
+
+
+def test_sync_writes_are_never_durable_late_so_the_txg_after_them_is_not_their_limit() -> None:
+    """CI's seed 001 (stop 47): 4k sync writes (sync_mode=sync) acknowledged by an optane log at 529 IOPS, then 1 s
+    of late exit and 2.8 s of drain while ZFS wrote the txg to an hdd data disk at 89 % of it while busy: named
+    data-disks, and "the data was durable 4 s after fio's runtime". Each write was durable in the ZIL when fio had
+    its answer."""
+    sync = late_zvol_writes(busy=52.0, w=19.0, excess=1.0, drain=2.8, **{"zil.commit_count": 2653.0})
+    sync = run_facts({**sync.params, "sync_mode": "sync"}, {}, sync.traits, sync.metrics, sync.checks, LAB, drain_s=2.8)
+    assert sync.sync_writes and sync.durable_late_s is None
+    assert disks.find_data(sync) is None
+    assert "the data was durable" not in name_limiter(sync).evidence
+    # the same figures for async writes: late, and the data disk while busy bounded them
+    async_ = late_zvol_writes(busy=52.0, w=19.0, excess=1.0, drain=2.8)
+    assert async_.durable_late_s == 3.8 and disks.find_data(async_) is not None
