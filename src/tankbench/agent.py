@@ -1695,16 +1695,16 @@ def drain(max_s: float, sync_cmd: Sequence[str] | None = None, paths: Iterable[s
     if argv == ["sync"] and hasattr(os, "sync"):  # sync(2) itself, as sync(1) calls it: no fork + exec
         os.sync()
     else:
-        failed = write_back(paths)
+        failed, cmd = write_back(paths), shlex.join(argv)
         try:
             done = subprocess.run(argv, timeout=max_s, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             if done.returncode != 0:
                 err = done.stderr.decode(errors="replace").strip().splitlines()
-                failed.append(f"{shlex.join(argv)} exited {done.returncode}" + (f": {err[-1]}" if err else ""))
+                failed.append(f"{cmd} exited {done.returncode}" + (f": {err[-1]}" if err else ""))
         except subprocess.TimeoutExpired:
-            failed.append(f"{shlex.join(argv)} did not end in {max_s:g} s")
+            failed.append(f"{cmd} did not end in {max_s:g} s")
         except OSError as e:
-            failed.append(f"{shlex.join(argv)}: {e.strerror}")
+            failed.append(f"{cmd}: {e.strerror}")
         return Drained(time.monotonic() - t0, start, dirty_bytes(), "; ".join(failed))
     return Drained(time.monotonic() - t0, start, dirty_bytes())
 

@@ -13,7 +13,7 @@ from tankbench.keys import Keys
 from tankbench.model import Target
 from tankbench.safety import BLANK_PREFIX
 from tankbench.targets import traits_of
-from tankbench.zfs.vdevs import VDEV_GROUPS, vdev_group
+from tankbench.zfs.vdevs import VDEV_GROUPS, grouped, vdev_group
 
 
 def parse_pool(keys: Keys, value: object, targets: tuple[Target, ...]) -> PoolSpec | None:
@@ -96,8 +96,6 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
         raise keys.err(f"pool.{key}", items, "must be a list of device paths", '["/dev/disk/by-id/…"]')
     if key == "confirm":
         return tuple(items)
-    groups: list[tuple[str, int]] = []
-    plain = 0
     for x in items:
         if vdev_group(x) is not None:
             if key == "cache":
@@ -109,7 +107,6 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
                 )
             if key in ("log", "special") and x != "mirror":
                 raise keys.err(f"pool.{key}", x, f"a {key} vdev is a disk or a mirror", '["mirror", a, b] or [a]')
-            groups.append((x, 0))
         elif not x.startswith("/dev/disk/by-id/"):
             hint = (
                 "use /dev/disk/by-id/… paths"
@@ -118,10 +115,7 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
                 "/dev/disk/by-id/… paths"
             )
             raise keys.err(f"pool.{key}", x, "vdevs are named by stable id", hint)
-        elif groups:
-            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
-        else:
-            plain += 1
+    plain, groups = grouped(items)
     if groups and plain:
         raise keys.err(
             f"pool.{key}",
@@ -129,9 +123,8 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
             "mixes single disks with mirror/raidz groups",
             "start the list with a keyword and give every disk a group (zpool refuses mixed redundancy)",
         )
-    for word, n in groups:
-        g = vdev_group(word)
-        assert g is not None  # groups holds keywords only
+    for g, devices in groups:
+        word, n = g.word, len(devices)
         if n < g.fewest:
             raise keys.err(
                 f"pool.{key}",

@@ -14,7 +14,7 @@ from tankbench.campaign.unattended import Unattended
 from tankbench.diskmodels import LabMachine
 from tankbench.model import Target, frozen_map, short_hash
 from tankbench.preflight import PreflightPolicy
-from tankbench.zfs.vdevs import leaves, vdev_group
+from tankbench.zfs.vdevs import grouped, leaves
 
 
 @dataclass(frozen=True)
@@ -232,15 +232,7 @@ class Spec:
 # -- pool layouts, tunables, layouts, cache state and size-based runs (issue 10) ---------------------------------
 def _groups(items: tuple[str, ...]) -> str:
     """`raidz1(3)`, `mirror(2) mirror(2)`, `2 disks` for a vdev list in zpool grammar."""
-    groups: list[list[Any]] = []
-    plain = 0
-    for x in items:
-        if vdev_group(x) is not None:
-            groups.append([x, 0])
-        elif groups:
-            groups[-1][1] += 1
-        else:
-            plain += 1
+    plain, groups = grouped(items)
     if plain:
-        return f"{plain} disk{'s' if plain > 1 else ''}"
-    return " ".join(f"{word}({n})" for word, n in groups)
+        return f"{len(plain)} disk{'s' if len(plain) > 1 else ''}"
+    return " ".join(f"{g.word}({len(devices)})" for g, devices in groups)

@@ -10,7 +10,7 @@ from tankbench.errors import HostError, UserError
 from tankbench.hosts.base import Host
 from tankbench.targets import traits_of
 from tankbench.zfs.parse import parse_arcstats
-from tankbench.zfs.vdevs import data_fraction, leaves, vdev_group
+from tankbench.zfs.vdevs import data_fraction, grouped, leaves
 
 if TYPE_CHECKING:
     from tankbench.campaign.schema import HostSpec
@@ -45,22 +45,11 @@ def meminfo_total(text: str) -> int:
 def pool_capacity(vdevs: list[str], sizes: Mapping[str, int]) -> int:
     """Usable bytes of a pool about to be created: parity and mirror copies taken off, each group sized by its
     smallest disk (as ZFS does), minus ZFS's slop reserve (1/32)."""
-    groups: list[tuple[str, list[int]]] = []
-    for v in vdevs:
-        if vdev_group(v) is not None:
-            groups.append((v, []))
-        elif groups:
-            groups[-1][1].append(sizes[v])
-        else:
-            groups.append(("", [sizes[v]]))
-    total = 0
-    for word, disks in groups:
-        if word == "":
-            total += sum(disks)
-        else:
-            g = vdev_group(word)
-            assert g is not None  # a keyword opened the group
-            total += int(min(disks) * len(disks) * data_fraction(g, len(disks)))
+    plain, groups = grouped(vdevs)
+    total = sum(sizes[v] for v in plain)
+    for g, devices in groups:
+        disks = [sizes[d] for d in devices]
+        total += int(min(disks) * len(disks) * data_fraction(g, len(disks)))
     return total - total // 32
 
 

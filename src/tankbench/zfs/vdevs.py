@@ -45,6 +45,22 @@ def vdev_group(word: str) -> VdevGroup | None:
     return VdevGroup(word, parity, fewest, data, spares, fields.get("c", 0))
 
 
+def grouped(vdevs: Sequence[str]) -> tuple[list[str], list[tuple[VdevGroup, list[str]]]]:
+    """A vdev list in zpool grammar split: the devices before any keyword (a stripe), and each group with the
+    devices that follow its keyword."""
+    plain: list[str] = []
+    groups: list[tuple[VdevGroup, list[str]]] = []
+    for v in vdevs:
+        g = vdev_group(v)
+        if g is not None:
+            groups.append((g, []))
+        elif groups:
+            groups[-1][1].append(v)
+        else:
+            plain.append(v)
+    return plain, groups
+
+
 def data_fraction(group: VdevGroup, n: int) -> Fraction:
     """The share of a group of n equal devices that holds data, exactly: a mirror 1/n, raidzN (n - N)/n, dRAID
     its data / (data + parity) of the devices that are not distributed spares (zpool's default data count: what
