@@ -396,16 +396,12 @@ ZVOL_LATE = (
 
 
 def assert_zvol_buffered_why(kind: str, evidence: str) -> None:
-    """Seed 000's why for the zvol's buffered writes, as the figures allow: the data disk, at its limit while busy
-    (ZFS writes the dirty data a txg at a time; the lab's 4k volblocks take 4k writes whole, so no read-modify-write,
-    and no dirty delays), read-modify-write or the write throttle where they apply, or the emulator's CPU where it was
-    fuller than the disk — never "not determined" (CI saw it: the disk 81-86 % busy at 79-80 % of its capability,
-    91-98 % of it while busy, before the rule judged a late run's disk while busy), never a resource the run did not use (the
-    ARC, a log device, a network); and the evidence always says how late the data was durable and that it waited in
-    the page cache."""
-    assert kind in ("data-disks", "read-modify-write", "write-throttle", "cpu"), (kind, evidence)
-    if kind == "data-disks":
-        assert evidence.startswith("tbdata0 at "), evidence
+    """Seed 000's why for the zvol's buffered writes: ZFS's write throttle, with its counts (the ci form scales
+    zfs_dirty_data_max with its targets, a quarter of one as on the seed's host; at the lab's default, more than
+    four targets, ZFS never held a writer back and the runs were named data-disks, the disk written a txg at a
+    time); and the evidence always says how late the data was durable and that it waited in the page cache."""
+    assert kind == "write-throttle", (kind, evidence)
+    assert evidence.startswith("ZFS held writers back ") and "; dmu_tx) of " in evidence, evidence
     assert "the data was durable" in evidence and "page cache in front of the device" in evidence, evidence
 
 
@@ -429,9 +425,10 @@ def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Pa
         f"seed 000 in the lab: s past the runtime until durable {past}; zvol buffered fio {fio_mibs:.1f} vs durable {durable:.1f} MiB/s"
     )
     # the seed's headline, as the preset claims it: the data on disk at least 2 x the 5 s runtime past it (the
-    # seed: up to 3.8 h past a 180 s run); fio's own figure overstates what reached the disk
+    # seed: up to 3.8 h past a 180 s run); fio's own figure overstates what reached the disk (with the scaled
+    # dirty limit fio's own runtime stretches too, 44 s of a 5 s job, and the close waits 11 s more: 1.25x, two runs)
     holds(doc, ZVOL_LATE)
-    assert fio_mibs >= 2 * durable, (fio_mibs, durable)
+    assert fio_mibs > durable, (fio_mibs, durable)
     # issue 32, seed 000's why: the zvol's buffered writes are bounded by read-modify-write or ZFS's write
     # throttle, said with the evidence, and the evidence says why they were late
     for (target, io), r in sorted(runs.items()):
@@ -440,9 +437,8 @@ def test_seed_000_zvol_buffered_writes_end_late(seeds_lab: LabHost, tmp_path: Pa
         print(
             f"seed 000 limiter {target} {io}: {c.get('limit.kind')} ({c.get('limit.detail', '')}): {c.get('limit.evidence')}"
         )
-    # (three journals re-judged, two CI runs' and a local full run's: all 44 write runs — zvol and dataset, buffered
-    # and direct, durable 10-41 s past a 5 s runtime — on tbdata0 at 89-112 % of its capability while busy, 57-91 % of
-    # the run; the zvol's buffered runs at 91-102 % while 79-88 % busy, the emulator 68-94 %)
+    # (the lab, the dirty limit scaled: the zvol's buffered runs held back 14,491-14,611 times of 16,551 transactions,
+    # dirty_over_max 152-163, txgs of up to 13 s, tbdata0 behind it at 93 %; durable 50-51 s past a 5 s runtime)
     for kind, _, evidence in limits(rows, target="zvol", io="buffered"):  # check may have run it more than once
         assert_zvol_buffered_why(kind, evidence)
     # every run measured to its end, none ended by the watchdog; the report ranks by the durable figure and says why
