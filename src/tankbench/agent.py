@@ -1667,10 +1667,15 @@ class Drained(NamedTuple):
     dirty_start: int
     dirty_end: int
     incomplete: str = ""
+    method: str = "none"  # "sync(2)", the sync command it ran ("zpool sync tank"), or "none" (no drain)
 
     def checks(self) -> dict[str, Any]:
         """The run's drain.* checks (drain.incomplete only when something failed)."""
-        out: dict[str, Any] = {"drain.dirty_start_bytes": self.dirty_start, "drain.dirty_end_bytes": self.dirty_end}
+        out: dict[str, Any] = {
+            "drain.dirty_start_bytes": self.dirty_start,
+            "drain.dirty_end_bytes": self.dirty_end,
+            "drain.method": self.method,
+        }
         return {**out, "drain.incomplete": self.incomplete} if self.incomplete else out
 
 
@@ -1705,8 +1710,8 @@ def drain(max_s: float, sync_cmd: Sequence[str] | None = None, paths: Iterable[s
             failed.append(f"{cmd} did not end in {max_s:g} s")
         except OSError as e:
             failed.append(f"{cmd}: {e.strerror}")
-        return Drained(time.monotonic() - t0, start, dirty_bytes(), "; ".join(failed))
-    return Drained(time.monotonic() - t0, start, dirty_bytes())
+        return Drained(time.monotonic() - t0, start, dirty_bytes(), "; ".join(failed), cmd)
+    return Drained(time.monotonic() - t0, start, dirty_bytes(), method="sync(2)")
 
 
 def dirty_bytes(mem: Mapping[str, int] | None = None) -> int:

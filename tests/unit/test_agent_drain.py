@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -20,13 +21,16 @@ def test_a_target_with_its_own_sync_command_is_drained_by_it_alone(
     real = os.sync
     monkeypatch.setattr(os, "sync", lambda: (calls.append("sync"), real())[1])
     mark = tmp_path / "synced"
-    seconds, _, _, incomplete = agent.drain(30.0, [sys.executable, "-c", f"open({str(mark)!r}, 'w').close()"])
+    own = [sys.executable, "-c", f"open({str(mark)!r}, 'w').close()"]
+    seconds, _, _, incomplete, method = agent.drain(30.0, own)
     assert mark.exists() and calls == [] and 0 <= seconds < 30 and incomplete == ""
-    # without one (a file on ext4, a raw device): sync(2)
-    agent.drain(30.0, None)
+    assert method == shlex.join(own) and agent.drain(30.0, own).checks()["drain.method"] == method  # the run says so
+    # without one (a file on ext4, a raw device): sync(2), recorded as such (the ZIL sentence of the limiter reads it)
+    assert agent.drain(30.0, None).checks()["drain.method"] == "sync(2)"
     assert calls == ["sync"]
     agent.drain(30.0, ["sync"])
     assert calls == ["sync", "sync"]
+    assert agent.Drained(0.0, 0, 0).checks()["drain.method"] == "none"  # a hung run: no drain
 
 
 def test_the_drain_does_not_wait_for_other_writers_dirty_memory(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,7 +46,7 @@ def test_the_drain_does_not_wait_for_other_writers_dirty_memory(monkeypatch: pyt
     monkeypatch.setattr(agent, "meminfo", busy)
     for cmd in (None, [sys.executable, "-c", "pass"]):
         reads.clear()
-        seconds, start, end, _ = agent.drain(30.0, cmd)
+        seconds, start, end, _, _ = agent.drain(30.0, cmd)
         assert seconds < 10.0 and start == end == 1 << 30 and len(reads) == 2
 
 

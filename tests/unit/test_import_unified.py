@@ -63,3 +63,17 @@ def test_import_and_results_show_the_figures(tmp_path: Path) -> None:
         iops, mibs, p99, wall, drain = fields[-6:-1]
         assert float(iops) > 1000 and float(mibs) > 1 and float(p99) > 0, fields  # not 0 IOPS, a p99 in ms
         assert wall == drain == "-", fields  # an imported run has no wall or drain time of tankbench's
+
+
+def test_the_reports_p99_is_the_mixed_blocks_where_fio_split_nothing() -> None:
+    """The registry's p99_ms (every report's p99 column, the leaderboards by p99) reads the mixed block of a
+    randrw run that fio did not split — not "not measured" — and the listing and run lines use the same figure."""
+    from tankbench.metrics import Times, run_values, worst_p99_ms
+
+    name = "local-fio-3.33-unified-1-randrw.json"
+    mixed_p99 = raw(name)["mixed"]["clat_ns"]["percentile"]["99.000000"]
+    m = metrics_from_fio(json.loads((PUBLIC / name).read_text()))
+    assert not [k for k in m if k.endswith("lat_p99_ns") and not k.startswith("mixed.")]
+    values = run_values(m, Times(None, 10.0, 0.0, None), ("p99_ms",))
+    assert values["p99_ms"] == worst_p99_ms(m) == pytest.approx(mixed_p99 / 1e6)
+    assert worst_p99_ms({"read.iops": 5.0}) is None  # no latency: none, not 0

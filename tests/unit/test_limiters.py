@@ -395,6 +395,23 @@ def test_async_writes_committed_through_the_zil_say_the_data_was_written_twice()
     assert "ZIL commit" not in name_limiter(quiet).evidence
 
 
+def test_the_zil_sentence_names_tankbenchs_drain_only_where_it_called_sync() -> None:
+    # drain.method, recorded with each run: `zpool sync` alone commits no ZIL, so a run drained by it is not told
+    # about tankbench's sync(2); a run drained by sync(2) is; a run journalled before the method was recorded
+    # (its drain called sync(2) on ZFS targets until it drained with `zpool sync` alone) keeps the history
+    zil = {"zil.commit_count": 1.0, "zil.itx_metaslab_normal_write": 137 * 2**20, "write.io_bytes": 128 * 2**20}
+    f = late_zvol_writes(busy=81.0, w=33.0, **zil)
+
+    def evidence(method: str | None) -> str:
+        checks = {**f.checks, **({"drain.method": method} if method is not None else {})}
+        return name_limiter(run_facts(f.params, {}, traits_of("zvol"), f.metrics, checks, LAB, drain_s=0.2)).evidence
+
+    pooled = evidence("zpool sync tank")
+    assert "1 ZIL commit(s) of these async writes" in pooled and "tankbench's drain" not in pooled, pooled
+    assert "mounted dataset's ZIL — tankbench's drain after this run called it) wrote" in evidence("sync(2)")
+    assert "tankbench's drain called it on ZFS targets until it drained with `zpool sync` alone" in evidence(None)
+
+
 def test_sync_writes_are_never_durable_late_so_the_txg_after_them_is_not_their_limit() -> None:
     """CI's seed 001 (stop 47): 4k sync writes (sync_mode=sync) acknowledged by an optane log at 529 IOPS, then 1 s
     of late exit and 2.8 s of drain while ZFS wrote the txg to an hdd data disk at 89 % of it while busy: named

@@ -15,7 +15,7 @@ from tankbench.cli.show import add_journal_args, open_journal
 from tankbench.errors import UserError
 from tankbench.journal import Journal
 from tankbench.journal.db import TestRow
-from tankbench.metrics import SUPERSEDED, Times, run_values
+from tankbench.metrics import SUPERSEDED, Times, run_values, worst_p99_ms
 from tankbench.model import Fingerprint, Run
 from tankbench.targets import traits_of
 
@@ -166,8 +166,8 @@ def cmd_results(args: argparse.Namespace) -> int:
     )
     for r in rows:
         # the worst direction's (a unified_rw_reporting run's mixed one); "-" where fio gave none, not 0
-        p99s = [v for d in ("read", "write", "trim", "mixed") if (v := r.get(f"{d}.lat_p99_ns"))]
-        p99 = f"{max(p99s) / 1e6:8.2f}" if p99s else f"{'-':>8}"
+        worst = worst_p99_ms(r)
+        p99 = f"{worst:8.2f}" if worst is not None else f"{'-':>8}"
         run = "warm" if r["warmup"] else str(r["run_no"])
         if r["status"] == "done":
             figures = f"{r.get('total.iops', 0):9.0f} {r.get('total.bw_bytes', 0) / 1048576:8.1f} {p99}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tankbench.errors import HostError, UserError
+from tankbench.metrics import worst_p99_ms
 from tankbench.model import Run
 from tankbench.units import fmt_duration
 
@@ -65,9 +66,9 @@ def describe(run: Run) -> str:
         bits.append(f"{m['total.iops']:.0f} IOPS, {m.get('total.bw_bytes', 0) / 1048576:.1f} MiB/s")
         if "timing.durable_bw_bytes" in m:
             bits.append(f"durable {m['timing.durable_bw_bytes'] / 1048576:.1f} MiB/s")
-    p99 = max(m.get("read.lat_p99_ns", 0), m.get("write.lat_p99_ns", 0))
-    if p99:
-        bits.append(f"p99 {p99 / 1e6:.2f} ms")
+    p99 = worst_p99_ms(m)
+    if p99 is not None:
+        bits.append(f"p99 {p99:.2f} ms")
     if run.wall_s is not None:
         bits.append(f"wall {run.wall_s:.1f}s vs expected {run.expected_s:.1f}s")
     if run.drain_s:

@@ -110,9 +110,19 @@ def _zil(f: RunFacts) -> str:
     factor = f" ({phys / logical:.1f}× what fio wrote reached the disks)" if phys and logical else ""
     return (
         f"; {count(commits)} ZIL commit(s) of these async writes (a flush or an fsync: fio's end_fsync, a device's "
-        f"last close; or a sync(2), which commits every mounted dataset's ZIL — tankbench's drain called it on ZFS "
-        f"targets until it drained with `zpool sync` alone) wrote {'; '.join(parts)}{factor}"
+        f"last close; or a sync(2), which commits every mounted dataset's ZIL{_drain_sync(f)}) wrote "
+        f"{'; '.join(parts)}{factor}"
     )
+
+
+def _drain_sync(f: RunFacts) -> str:
+    """Whether tankbench's own drain was a sync(2) that committed the ZIL, as the run recorded it (drain.method);
+    a run journalled before it was recorded: the drain called sync(2) on ZFS targets until it drained with
+    `zpool sync` alone."""
+    method = f.checks.get("drain.method")
+    if method is None:
+        return " — tankbench's drain called it on ZFS targets until it drained with `zpool sync` alone"
+    return " — tankbench's drain after this run called it" if method == "sync(2)" else ""
 
 
 def _notes(f: RunFacts) -> str:
