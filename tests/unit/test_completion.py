@@ -7,6 +7,8 @@ import argparse
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tankbench.buildfiles import write_share
 from tankbench.cli import build_parser
 from tankbench.cli.completion import _subparsers, bash, man_page
@@ -68,3 +70,16 @@ def test_the_build_needs_no_run_time_dependency(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     man = (tmp_path / "share" / "man" / "man1" / "tankbench.1").read_text()
     assert man.split("\n", 1)[1] == man_page(build_parser(), "x").split("\n", 1)[1], "the same page, bar the date line"
+
+
+def test_the_pages_do_not_depend_on_who_builds_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip builds the man page once, for every user: no path of the builder's (`lab build --help` said
+    /root/.cache/tankbench/lab, or whatever XDG_CACHE_HOME was, for everyone; a full run with XDG_CACHE_HOME set
+    failed the test above on it)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    page = man_page(build_parser(), "x")
+    assert str(tmp_path) not in page
+    assert "${XDG_CACHE_HOME:\\-~/.cache}/tankbench/lab" in page, "the lab build page names the cache as a rule"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert man_page(build_parser(), "x") == page

@@ -46,7 +46,8 @@ def _register_build_up(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="build (or check) the lab image",
         description=(
             "Build the lab image from Debian packages (bookworm-backports kernel + zfs-dkms), cached under "
-            f"{labbuild.cache_dir()}. A cold build takes about 10 minutes; later calls only check versions."
+            "${XDG_CACHE_HOME:-~/.cache}/tankbench/lab (the path it prints when ready). A cold build takes about 10 "
+            "minutes; later calls only check versions."
         ),
     )
     b.add_argument("--force", action="store_true", help="rebuild the modules, guest and image from scratch")
