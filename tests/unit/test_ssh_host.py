@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
 from tankbench.hosts.ssh import SshHost, control_path
@@ -13,7 +14,7 @@ def test_command_quotes_argv_for_the_remote_shell(short_tmp: Path) -> None:
     argv = ["sh", "-c", "echo $HOME; rm -rf /", "a b", "it's", ""]
     cmd = host.command(argv)
     assert cmd[0] == "ssh"
-    assert cmd[-3:-1] == ["root@10.0.0.5", "--"]
+    assert cmd[-3:-1] == ["--", "root@10.0.0.5"]
     # the remote shell splits the last word back into exactly the argv we gave
     assert shlex.split(cmd[-1]) == argv
 
@@ -66,3 +67,14 @@ def test_shell_command_and_interactive(short_tmp: Path) -> None:
     assert shlex.split(host.shell_command("zpool list | head")[-1]) == ["sh", "-c", "zpool list | head"]
     assert host.interactive_command()[:2] == ["ssh", "-t"]
     assert host.interactive_command()[-1] == "root@h"
+
+
+def test_a_user_or_address_beginning_with_a_dash_is_never_an_ssh_option(short_tmp: Path) -> None:
+    """A campaign's `user = "-oProxyCommand=touch FILE"` once reached ssh as an option and ran a local command (the
+    target came before `--`). Real ssh, no network: TEST-NET-1 and a 2 s connect timeout; the file never appears."""
+    pwned = short_tmp / "pwned"
+    for user, address in ((f"-oProxyCommand=touch {pwned}", "192.0.2.1"), ("root", f"-oProxyCommand=touch {pwned}")):
+        host = SshHost(address, user=user, control_dir=short_tmp, connect_timeout=2)
+        for argv in (host.command(["true"]), host.interactive_command(["true"])):
+            subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+            assert not list(short_tmp.glob("pwned*")), argv  # ProxyCommand would touch "pwned@192.0.2.1"

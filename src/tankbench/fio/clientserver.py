@@ -161,8 +161,8 @@ class FioServers:
             "ExitOnForwardFailure=yes",
             "-L",
             f"{local}:{remote}/fio.sock",
+            "--",  # before the target: a target beginning with `-` is not an ssh option
             c.target,
-            "--",
             shlex.join(["sh", "-c", SERVER_SCRIPT, "sh", remote]),
         ]
         # own session: a Ctrl-C reaches us (and our exit stops it), not ssh directly

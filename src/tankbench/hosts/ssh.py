@@ -120,10 +120,11 @@ class SshHost(Host):
         return opts + self.extra_options
 
     def command(self, argv: Sequence[str]) -> list[str]:
-        """ssh … target -- '<argv quoted for the remote shell>'."""
+        """ssh … -- target '<argv quoted for the remote shell>'. The `--` comes before the target: a user or address
+        beginning with `-` is then a host name to ssh, never one of its options (`-oProxyCommand=…` runs a command)."""
         if not argv:
             raise ValueError("empty argv")
-        return ["ssh", *self.ssh_options(), self.target, "--", shlex.join(argv)]
+        return ["ssh", *self.ssh_options(), "--", self.target, shlex.join(argv)]
 
     def shell_command(self, script: str) -> list[str]:
         """The local argv running a shell script on the host (for pipelines the caller wrote)."""
@@ -131,8 +132,8 @@ class SshHost(Host):
 
     def interactive_command(self, argv: Sequence[str] = ()) -> list[str]:
         """argv for a terminal session (`-t`), or a command with a terminal if argv is given."""
-        base = ["ssh", "-t", *self.ssh_options(), self.target]
-        return base + (["--", shlex.join(argv)] if argv else [])
+        base = ["ssh", "-t", *self.ssh_options(), "--", self.target]
+        return base + ([shlex.join(argv)] if argv else [])
 
     def check_connection(self, timeout: float = 60.0) -> None:
         """Log in once (this also starts the control master). On failure a UserError that says what to do:
@@ -156,4 +157,6 @@ class SshHost(Host):
         """End the agent session, stop the control master, if one is running."""
         super().close()
         if os.path.exists(self.control):
-            subprocess.run(["ssh", *self.ssh_options(), "-O", "exit", self.target], capture_output=True, timeout=15)
+            subprocess.run(
+                ["ssh", *self.ssh_options(), "-O", "exit", "--", self.target], capture_output=True, timeout=15
+            )
