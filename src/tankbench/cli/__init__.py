@@ -6,6 +6,7 @@ import argparse
 import importlib
 import pkgutil
 import signal
+import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -126,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except sqlite3.DatabaseError as e:  # a journal's pages damaged (a bad copy, a failing disk): not a bug of ours
+        return _damaged_journal(args, e)
     except OSError as e:  # a full or read-only filesystem under an output: the cause, not a traceback
         # imported here: the build backend imports tankbench.cli (completion, man page) before any dependency is
         # installed, and the journal package needs orjson
@@ -141,3 +144,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 3
+
+
+def _damaged_journal(args: argparse.Namespace, e: sqlite3.DatabaseError) -> int:
+    """`Error:` for SQLite's refusal to read a journal it opened (its header was fine; a page is not), naming the
+    journals the command was given; a fault of the machine (full, read-only, locked) stays a traceback's cause."""
+    from tankbench.journal.faults import is_fault
+
+    if is_fault(e):
+        raise e
+    given = [getattr(args, k, None) for k in ("journal", "a", "b", "source")] + list(getattr(args, "more", None) or [])
+    paths = [p for p in given if isinstance(p, str) and p.endswith((".sqlite", ".db", ".zip"))]
+    which = paths[0] if len(paths) == 1 else f"one of {', '.join(paths)}" if paths else "the journal"
+    print(f"Error: {which}: damaged, SQLite cannot read it ({e})", file=sys.stderr)
+    print(
+        "Hint: `sqlite3 FILE 'PRAGMA integrity_check'` says where; `sqlite3 FILE .recover | sqlite3 NEW.sqlite` saves "
+        "what can be read (then point tankbench at NEW.sqlite); none of its runs was changed",
+        file=sys.stderr,
+    )
+    return 2
