@@ -252,3 +252,74 @@ def test_refine_of_a_screening_whose_campaign_changed_or_is_unfinished(tmp_path:
     res = tankbench("refine", str(j), "--top", "0", cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith("Error: --top 0: must be 1 or more"), res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("command", ["report", "advise", "compare", "bundle", "import"])
+def test_a_journal_with_a_damaged_page_is_an_error_not_a_traceback(tmp_path: Path, command: str):
+    """A journal whose header is fine but whose second page is not (a bad copy, a failing disk): SQLite refuses a
+    read part-way, which was a DatabaseError traceback (exit 1). Now `Error:` naming the journal, exit 2, and the
+    read-only commands leave its directory as it was."""
+    good = (FIXTURES / "journal-local-file.sqlite").read_bytes()
+    d = tmp_path / "j"
+    d.mkdir()
+    j = d / "journal.sqlite"
+    j.write_bytes(good[:4096] + b"\xff" * 4096 + good[8192:])
+    before = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in d.iterdir())
+    out = tmp_path / "out"
+    argv = {
+        "report": ["report", "--journal", str(j), "--out", str(out)],
+        "advise": ["advise", "--journal", str(j)],
+        "compare": ["compare", str(j), str(FIXTURES / "journal-local-file.sqlite"), "--out", str(out)],
+        "bundle": ["bundle", "--journal", str(j), "-o", str(tmp_path / "b.tankbench.zip")],
+        "import": ["import", "--journal", str(j), str(FIXTURES / "fio-public" / "fio-3.1-fioplot-randread-qd1.json")],
+    }[command]
+    res = tankbench(*argv, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"{j}: damaged, SQLite cannot read it" in res.stderr or f"one of {j}" in res.stderr, res.stderr
+    assert "Hint: " in res.stderr
+    if command != "import":  # a writer upgrades an old journal's schema before it reads; its runs stay as they were
+        assert sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in d.iterdir()) == before
+
+
+def test_compare_out_naming_a_file_is_an_error(tmp_path: Path):
+    """`compare --out FILE` raised FileExistsError (a traceback); `report --out FILE` already said why."""
+    out = tmp_path / "a-file"
+    out.write_text("mine\n")
+    j = str(FIXTURES / "journal-local-file.sqlite")
+    res = tankbench("compare", j, j.replace("local-file", "lab-zfs"), "--out", str(out), cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"Error: cannot create output directory {out}" in res.stderr and "Hint: " in res.stderr
+    assert out.read_text() == "mine\n"
+
+
+def test_compare_of_negative_figures_gives_no_ratio_not_a_traceback(tmp_path: Path):
+    """A journal whose runs carry negative throughput (hand-edited metrics; the importer refuses them now) made
+    compare's significance test raise ValueError. Such a pair gets no ratio and compare ends normally."""
+    import sqlite3
+
+    j = tmp_path / "neg.sqlite"
+    src = FIXTURES / "fio-public" / "fio-3.1-fioplot-randread-qd1.json"
+    assert tankbench("import", "--journal", str(j), str(src), cwd=tmp_path).returncode == 0
+    conn = sqlite3.connect(j)
+    with conn:
+        conn.execute(
+            "UPDATE runs SET metrics = json_set(metrics, '$.\"read.bw_bytes\"', -5.0, '$.\"total.bw_bytes\"', -5.0,"
+            " '$.\"read.iops\"', -5.0, '$.\"total.iops\"', -5.0)"
+        )
+        conn.execute("DELETE FROM run_inputs")  # the compact copy would still hold the figures as imported
+    conn.close()
+    other = tmp_path / "neg2.sqlite"
+    other.write_bytes(j.read_bytes())
+    res = tankbench("compare", str(j), str(other), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr
+    assert (tmp_path / "out" / "compare.md").exists()
+
+
+def test_compare_names_its_own_option_and_refuses_a_journal_given_twice(tmp_path: Path):
+    j = str(FIXTURES / "journal-local-file.sqlite")
+    res = tankbench("compare", "--metric", "nonsense", j, j.replace("local-file", "lab-zfs"), cwd=tmp_path)
+    assert res.returncode == 2 and "Error: unknown --metric 'nonsense'" in res.stderr, res.stderr
+    res = tankbench("compare", j, os.path.relpath(j, tmp_path), cwd=tmp_path)  # the same file, spelt otherwise
+    assert res.returncode == 2 and "is given twice" in res.stderr and "Hint: " in res.stderr, res.stderr
+    assert not list(tmp_path.iterdir())  # no ./tankbench-compare

@@ -19,12 +19,13 @@ from tankbench.metrics import ALIASES, RANKABLE, resolve
 RANK_BY = ("auto", *RANKABLE)
 
 
-def check_rank_by(rank_by: str) -> str:
-    """`auto` or a rankable registry key (aliases such as `corrected` accepted); UserError otherwise."""
+def check_rank_by(rank_by: str, option: str = "--rank-by") -> str:
+    """`auto` or a rankable registry key (aliases such as `corrected` accepted); UserError naming the `option` the
+    value came from otherwise."""
     key = "auto" if rank_by == "auto" else resolve(rank_by)
     if key not in RANK_BY:
         raise UserError(
-            f"unknown --rank-by {rank_by!r}", f"use one of: {', '.join(RANK_BY)} (aliases: {', '.join(ALIASES)})"
+            f"unknown {option} {rank_by!r}", f"use one of: {', '.join(RANK_BY)} (aliases: {', '.join(ALIASES)})"
         )
     return key
 

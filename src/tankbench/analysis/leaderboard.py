@@ -93,7 +93,7 @@ def family_p(top: TestSummary, others: Sequence[TestSummary], key: str) -> dict[
     higher = bool(METRICS[key].higher_is_better)
     tested = []
     for t in others:
-        if t.mean(key) and top.mean(key):
+        if (t.mean(key) or 0.0) > 0 and (top.mean(key) or 0.0) > 0:  # a ratio of positive means only
             pair = (t.values(key), top.values(key)) if higher else (top.values(key), t.values(key))
             res = ratio_test(*pair)[3]
             if res.possible:

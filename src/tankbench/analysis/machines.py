@@ -189,6 +189,8 @@ def _cell(t: TestSummary | None, ref: TestSummary | None, metric: str, versions:
     rvals = ref.values(metric)
     if not vals or not rvals or not mean or not ref.mean(metric):
         return Cell(mean, len(vals), why="not measured on both", versions=versions)
+    if mean < 0 or (ref.mean(metric) or 0.0) < 0:  # a hand-edited import: no ratio of a negative figure
+        return Cell(mean, len(vals), why="a negative figure: no ratio", versions=versions)
     r, lo, hi, test = ratio_test(vals, rvals)
     if not test.possible:
         return Cell(mean, len(vals), r, why="one run: no interval", versions=versions)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from tankbench import EXPORT_FORMAT, __version__
@@ -13,6 +14,7 @@ from tankbench.analysis.machine_sections import verdict_text
 from tankbench.analysis.machines import Machine, compare_machines, labels_for, machines_dict
 from tankbench.analysis.present import fmt
 from tankbench.cli._common import print_json
+from tankbench.errors import UserError
 from tankbench.journal.bundle import looks_like_bundle, read_bundle
 from tankbench.metrics import METRICS
 from tankbench.reports.machines import write_comparison
@@ -99,8 +101,15 @@ def one_machine(datasets: list[Dataset]) -> bool:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    key = check_rank_by(args.metric)
+    key = check_rank_by(args.metric, "--metric")
     paths = [args.a, args.b, *args.more]
+    same = [p for i, p in enumerate(paths) if any(os.path.realpath(p) == os.path.realpath(q) for q in paths[:i])]
+    if same:  # every ratio 1, "no significant change": a mistake, never a comparison
+        raise UserError(
+            f"{same[0]} is given twice: compare would compare it with itself",
+            "name two different journals or bundles (e.g. before and after a change: tankbench compare A.sqlite "
+            "B.sqlite)",
+        )
     datasets = [_open(p) for p in paths]
     several = not one_machine(datasets)  # machines side by side: each against the first, differences expected
     pairs = [(0, i) for i in range(1, len(paths))] if several else [(i - 1, i) for i in range(1, len(paths))]

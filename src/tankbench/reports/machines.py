@@ -11,6 +11,7 @@ from tankbench.analysis.machines import MachineComparison
 from tankbench.analysis.section import Section
 from tankbench.reports.html import CSS, section_html
 from tankbench.reports.markdown import section_md
+from tankbench.reports.write import make_out_dir
 
 #: what a comparison adds to the report's style: differing fingerprint rows, and verdict colours
 EXTRA_CSS = (
@@ -38,7 +39,7 @@ def render_markdown(sections: Sequence[Section]) -> str:
 def write_comparison(mc: MachineComparison, out_dir: str) -> list[str]:
     """compare.html and compare.md into `out_dir` (created); their paths. Each file appears whole or not at all."""
     sections = comparison_sections(mc)
-    os.makedirs(out_dir, exist_ok=True)
+    make_out_dir(out_dir)  # a file of that name: `Error:`, not FileExistsError
     paths = [os.path.join(out_dir, "compare.html"), os.path.join(out_dir, "compare.md")]
     for path, text in zip(paths, (render_html(sections), render_markdown(sections))):
         tmp = f"{path}.tmp-{os.getpid()}"

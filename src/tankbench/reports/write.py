@@ -18,14 +18,20 @@ from tankbench.reports.xlsx import write_xlsx
 OUTPUTS = ("index.html", "results.xlsx", "summary.md", "results.csv", "results.json")
 
 
-def write_all(a: Analysis, out_dir: str) -> list[str]:
-    """Write the five outputs, each section's own file and each report a section holds; return their paths (the
-    five first)."""
+def make_out_dir(out_dir: str) -> None:
+    """Create the output directory (and its parents); `Error:` when it cannot be: a file there, no permission (exit
+    2), a full or read-only filesystem (exit 3, README)."""
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
-        error = LocalError if is_os_fault(e) else UserError  # a full or read-only filesystem: exit 3 (README)
+        error = LocalError if is_os_fault(e) else UserError
         raise error(f"cannot create output directory {out_dir}: {e.strerror}", "pass a writable --out DIR") from e
+
+
+def write_all(a: Analysis, out_dir: str) -> list[str]:
+    """Write the five outputs, each section's own file and each report a section holds; return their paths (the
+    five first)."""
+    make_out_dir(out_dir)
     sections = rendered(a)  # each section rendered once for every output
     paths = [os.path.join(out_dir, name) for name in OUTPUTS]
     write_html(a, paths[0], sections)
