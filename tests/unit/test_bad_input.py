@@ -323,3 +323,21 @@ def test_compare_names_its_own_option_and_refuses_a_journal_given_twice(tmp_path
     res = tankbench("compare", j, os.path.relpath(j, tmp_path), cwd=tmp_path)  # the same file, spelt otherwise
     assert res.returncode == 2 and "is given twice" in res.stderr and "Hint: " in res.stderr, res.stderr
     assert not list(tmp_path.iterdir())  # no ./tankbench-compare
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compare", "only-one.sqlite"], "Error: the following arguments are required: B\n"),
+        (["schema", "nonsense"], "Error: argument which: invalid choice: 'nonsense'"),
+        (["plan", "-dash.toml"], "Error: the following arguments are required: CAMPAIGN\n"),
+    ],
+)
+def test_usage_errors_say_error_and_hint(tmp_path: Path, argv: list[str], message: str):
+    """argparse's own refusals in the project's form: `Error:` and a `Hint:` (they printed `tankbench compare:
+    error: …` and no hint; `plan -dash.toml` did not say how to name a file beginning with -)."""
+    res = tankbench(*argv, cwd=tmp_path)
+    assert res.returncode == 2 and message in res.stderr, res.stderr
+    assert f"Hint: `tankbench {argv[0]} --help` says what it takes" in res.stderr
+    if argv[1].startswith("-"):
+        assert "tankbench plan -- -FILE" in res.stderr

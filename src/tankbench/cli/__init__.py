@@ -10,6 +10,7 @@ import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import NoReturn
 
 from tankbench import version_line
 from tankbench.errors import HostError, UserError
@@ -46,6 +47,18 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors in the form of every other refusal: the usage line, `Error: …`, a `Hint:`
+    naming the command's --help, exit 2 (subcommands' parsers are of the same class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        hint = f"`{self.prog} --help` says what it takes"
+        if "required" in message or "unrecognized" in message:  # e.g. `plan -dash.toml`: a file name, read as -d
+            hint += f"; a file name beginning with - goes after --: {self.prog} -- -FILE"
+        self.exit(2, f"Error: {message}\nHint: {hint}\n")
+
+
 def command_names() -> list[str]:
     """The subcommands' module names, in --help's order."""
     names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
@@ -56,7 +69,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser: every module in tankbench.cli that defines register() adds its subcommand. `only`: just that
     subcommand, when it is one (a command imports only its own module: about half a second of CPU less per call,
     which scripts calling tankbench many times, and the test suite's CLI tests, feel)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tankbench",
         description="Reproducible ZFS storage benchmarks: plan a campaign, run it unattended, report honestly.",
     )

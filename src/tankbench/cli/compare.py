@@ -34,7 +34,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("a", metavar="A", help="journal or bundle before, or of the reference machine")
     p.add_argument("b", metavar="B", help="journal or bundle after, or of another machine")
-    p.add_argument("more", metavar="C", nargs="*", help="journals or bundles of further steps or machines, in order")
+    p.add_argument(
+        "more", metavar="C", nargs="*", default=[], help="journals or bundles of further steps or machines, in order"
+    )
     p.add_argument(
         "--metric",
         default="auto",
