@@ -341,3 +341,20 @@ def test_usage_errors_say_error_and_hint(tmp_path: Path, argv: list[str], messag
     assert f"Hint: `tankbench {argv[0]} --help` says what it takes" in res.stderr
     if argv[1].startswith("-"):
         assert "tankbench plan -- -FILE" in res.stderr
+
+
+def test_an_output_that_cannot_be_written_names_the_users_file_and_a_hint_for_this_command(tmp_path: Path):
+    """compare into a directory it may not write: the error named the temporary file (compare.html.tmp-PID) and the
+    hint spoke of journals keeping their runs, which only `run` has."""
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o555)
+    j = str(FIXTURES / "journal-local-file.sqlite")
+    argv = [sys.executable, "-m", "tankbench", "compare", j, j.replace("local-file", "lab-zfs"), "--out", str(out)]
+    if os.geteuid() == 0:  # root writes anywhere: drop the capabilities that let it
+        argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *argv]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 3 and "Traceback" not in res.stderr, res.stderr
+    assert f"Error: cannot write {out}/compare.html: Permission denied\n" in res.stderr, res.stderr
+    assert "Hint: " in res.stderr and "journal keeps every run" not in res.stderr
+    assert not list(out.iterdir())

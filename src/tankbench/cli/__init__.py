@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import signal
 import sqlite3
 import sys
@@ -149,11 +150,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not is_fault(e):
             raise
-        where = f" {e.filename}" if e.filename else ""
+        # the file as the user named it, not the temporary one it is written through (compare.html.tmp-31023)
+        where = f" {re.sub(r'[.]tmp-[0-9]+$', '', str(e.filename))}" if e.filename else ""
         print(f"Error: cannot write{where}: {e.strerror or e}", file=sys.stderr)
+        kept = "; a journal keeps every run that finished" if args.func.__name__ == "cmd_run" else ""
         print(
-            "Hint: free space on that filesystem or make it writable (or write elsewhere: --out, --journal), then "
-            "run the same command again; a journal keeps every run that finished",
+            "Hint: free space on that filesystem or make it writable (or write elsewhere: --out, --journal, -o), "
+            f"then run the same command again{kept}",
             file=sys.stderr,
         )
         return 3
