@@ -35,14 +35,16 @@ def __getattr__(name: str) -> str:
 
 
 def build_commit() -> str:
-    """The commit tankbench runs from (with -dirty for uncommitted changes); "unknown" when nothing says."""
+    """The commit tankbench runs from (with -dirty for uncommitted changes, -unverified when read from another user's
+    checkout without git, which cannot say); "unknown" when nothing says."""
     return _stamp()[1]
 
 
 def version_line() -> str:
     """`tankbench 0.1.dev472+g1a2b3c4d5e6f (commit 1a2b3c4d5e6f)`: what --version prints."""
     commit = build_commit()
-    return f"tankbench {_stamp()[0]} (commit {commit[:12] + ('-dirty' if commit.endswith('-dirty') else '')})"
+    mark = next((m for m in ("-dirty", "-unverified") if commit.endswith(m)), "")
+    return f"tankbench {_stamp()[0]} (commit {commit[:12] + mark})"
 
 
 #: the layout of tankbench's JSON exports (results.json, compare --json, advise --json): bump it when a key

@@ -65,6 +65,9 @@ def from_checkout(root: Path) -> Stamp | None:
     if not (root / ".git").exists():
         return None
     out = _git(root, "describe", "--tags", "--long", "--dirty", "--always", "--abbrev=40", "--match", "v[0-9]*")
+    if not out:  # git refused (another user's checkout: "dubious ownership") or is missing: read HEAD ourselves
+        commit = head_commit(root / ".git")
+        return Stamp(from_describe("", commit, None, False), commit + "-unverified") if commit else None
     dirty = out.endswith("-dirty")
     out = out.removesuffix("-dirty")
     m = re.match(r"^(.*)-g([0-9a-f]{40})$", out)
@@ -76,6 +79,27 @@ def from_checkout(root: Path) -> Stamp | None:
         n = _git(root, "rev-list", "--count", "HEAD")
         count = int(n) if n.isdigit() else None
     return Stamp(from_describe(describe, commit, count, dirty), commit + ("-dirty" if dirty else ""))
+
+
+def head_commit(git: Path) -> str:
+    """The commit HEAD names, read from the files of a `.git` directory without running git (which refuses a
+    repository another user owns, and whose `--dirty` check could run that user's hooks); "" when unknown. No
+    claim about uncommitted changes can be made this way: callers mark the commit unverified."""
+    try:
+        if git.is_file():  # a worktree or submodule: "gitdir: PATH"
+            git = (git.parent / git.read_text().split("gitdir:", 1)[1].strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if head.startswith("ref: "):
+            ref = head[5:].strip()
+            loose = git / ref
+            if loose.is_file():
+                head = loose.read_text().strip()
+            else:  # packed: "<sha> <ref>" lines
+                packed = (git / "packed-refs").read_text() if (git / "packed-refs").is_file() else ""
+                head = next((ln.split()[0] for ln in packed.splitlines() if ln.endswith(" " + ref)), "")
+    except (OSError, IndexError, ValueError):
+        return ""
+    return head if re.fullmatch(r"[0-9a-f]{40}", head) else ""
 
 
 def from_archival(text: str) -> Stamp | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import tarfile
 from pathlib import Path
@@ -54,3 +55,37 @@ def test_a_git_archive_names_its_commit() -> None:
 
 def test_an_unfilled_archival_file_says_nothing() -> None:
     assert gitversion.from_archival("node: $Format:%H$\ndescribe-name: $Format:%(describe)$\n") is None
+
+
+def test_another_users_checkout_still_names_its_commit(tmp_path: Path) -> None:
+    """git refuses a repository another user owns ("dubious ownership"), so tankbench run by a user from a checkout it
+    does not own said 0+unknown (commit unknown) in --version and in every report. HEAD is read from the files then,
+    loose or packed, and the commit is marked unverified (git's --dirty check is what could not run)."""
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+
+    def git(*a: str) -> str:
+        who = {
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        }
+        env = {**os.environ, **who}
+        return subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True, check=True, env=env).stdout
+
+    git("init", "-q")
+    git("commit", "-q", "--allow-empty", "-m", "x")
+    commit = git("rev-parse", "HEAD").strip()
+    assert gitversion.from_checkout(repo) is not None and gitversion.from_checkout(repo).commit == commit
+    for packed in (False, True):
+        if packed:
+            git("pack-refs", "--all")
+            assert not list((repo / ".git" / "refs" / "heads").iterdir())
+        for p in (repo, *repo.rglob("*")):
+            os.chown(p, 65534, 65534)  # another user's checkout: git now refuses it
+        assert subprocess.run(["git", "-C", str(repo), "status"], capture_output=True).returncode != 0
+        stamp = gitversion.from_checkout(repo)
+        assert stamp == gitversion.Stamp(f"0.1.dev0+g{commit[:12]}", commit + "-unverified"), stamp
+        for p in (repo, *repo.rglob("*")):
+            os.chown(p, 0, 0)
