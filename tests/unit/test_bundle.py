@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tankbench.cli import main
+from tankbench.errors import UserError
 from tankbench.journal import bundle as B
 from tankbench.journal.anonymise import Anonymiser, campaign_identifiers
 from tests.conftest import FIXTURES
@@ -230,3 +231,22 @@ def test_anonymiser_units() -> None:
     toml = '[report]\nname = "zfs"  # zfs\n[zfs]\n'
     assert an.toml(toml) == f'[report]\nname = "{an.token("host", "zfs")}"  # {an.token("host", "zfs")}\n[zfs]\n'
     assert ("user", "bob") in campaign_identifiers('hosts = ["bob@10.0.0.2"]\n[host]\nuser = "bob"\n')
+
+
+def test_a_bundle_whose_members_would_fill_memory_is_refused_before_reading(tmp_path: Path) -> None:
+    """Each member is read into memory to be verified: three members declaring 2 GiB each (zeros compress 1000:1, so
+    such a file is small) passed the per-member limit and would have taken 6 GiB. Refused from the directory."""
+    import struct
+
+    out = tmp_path / "big.tankbench.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        for name in (B.MANIFEST, B.JOURNAL, "report/index.html"):
+            z.writestr(name, b"x")
+    data = bytearray(out.read_bytes())
+    at = 0
+    while (at := data.find(b"PK\x01\x02", at)) >= 0:  # each central directory entry: its uncompressed size
+        struct.pack_into("<I", data, at + 24, 0x7FFFFFFF)
+        at += 4
+    out.write_bytes(bytes(data))
+    with pytest.raises(UserError, match=r"3 members of 6442450941 bytes in all, more than a bundle holds"):
+        B.read_manifest(str(out))

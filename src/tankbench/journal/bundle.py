@@ -34,6 +34,8 @@ REPORT_DIR = "report/"
 SUFFIX = ".tankbench.zip"
 #: a bundle larger than this is refused before anything is read (a journal of 100,000 runs is ~200 MB)
 MAX_MEMBER_BYTES = 4 << 30
+#: a bundle's report has a dozen files; a fleet's, one directory per host
+MAX_MEMBERS = 10_000
 _ZIP_MAGIC = b"PK\x03\x04"
 _HINT = "pass a file that `tankbench bundle` wrote (NAME.tankbench.zip), or a journal (.sqlite)"
 
@@ -113,9 +115,15 @@ def read_manifest(path: str) -> tuple[dict[str, Any], dict[str, bytes]]:
             names = z.namelist()
             if MANIFEST not in names:
                 raise _bad(path, f"no {MANIFEST} in the archive")
-            for info in z.infolist():
+            infos = z.infolist()
+            for info in infos:
                 if info.file_size > MAX_MEMBER_BYTES:
                     raise _bad(path, f"member {info.filename} is {info.file_size} bytes")
+            # every member is read into memory to be verified: a bundle of many members that each expand to GiBs
+            # (zeros compress 1000:1) would exhaust it. A real one holds a journal, a campaign and a report.
+            total = sum(i.file_size for i in infos)
+            if len(infos) > MAX_MEMBERS or total > MAX_MEMBER_BYTES:
+                raise _bad(path, f"{len(infos)} members of {total} bytes in all, more than a bundle holds")
             data = {n: z.read(n) for n in names if not n.endswith("/")}
     except zipfile.BadZipFile as e:
         raise _bad(
