@@ -136,3 +136,27 @@ def test_cli_bad_input(tmp_path):
     assert res.returncode == 2 and "no such host file" in res.stderr
     res = tankbench("doctor", "--script")
     assert res.returncode == 0 and "zpool status -P" in res.stdout
+
+
+def test_a_vm_config_it_could_not_read_is_said_not_counted(tmp_path):
+    """Run as a user who may not read /etc/pve/qemu-server/100.conf, the script's `cat` printed Permission denied,
+    and doctor said `1 VM config(s) read` and `No findings.`: the VM checks had not run and nobody was told. The
+    refusal here is real: cat of a mode-000 file without the capabilities that let root read it."""
+    import os
+    import subprocess
+
+    conf = tmp_path / "100.conf"
+    conf.write_text("cores: 2\nscsi0: local-zfs:vm-100-disk-0,size=32G\n")
+    conf.chmod(0)  # unreadable even by its owner
+    argv = ["cat", str(conf)]
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *argv]
+    said = subprocess.run(argv, capture_output=True, text=True).stderr.strip()
+    assert said == f"cat: {conf}: Permission denied", said
+    saved = tmp_path / "collected.txt"
+    saved.write_text(CLEAN + f"==> proxmox {conf} <==\n{said}\n")
+    res = tankbench("doctor", "--input", str(saved), cwd=tmp_path)
+    assert "0 VM config(s) read" in res.stdout, res.stdout
+    assert f"Note: could not read {conf}: Permission denied: its VM checks did not run" in res.stdout, res.stdout
+    doc = json.loads(tankbench("doctor", "--input", str(saved), "--json", cwd=tmp_path).stdout)
+    assert doc["vms"] == [] and doc["unread"] == [f"{conf}: Permission denied"]

@@ -75,6 +75,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 "zfs_version": v.zfs_version,
                 "pools": sorted(v.pools),
                 "vms": [vm.name for vm in v.vms],
+                "unread": v.unread,
                 "findings": [f.to_json() for f in findings],
             }
         )
@@ -83,6 +84,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     out.write(f"doctor: {where}: pools {', '.join(sorted(v.pools)) or 'none'}; {len(v.vms)} VM config(s) read\n")
     if not v.zfs_version:
         out.write("Note: ZFS is not loaded on this host (no /sys/module/zfs/version): only VM and memory checks ran.\n")
+    for what in v.unread:  # a VM config it could not read: its checks did not run, and that is said
+        out.write(f"Note: could not read {what}: its VM checks did not run (run doctor as root to read it)\n")
     if not findings:
         out.write("No findings.\n")
         return 0

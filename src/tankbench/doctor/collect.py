@@ -47,7 +47,7 @@ if command -v virsh >/dev/null 2>&1; then
   for d in $(virsh list --all --name 2>/dev/null); do section "libvirt $d"; virsh dumpxml "$d" 2>&1; done
 fi
 [ -f /etc/pve/storage.cfg ] && { section pve-storage; cat /etc/pve/storage.cfg; }
-for f in /etc/pve/qemu-server/*.conf; do [ -f "$f" ] && { section "proxmox $f"; cat "$f"; }; done
+for f in /etc/pve/qemu-server/*.conf; do [ -f "$f" ] && { section "proxmox $f"; cat "$f" 2>&1; }; done
 true
 """.replace("@PROPS@", ZFS_PROPS).replace("@VMRS@", str(VM_IMAGE_RECORDSIZE))
 

@@ -69,6 +69,8 @@ class HostView:
     vm_images: list[tuple[str, int, str, str]] = field(default_factory=list)
     host_option: str = ""
     zfs_version: str = ""
+    #: VM configs the script found but could not read ("PATH: why"): their checks did not run
+    unread: list[str] = field(default_factory=list)
 
     def run(self, preset: str, *overrides: str) -> str:
         """A ready-to-paste `tankbench run` for this host."""
@@ -94,6 +96,10 @@ def split_status(text: str) -> list[str]:
     return [p for p in parts if "pool:" in p]
 
 
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")[:200]
+
+
 def view(text: str, host_option: str = "") -> HostView:
     """Parse the collect script's output (pure)."""
     s = split_sections(text)
@@ -113,10 +119,14 @@ def view(text: str, host_option: str = "") -> HostView:
         elif name.startswith("libvirt "):
             try:
                 v.vms.append(parse_libvirt_domain(body))
-            except Exception:  # noqa: BLE001 - an unreadable domain is skipped, not fatal: doctor only advises
-                continue
+            except Exception:  # noqa: BLE001 - an unreadable domain is said, not fatal: doctor only advises
+                v.unread.append(f"libvirt domain {name.split(' ', 1)[1]}: {_first_line(body) or 'no XML'}")
         elif name.startswith("proxmox "):
-            vmid = name.rsplit("/", 1)[-1].removesuffix(".conf")
+            path = name.split(" ", 1)[1]
+            if m := re.match(rf"cat: {re.escape(path)}: (.+)", body.strip()):  # e.g. Permission denied (not root)
+                v.unread.append(f"{path}: {m.group(1)}")
+                continue
+            vmid = path.rsplit("/", 1)[-1].removesuffix(".conf")
             v.vms.append(parse_proxmox_conf(body, f"VM {vmid}"))
     v.props = parse_zfs_get(s.get("zfs-get", ""))
     v.sources = zfs_get_sources(s.get("zfs-get", ""))
