@@ -10,7 +10,7 @@ from tankbench.model import Test
 from tankbench.targets.zfsplan import buffer_check, dataset_name, pool_root, zfs_props
 from tankbench.units import parse_size
 from tankbench.zfs.evidence import DMU_TX
-from tankbench.zfs.props import REPORTED
+from tankbench.zfs.props import REPORTED, SIZE_PROPS
 
 if TYPE_CHECKING:
     from tankbench.agent import FioRunExtras
@@ -185,7 +185,7 @@ def sync_checks(
 
 def _zfs_value(key: str, value: str) -> str:
     """Normalise a property value as `zfs get -p` prints it (sizes in bytes)."""
-    if key in ("recordsize", "volblocksize"):
+    if key in SIZE_PROPS:  # special_small_blocks = "16k" is 16384 to zfs get -p: every run was "did not take"
         return str(parse_size(value))
     return value
 

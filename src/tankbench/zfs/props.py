@@ -48,13 +48,13 @@ SETTABLE = (
     "dnodesize",
     "special_small_blocks",
 )
-#: what a run records of `zfs get` on its dataset/zvol (checks zfs.props): the property axes, a few more that
-#: change what is measured, and the space it reports
+#: settable properties whose values are sizes: `zfs get -p` prints them in bytes ("16k" is 16384)
+SIZE_PROPS = ("recordsize", "volblocksize", "special_small_blocks")
+#: what a run records of `zfs get` on its dataset/zvol (checks zfs.props): the property axes, every property a
+#: target may set (a run that says a property did not take shows what the dataset had), and the space it reports
 REPORTED = (
     *PROPERTY_AXES,
-    "secondarycache",
-    "checksum",
-    "dedup",
+    *(p for p in SETTABLE if p not in PROPERTY_AXES),
     "compressratio",
     "used",
     "logicalused",
