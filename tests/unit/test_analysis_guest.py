@@ -14,6 +14,7 @@ import openpyxl
 from tankbench.analysis.analyse import analyse_journal
 from tankbench.analysis.checks import Warning
 from tankbench.analysis.guest import CheckCount, setup_text
+from tankbench.analysis.leaderboard import condemned
 from tankbench.reports.json import analysis_dict
 from tankbench.reports.markdown import summary_markdown
 from tankbench.reports.xlsx import write_xlsx
@@ -138,3 +139,22 @@ def test_a_run_whose_drain_did_not_finish_is_warned_of(tmp_path: Path) -> None:
     row = _edit_first_run(path, "checks", "drain.dirty_end_bytes", failed)
     (w,) = _warnings(path, "drain-incomplete")
     assert w.severity == "warning" and w.run_rows == (row,) and "drain.incomplete" in w.message
+
+
+def test_a_run_that_measured_another_configuration_condemns_its_test(tmp_path: Path) -> None:
+    """The runner marks a run `valid = false` with its reasons (a property that did not take, a SLOG state against
+    the axis, a scrub); the report ranked such runs as usual and said nothing (found in the lab: special_small_blocks
+    compared as "16k" with 16384). Now an error-level warning names the run and its reasons, so the test is never
+    recommended."""
+    path = lab_vmdisk_journal(tmp_path)
+    assert not _warnings(path, "invalid-runs")
+
+    def invalid(c: dict[str, Any]) -> None:
+        c["valid"] = False
+        c["validity.reasons"] = ["properties did not take: expected {'special_small_blocks': '16k'}"]
+
+    row = _edit_first_run(path, "checks", "guest.qemu", invalid)
+    (w,) = _warnings(path, "invalid-runs")
+    assert w.severity == "error" and w.run_rows == (row,) and len(w.test_ids) == 1
+    assert "properties did not take: expected {'special_small_blocks': '16k'}" in w.message, w.message
+    assert w.test_ids[0] in condemned(analyse_journal(path).warnings)

@@ -44,6 +44,8 @@ CHECK_KEYS = (
     "guest.settings_match",
     "guest.settings_mismatch",
     "crash.layer",
+    "valid",
+    "validity.reasons",
     *LIMIT_CHECK_KEYS,
     *FILL_CHECK_KEYS,
 )

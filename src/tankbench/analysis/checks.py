@@ -106,6 +106,8 @@ class RunCheck:
     applies: Callable[[TestSummary, RunView], Any]
     runs: Callable[[TestSummary], Iterable[RunView]] = lambda t: t.runs
     detail: bool = False
+    #: with `detail`: the run check whose text (or list of texts) says why each of the first three holds
+    detail_key: str = "schedule.reason"
 
     def warnings(self, ds: Dataset) -> Iterator[Warning]:
         applies, runs = self.applies, self.runs
@@ -121,9 +123,13 @@ class RunCheck:
                     first += [(t, r) for r in hits[:3]]
         msg = self.message.replace("{n}", str(len(rows)))
         if self.detail:
-            reasons = "; ".join(f"#{t.number}: {r.extra.get('schedule.reason', '')}" for t, r in first[:3])
+            reasons = "; ".join(f"#{t.number}: {_text(r.extra.get(self.detail_key, ''))}" for t, r in first[:3])
             msg += f" ({reasons}{' …' if len(rows) > 3 else ''})"
         yield from _warning(self.code, self.severity, list(tests.values()), msg, self.fix, rows)
+
+
+def _text(value: Any) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _done(t: TestSummary) -> Iterable[RunView]:
@@ -166,6 +172,17 @@ CHECKS: tuple[TestCheck | RunCheck, ...] = (
         "{n} runs failed, timed out or crashed; they are not ranked",
         "look at stderr in `tankbench show`, fix the cause and rerun (resume keeps good runs)",
         lambda t, r: r.status in ("failed", "timeout", "crashed"),
+    ),
+    RunCheck(
+        "invalid-runs",
+        "error",
+        "{n} runs measured something other than what their tests name (the runner found a property that did not "
+        "take, a SLOG state against the test's axis, or a scrub during the run): their tests are never recommended",
+        "`tankbench show` the runs (their check validity.reasons), fix the cause and rerun them",
+        lambda t, r: r.extra.get("valid") is False,
+        _done,
+        detail=True,
+        detail_key="validity.reasons",
     ),
     RunCheck(
         "interrupted-runs",
