@@ -127,3 +127,27 @@ def test_plan_on_named_disks_from_the_command_line_and_a_host_file(tmp_path: Pat
     assert res.returncode == 2 and res.stderr.startswith("Error: ") and "--disks names 2" in res.stderr
     res = tankbench("plan", "tuning-matrix", "--host", "ssh://root@bench.invalid:2", "--set", "target.fs.size=2x arc")
     assert res.returncode == 2 and "cannot read them on" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("depth", [40, 3000])
+def test_a_set_value_nested_too_deep_is_an_error_not_a_recursion(depth: int):
+    """QA finding 3: `--set 'matrix.bs=[[[…]]]'` 3000 deep raised RecursionError in tomllib (a traceback)."""
+    with pytest.raises(UserError, match="nested more than 32 deep"):
+        toml_value("[" * depth + "]" * depth)
+    assert toml_value('["4k", ["1M"]]') == ["4k", ["1M"]]
+
+
+def test_a_host_files_set_value_nested_too_deep_names_the_key():
+    deep: list[object] = []
+    for _ in range(40):
+        deep = [deep]
+    with pytest.raises(UserError, match=r"host\.toml: --set matrix\.bs: arrays or tables nested more than 32 deep"):
+        tm(sets=(("matrix.bs", deep),), source="host.toml")
+
+
+def test_report_settings_of_a_text_nested_beyond_toml():
+    from tankbench.campaign.report import parse_settings
+    from tankbench.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"j\.sqlite \(campaign\): \(file\): arrays or tables nested too deep"):
+        parse_settings("x = " + "[" * 3000 + "]" * 3000, "j.sqlite (campaign)")

@@ -16,7 +16,14 @@ from tankbench.campaign.fiotable import parse_fio
 from tankbench.campaign.host import parse_host
 from tankbench.campaign.hosts import parse_fleet
 from tankbench.campaign.matrix import parse_include, parse_matrix, parse_rule, parse_tunables_table, table_list
-from tankbench.campaign.overrides import Overrides, apply_overrides, resolve_sizes
+from tankbench.campaign.overrides import (
+    NESTING_HINT,
+    NESTING_PROBLEM,
+    Overrides,
+    apply_overrides,
+    nested_too_deep,
+    resolve_sizes,
+)
 from tankbench.campaign.overrides import record as record_overrides
 from tankbench.campaign.pool import parse_pool
 from tankbench.campaign.report import settings_from_doc
@@ -97,11 +104,17 @@ def apply_scale(keys: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
 def load_toml(text: str, path: str) -> dict[str, Any]:
     """The campaign's TOML document, or UserError naming the file and what TOML said."""
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserError(
             f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there"
         ) from None
+    except RecursionError:  # tomllib reads nested arrays and tables recursively: a few hundred levels end it
+        raise UserError(f"{path}: {NESTING_PROBLEM}", NESTING_HINT) from None
+    too_deep = nested_too_deep(doc)
+    if too_deep:  # later steps (copies, error messages) recurse too: refuse it here, by key
+        raise UserError(f"{path}: {too_deep}: {NESTING_PROBLEM}", NESTING_HINT)
+    return doc
 
 
 def check_slog(keys: Keys, matrix: dict[str, tuple[Any, ...]], pool: PoolSpec | None) -> None:

@@ -165,6 +165,10 @@ def parse_settings(spec_text: str, path: str = "campaign") -> Settings:
         doc = tomllib.loads(spec_text or "")
     except tomllib.TOMLDecodeError as e:
         raise SpecError(path, "(file)", None, f"not valid TOML: {e}", "fix the campaign file") from e
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise SpecError(
+            path, "(file)", None, "arrays or tables nested too deep to read", "fix the campaign file"
+        ) from None
     return settings_from_doc(scaled(doc, spec_text or ""), path)
 
 
