@@ -39,9 +39,9 @@ def parse_pool(keys: Keys, value: object, targets: tuple[Target, ...]) -> PoolSp
             "needs either name (a pool tankbench creates) or parent (an existing dataset)",
             'e.g. name = "tbpool" with vdevs = ["/dev/disk/by-id/…"], or parent = "tank/bench"',
         )
-    if name and not re.match(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", name):
+    if name and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", name):
         raise keys.err("pool.name", name, "not a valid pool name", 'e.g. "tbpool"')
-    if parent and not re.match(r"^[A-Za-z][A-Za-z0-9_.:/-]*[A-Za-z0-9_.:-]$", parent):
+    if parent and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.:/-]*[A-Za-z0-9_.:-]", parent):
         raise keys.err("pool.parent", parent, "not a dataset name", 'e.g. "tank/bench"')
     lists = _pool_devices(keys, value, bool(name), targets)
     ashift = keys.integer("pool.ashift", value.get("ashift", 12), 9, 16)
