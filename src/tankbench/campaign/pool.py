@@ -3,6 +3,7 @@ parent dataset."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -11,7 +12,7 @@ from tankbench.campaign.schema import PoolSpec
 from tankbench.campaign.vocab import POOL_KEYS, VDEV_CLASSES
 from tankbench.keys import Keys
 from tankbench.model import Target
-from tankbench.safety import BLANK_PREFIX
+from tankbench.safety import BLANK_PREFIX, STABLE_PREFIX
 from tankbench.targets import traits_of
 from tankbench.zfs.vdevs import VDEV_GROUPS, grouped, vdev_group
 
@@ -115,6 +116,13 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
                 "/dev/disk/by-id/… paths"
             )
             raise keys.err(f"pool.{key}", x, "vdevs are named by stable id", hint)
+        elif posixpath.normpath(x) != x or x == STABLE_PREFIX:  # by-id/../../sda is /dev/sda; by-id/ names none
+            raise keys.err(
+                f"pool.{key}",
+                x,
+                "not a device's own path (an empty id, or '..', '.', '//' or a trailing '/')",
+                "use the /dev/disk/by-id/… path of the device itself (ls -l /dev/disk/by-id/)",
+            )
     plain, groups = grouped(items)
     if groups and plain:
         raise keys.err(
