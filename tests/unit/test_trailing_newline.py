@@ -81,3 +81,12 @@ def test_campaign_values_with_a_trailing_newline(extra: str, target: str, matrix
     with pytest.raises(SpecError) as e:
         parse_spec(text, "c.toml")
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_target_prop_value_on_two_lines_is_refused():
+    from tankbench.campaign.parse import parse_spec
+    from tankbench.errors import SpecError
+
+    text = BASE.format(extra=POOL.format(name="tp"), target='props = { checksum = "on\\nx" }', matrix="")
+    with pytest.raises(SpecError, match=r"target\[0\]\.props\.checksum = 'on\\nx': must be a value on one line"):
+        parse_spec(text, "c.toml")

@@ -14,6 +14,7 @@ from tankbench.keys import Keys
 from tankbench.model import Target
 from tankbench.safety import BLANK_PREFIX, STABLE_PREFIX
 from tankbench.targets import traits_of
+from tankbench.targets.zfsplan import TAG
 from tankbench.zfs.vdevs import VDEV_GROUPS, grouped, vdev_group
 
 
@@ -46,20 +47,47 @@ def parse_pool(keys: Keys, value: object, targets: tuple[Target, ...]) -> PoolSp
         raise keys.err("pool.parent", parent, "not a dataset name", 'e.g. "tank/bench"')
     lists = _pool_devices(keys, value, bool(name), targets)
     ashift = keys.integer("pool.ashift", value.get("ashift", 12), 9, 16)
-    props = value.get("properties", {})
-    if not isinstance(props, dict):
-        raise keys.err("pool.properties", props, "must be a table", '{ compression = "off" }')
+    props = _properties(keys, value.get("properties", {}))
     return PoolSpec(
         name=name,
         vdevs=lists["vdevs"],
         log=lists["log"],
         confirm=lists["confirm"],
         ashift=ashift,
-        properties={k: str(v) for k, v in props.items()},
+        properties=props,
         parent=parent,
         cache=lists["cache"],
         special=lists["special"],
     )
+
+
+#: a ZFS property name: native (compression), user (com.example:tag) or feature-like (org.zfsonlinux:…)
+_PROPERTY_RE = re.compile(r"[a-z][a-z0-9_.:-]{0,255}")
+#: what tankbench itself sets with -O on the pool it creates (zpool create would get the key twice)
+OWN_PROPERTIES = {
+    "mountpoint": "tankbench creates the pool with mountpoint=none and mounts each test's dataset itself",
+    TAG: "tankbench tags the pool with the campaign it creates it for",
+}
+
+
+def _properties(keys: Keys, props: object) -> dict[str, str]:
+    """[pool] properties: `-O name=value` of zpool create, so each a property name and one scalar value."""
+    if not isinstance(props, dict):
+        raise keys.err("pool.properties", props, "must be a table", '{ compression = "off" }')
+    out: dict[str, str] = {}
+    for k, v in props.items():
+        key = f"pool.properties.{k}"
+        if not _PROPERTY_RE.fullmatch(k):
+            raise keys.err(key, v, "not a ZFS property name", "lower-case letters, digits, '_', '.', ':' or '-'")
+        if k in OWN_PROPERTIES:
+            raise keys.err(key, v, "is set by tankbench", OWN_PROPERTIES[k])
+        if isinstance(v, bool) or not isinstance(v, str | int):
+            raise keys.err(key, v, "must be a string or a whole number", 'e.g. compression = "off"')
+        text = str(v)
+        if not text or not text.isprintable():
+            raise keys.err(key, v, "must be a value on one line", 'e.g. compression = "off"')
+        out[k] = text
+    return out
 
 
 def _pool_devices(
