@@ -30,6 +30,7 @@ class SpecError(UserError):
         self.path = path
         self.key = key
         self.value = value
+        self.problem = problem
 
 
 class HostError(Exception):

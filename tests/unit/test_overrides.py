@@ -151,3 +151,26 @@ def test_report_settings_of_a_text_nested_beyond_toml():
 
     with pytest.raises(SpecError, match=r"j\.sqlite \(campaign\): \(file\): arrays or tables nested too deep"):
         parse_settings("x = " + "[" * 3000 + "]" * 3000, "j.sqlite (campaign)")
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("campaign.runtime", float("nan"), "--set campaign.runtime = nan: not a duration"),
+        ("target.scratch.size", "8Q", "--set target.scratch.size = '8Q': not a size"),
+        ("target.0.size", "8Q", "--set target.0.size = '8Q': not a size"),
+        ("campaign.cooldown", {"auto": True, "load1": -1}, "--set campaign.cooldown.load1 = -1: must be a finite"),
+    ],
+)
+def test_an_error_in_a_set_value_names_the_set_item(tmp_path: Path, key: str, value: object, message: str):
+    """QA finding 14: the message named the file's key (campaign.runtime) for a value the file did not have."""
+    campaign = tmp_path / "c.toml"
+    campaign.write_text(
+        '[campaign]\nname = "c"\nruntime = "2s"\nhost = "local"\n[[target]]\nname = "scratch"\nkind = "file"\n'
+        f'path = "{tmp_path}"\nsize = "8M"\n[matrix]\nrw = ["read"]\nbs = ["4k"]\n[scale.quick.campaign]\nruntime = "1s"\n'
+    )
+    with pytest.raises(UserError) as e:
+        load_spec(str(campaign), overrides=Overrides(sets=((key, value),)))
+    assert str(e.value) == f"{campaign}: {message}" or str(e.value).startswith(f"{campaign}: {message}"), str(e.value)
+    with pytest.raises(UserError, match="--set campaign.runtime = nan"):  # at a scale too
+        load_spec(str(campaign), "quick", Overrides(sets=(("campaign.runtime", float("nan")),)))
