@@ -25,10 +25,12 @@ class SpecError(UserError):
     def __init__(self, path: str, key: str, value: object, problem: str, hint: str = "") -> None:
         where = f"{path}: " if path else ""
         shown = f" = {value!r}" if value is not None else ""
-        super().__init__(f"{where}{key}{shown}: {problem}", hint)
+        named = key if key.isprintable() else repr(key)  # a TOML key "rw\n" would split the Error: line
+        super().__init__(f"{where}{named}{shown}: {problem}", hint)
         self.path = path
         self.key = key
         self.value = value
+        self.problem = problem
 
 
 class HostError(Exception):

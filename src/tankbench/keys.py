@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tankbench.errors import SpecError
-from tankbench.units import parse_duration, parse_size
+from tankbench.units import MAX_SIZE, parse_duration, parse_size
 
 #: the longest duration any campaign key takes: beyond it a value is a typo (and would overflow fio's microseconds)
 MAX_DURATION_S = 366 * 86400.0
@@ -69,6 +69,10 @@ class Keys:
             raise self.err(key, value, "not a size", 'write e.g. "4k", "1M", "64M", "8G" (powers of 1024)') from None
         if positive and n <= 0:
             raise self.err(key, value, "must be larger than zero", 'e.g. "4k"')
+        if n > MAX_SIZE:
+            raise self.err(
+                key, value, "is larger than 1 EiB, the largest size tankbench takes", 'e.g. "4k", "1M" or "8G"'
+            )
         return n
 
     def integer(self, key: str, value: object, lo: int, hi: int) -> int:

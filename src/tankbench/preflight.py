@@ -21,13 +21,15 @@ Campaign table (all keys optional; actions are "wait", "refuse", "warn" or "off"
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import SpecError
-from tankbench.units import fmt_duration, parse_duration, parse_size
+from tankbench.keys import MAX_DURATION_S
+from tankbench.units import MAX_SIZE, fmt_duration, parse_duration, parse_size
 
 if TYPE_CHECKING:  # the campaign parser reads the policies here without loading hosts
     from tankbench.hosts.base import Host
@@ -77,11 +79,16 @@ def policy_from_table(table: Mapping[str, Any], source: str = "") -> PreflightPo
                 raise SpecError(source, where, value, "not a preflight action", f"use one of {', '.join(ACTIONS)}")
             changes[key] = value
         elif key in _DURATION_KEYS:
-            changes[_DURATION_KEYS[key]] = _parsed(parse_duration, value, source, where, 'a duration like "30m"')
+            seconds = _parsed(parse_duration, value, source, where, 'a duration like "30m"')
+            if seconds > MAX_DURATION_S:  # as Keys.duration: beyond a year a value is a typo
+                raise SpecError(source, where, value, "is longer than a year", 'use a duration like "30m"')
+            changes[_DURATION_KEYS[key]] = seconds
         elif key == "disk_bw":
             changes["disk_bw_bytes"] = float(_parsed(parse_size, value, source, where, 'a size per second like "1M"'))
+            if changes["disk_bw_bytes"] > MAX_SIZE:
+                raise SpecError(source, where, value, "is larger than 1 EiB per second", 'use a size like "1M"')
         elif key in _NUMBER_KEYS:
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
                 raise SpecError(source, where, value, "not a number >= 0", f"e.g. {key} = 10")
             changes[_NUMBER_KEYS[key]] = float(value)
         else:
@@ -89,6 +96,8 @@ def policy_from_table(table: Mapping[str, Any], source: str = "") -> PreflightPo
             raise SpecError(source, where, value, "unknown key", f"known keys: {', '.join(known)}")
     if changes.get("window_s", policy.window_s) <= 0:
         raise SpecError(source, "preflight.window", table.get("window"), "must be longer than 0 s", 'e.g. "1s"')
+    if changes.get("poll_s", policy.poll_s) <= 0:  # the wait would poll without pausing
+        raise SpecError(source, "preflight.poll", table.get("poll"), "must be longer than 0 s", 'e.g. "10s"')
     return replace(policy, **changes)
 
 

@@ -9,6 +9,8 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECA
 _SIZE_MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _DUR_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", re.IGNORECASE)
 _DUR_MULT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "": 1.0}
+#: the largest size a campaign key takes (1 EiB): beyond it a value is a typo, not a disk, a block or a file
+MAX_SIZE = 1 << 60  # keys.Keys.size names it as "1 EiB"
 
 
 def parse_size(text: str | int) -> int:
@@ -24,6 +26,8 @@ def parse_size(text: str | int) -> int:
         raise ValueError(f"not a size: {text!r}")
     number, unit = float(m.group(1)), m.group(2).lower()
     value = number * _SIZE_MULT[unit]
+    if not math.isfinite(value):  # "999…9M": a float that overflowed (int() of it raised OverflowError)
+        raise ValueError(f"not a finite size: {text!r}")
     if value != int(value):
         raise ValueError(f"not a whole number of bytes: {text!r}")
     return int(value)
@@ -62,11 +66,15 @@ def parse_threshold(value: object) -> tuple[float, float]:
     """A timing threshold, the one grammar of campaign.timing_threshold and report.timing_threshold:
     "10%" -> (0.10, 0), a plain number is a fraction (0.1 -> (0.10, 0)), "30s" -> (0, 30). ValueError otherwise."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite timing threshold: {value!r}")
         return float(value), 0.0
     m = THRESHOLD_RE.fullmatch(value) if isinstance(value, str) else None
     if not m:
         raise ValueError(f"not a timing threshold: {value!r}")
     v = float(m.group(1))
+    if not math.isfinite(v):  # "999…9%" overflows the float
+        raise ValueError(f"not a finite timing threshold: {value!r}")
     return (v / 100.0, 0.0) if m.group(2) == "%" else (0.0, v)
 
 

@@ -127,3 +127,50 @@ def test_plan_on_named_disks_from_the_command_line_and_a_host_file(tmp_path: Pat
     assert res.returncode == 2 and res.stderr.startswith("Error: ") and "--disks names 2" in res.stderr
     res = tankbench("plan", "tuning-matrix", "--host", "ssh://root@bench.invalid:2", "--set", "target.fs.size=2x arc")
     assert res.returncode == 2 and "cannot read them on" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("depth", [40, 3000])
+def test_a_set_value_nested_too_deep_is_an_error_not_a_recursion(depth: int):
+    """QA finding 3: `--set 'matrix.bs=[[[…]]]'` 3000 deep raised RecursionError in tomllib (a traceback)."""
+    with pytest.raises(UserError, match="nested more than 32 deep"):
+        toml_value("[" * depth + "]" * depth)
+    assert toml_value('["4k", ["1M"]]') == ["4k", ["1M"]]
+
+
+def test_a_host_files_set_value_nested_too_deep_names_the_key():
+    deep: list[object] = []
+    for _ in range(40):
+        deep = [deep]
+    with pytest.raises(UserError, match=r"host\.toml: --set matrix\.bs: arrays or tables nested more than 32 deep"):
+        tm(sets=(("matrix.bs", deep),), source="host.toml")
+
+
+def test_report_settings_of_a_text_nested_beyond_toml():
+    from tankbench.campaign.report import parse_settings
+    from tankbench.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"j\.sqlite \(campaign\): \(file\): arrays or tables nested too deep"):
+        parse_settings("x = " + "[" * 3000 + "]" * 3000, "j.sqlite (campaign)")
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("campaign.runtime", float("nan"), "--set campaign.runtime = nan: not a duration"),
+        ("target.scratch.size", "8Q", "--set target.scratch.size = '8Q': not a size"),
+        ("target.0.size", "8Q", "--set target.0.size = '8Q': not a size"),
+        ("campaign.cooldown", {"auto": True, "load1": -1}, "--set campaign.cooldown.load1 = -1: must be a finite"),
+    ],
+)
+def test_an_error_in_a_set_value_names_the_set_item(tmp_path: Path, key: str, value: object, message: str):
+    """QA finding 14: the message named the file's key (campaign.runtime) for a value the file did not have."""
+    campaign = tmp_path / "c.toml"
+    campaign.write_text(
+        '[campaign]\nname = "c"\nruntime = "2s"\nhost = "local"\n[[target]]\nname = "scratch"\nkind = "file"\n'
+        f'path = "{tmp_path}"\nsize = "8M"\n[matrix]\nrw = ["read"]\nbs = ["4k"]\n[scale.quick.campaign]\nruntime = "1s"\n'
+    )
+    with pytest.raises(UserError) as e:
+        load_spec(str(campaign), overrides=Overrides(sets=((key, value),)))
+    assert str(e.value) == f"{campaign}: {message}" or str(e.value).startswith(f"{campaign}: {message}"), str(e.value)
+    with pytest.raises(UserError, match="--set campaign.runtime = nan"):  # at a scale too
+        load_spec(str(campaign), "quick", Overrides(sets=(("campaign.runtime", float("nan")),)))

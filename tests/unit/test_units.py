@@ -1,6 +1,8 @@
+import math
+
 import pytest
 
-from tankbench.units import fmt_duration, fmt_size, parse_duration, parse_size
+from tankbench.units import MAX_SIZE, fmt_duration, fmt_size, parse_duration, parse_size, parse_threshold
 
 
 @pytest.mark.parametrize(
@@ -46,3 +48,27 @@ def test_one_timing_threshold_grammar() -> None:
     for bad in ("ten", "-5%", True, -1, "10", None):
         with pytest.raises(ValueError):
             parse_threshold(bad)
+
+
+@pytest.mark.parametrize("text", ["9" * 400 + "M", "9" * 400, "9" * 320 + ".5k"])
+def test_parse_size_refuses_a_number_that_overflows(text):
+    """A float that became inf used to raise OverflowError (a traceback) instead of ValueError."""
+    with pytest.raises(ValueError, match="not a finite size"):
+        parse_size(text)
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan, "9" * 400 + "%", "9" * 400 + "s"])
+def test_parse_threshold_refuses_what_is_not_finite(value):
+    with pytest.raises(ValueError):
+        parse_threshold(value)
+
+
+def test_keys_refuse_sizes_beyond_an_exbibyte():
+    from tankbench.errors import SpecError
+    from tankbench.keys import Keys
+
+    keys = Keys("c.toml")
+    assert keys.size("matrix.bs", "1024P") == MAX_SIZE == 1 << 60
+    for value in (2**70, "1025P", MAX_SIZE + 1):
+        with pytest.raises(SpecError, match="is larger than 1 EiB"):
+            keys.size("matrix.bs", value)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tankbench.campaign.claims import check_claims
+from tankbench.campaign.report import check_names
 from tankbench.campaign.schema import Spec
 from tankbench.campaign.vocab import AXES, DATA_AXES, FIO_AXES, HOST_AXES, axes_of
 from tankbench.errors import UserError
@@ -147,6 +148,9 @@ def expand_matrix(spec: Spec) -> list[Test]:
     if not tests:  # nothing to run is a mistake in the file, not a campaign that is done
         raise _none_left(spec, total)
     check_claims(spec.path, spec.report.claims, tests)  # a claim nothing covers stops plan, run and check here
+    check_names(
+        spec.path, spec.report, tests, spec.targets, bool(spec.scale)
+    )  # so does a goal, mix or report name that names none
     return tests
 
 

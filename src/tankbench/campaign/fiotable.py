@@ -15,7 +15,7 @@ def parse_fio(keys: Keys, table: dict[str, Any]) -> dict[str, Any]:
     for key, value in table.items():
         if key in FIO_RESERVED:
             raise keys.err(f"fio.{key}", value, "is set by tankbench", FIO_RESERVED[key])
-        if not re.match(r"^[a-z0-9_]+$", key):
+        if not re.fullmatch(r"[a-z0-9_]+", key):
             raise keys.err(f"fio.{key}", value, "is not an fio option name", "fio options are lower_case_words")
         if isinstance(value, bool):
             value = int(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from tankbench import diskmodels
+from tankbench.campaign.login import ADDRESS_HINT, ADDRESS_PROBLEM, USER_HINT, USER_PROBLEM, bad_login
 from tankbench.campaign.schema import HostSpec, Spec
 from tankbench.campaign.vocab import HOST_KEYS, HOST_KINDS, NAME_RE
 from tankbench.keys import Keys
@@ -45,6 +46,11 @@ def parse_host(keys: Keys, shortcut: object, table: object) -> HostSpec:
         raise keys.err(f"host.{given[0]}", table[given[0]], "only applies to the lab", 'use it with kind = "lab"')
     if kind == "ssh" and not spec.address:
         raise keys.err("host.address", "", "is required for an ssh host", 'e.g. address = "bench.example.org"')
+    bad = bad_login(spec.user, spec.address or "localhost")  # both go into ssh's argv: no option, no space
+    if bad == "user":
+        raise keys.err("host.user", spec.user, USER_PROBLEM, USER_HINT)
+    if bad == "address":
+        raise keys.err("host.address", spec.address, ADDRESS_PROBLEM, ADDRESS_HINT)
     if not NAME_RE.match(spec.lab_name):
         raise keys.err("host.name", spec.lab_name, "must be letters, digits, '.', '_' or '-'", 'e.g. "default"')
     return spec

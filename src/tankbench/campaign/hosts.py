@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tankbench.campaign.login import ADDRESS_HINT, ADDRESS_PROBLEM, USER_HINT, USER_PROBLEM, bad_login
 from tankbench.errors import SpecError
 
 FLEET_MODES = ("split", "each")
 ENTRY_KEYS = ("kind", "address", "user", "port", "identity", "known_hosts", "name")
-_LAB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_SSH = re.compile(r"^(?:(?P<user>[A-Za-z0-9_.-]+)@)?(?P<address>[A-Za-z0-9_.:-]+?)(?::(?P<port>[0-9]{1,5}))?$")
+_LAB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # whole values only: fullmatch (`$` takes a last "\n")
+_SSH = re.compile(r"(?:(?P<user>[A-Za-z0-9_.-]+)@)?(?P<address>[A-Za-z0-9_.:-]+?)(?::(?P<port>[0-9]{1,5}))?")
 _EXAMPLE = 'e.g. hosts = ["root@10.0.0.2", "root@10.0.0.3"] or [{ address = "10.0.0.2", identity = "~/.ssh/id" }]'
 
 
@@ -61,10 +62,10 @@ def _entry(path: str, i: int, value: object) -> FleetHost:
             return FleetHost("local")
         if value == "lab" or value.startswith("lab:"):
             name = value[4:] or "default"
-            if not _LAB_NAME.match(name):
+            if not _LAB_NAME.fullmatch(name):
                 raise SpecError(path, key, value, "a lab name is letters, digits, '.', '_' or '-'", 'e.g. "lab:bench"')
             return FleetHost("lab", lab_name=name)
-        m = _SSH.match(value)
+        m = _SSH.fullmatch(value)
         if not m or not m.group("address"):
             raise SpecError(
                 path, key, value, "not a host", f"write local, lab, lab:NAME or [user@]address[:port]; {_EXAMPLE}"
@@ -72,6 +73,10 @@ def _entry(path: str, i: int, value: object) -> FleetHost:
         port = int(m.group("port") or 22)
         if not 1 <= port <= 65535:
             raise SpecError(path, key, value, "the port must be 1-65535", "e.g. root@10.0.0.2:2222")
+        if bad_login(m.group("user") or "root", m.group("address")):
+            raise SpecError(
+                path, key, value, "not a host (user and address must not start with '-')", "e.g. root@10.0.0.2"
+            )
         return FleetHost("ssh", address=m.group("address"), user=m.group("user") or "root", port=port)
     if not isinstance(value, dict):
         raise SpecError(path, key, value, "must be a string or an inline table", _EXAMPLE)
@@ -100,9 +105,13 @@ def _entry(path: str, i: int, value: object) -> FleetHost:
             identity=value.get("identity", ""),
             known_hosts=value.get("known_hosts", ""),
         )
+        bad = bad_login(fields["user"], fields["address"])  # both go into ssh's argv: no option, no space
+        if bad:
+            problem, hint = (USER_PROBLEM, USER_HINT) if bad == "user" else (ADDRESS_PROBLEM, ADDRESS_HINT)
+            raise SpecError(path, f"{key}.{bad}", fields[bad], problem, hint)
     elif kind == "lab":
         name = value.get("name", "default")
-        if not _LAB_NAME.match(name):
+        if not _LAB_NAME.fullmatch(name):
             raise SpecError(path, f"{key}.name", name, "a lab name is letters, digits, '.', '_' or '-'", 'e.g. "bench"')
         fields.update(lab_name=name)
     return FleetHost(kind, **fields)

@@ -50,7 +50,7 @@ def axis_value(keys: Keys, key: str, axis: str, v: object) -> Any:
         return keys.choice(key, v, SYNC_MODES)
     if axis == "ioengine":
         s = keys.string(key, v)
-        if not re.match(r"^[a-z0-9_:]+$", s):
+        if not re.fullmatch(r"[a-z0-9_:]+", s):
             raise keys.err(key, v, "not an fio ioengine name", 'e.g. "libaio", "psync", "io_uring", "null"')
         return s
     if axis in ("layout", "cache", "tunables", "buffer_compress_percentage", "refill_buffers"):
@@ -155,7 +155,7 @@ def table_list(keys: Keys, doc: Mapping[str, Any], key: str) -> list[dict[str, A
 def _layout_value(keys: Keys, key: str, v: object) -> str:
     """random | zero | unwritten | compressible:<N>% (N from 1 to 99)."""
     if isinstance(v, str) and v.startswith("compressible:"):
-        m = re.match(r"^compressible:([0-9]{1,2})%$", v)
+        m = re.fullmatch(r"compressible:([0-9]{1,2})%", v)
         if not m or not 1 <= int(m.group(1)) <= 99:
             raise keys.err(
                 key,

@@ -78,6 +78,8 @@ def apply_overrides(path: str, doc: dict[str, Any], ov: Overrides | None, top_ke
         if isinstance(out.get("campaign"), dict):
             out["campaign"].pop("host", None)
     for key, value in ov.sets:
+        if nested_too_deep(value):  # a host file's [set] table is not read by toml_value
+            raise UserError(f"{ov.source}: --set {key}: {NESTING_PROBLEM}", NESTING_HINT)
         _set(out, key, value, top_keys, ov.source)
     _name_devices(path, out, ov)
     return out
@@ -96,12 +98,40 @@ def show_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+#: how deep a campaign's arrays and tables may nest (a campaign needs 5 levels: [scale.X.campaign.cooldown] …)
+MAX_NESTING = 32
+NESTING_PROBLEM = f"arrays or tables nested more than {MAX_NESTING} deep"
+NESTING_HINT = "a campaign's values are strings, numbers, lists of them and small tables: remove the extra brackets"
+
+
+def nested_too_deep(value: Any, key: str = "") -> str:
+    """The key path of the first value nested more than MAX_NESTING deep in a TOML value ("" when none is);
+    iterative, so that it cannot itself run out of recursion."""
+    stack: list[tuple[Any, str, int]] = [(value, key, 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return where or "(value)"
+        if isinstance(node, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in node.items())
+        elif isinstance(node, list):
+            inner = where if where.endswith("]") else f"{where}[…]"  # the key, not a path of indices
+            stack.extend((v, inner, depth + 1) for v in node)
+    return ""
+
+
 def toml_value(raw: str) -> Any:
     """`--set` values are TOML (`30`, `true`, `["4k","1M"]`, `"8G"`); anything else is a plain string."""
     try:
-        return tomllib.loads(f"v = {raw}")["v"]
+        value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
+    except RecursionError:  # tomllib recurses into nested arrays: a few hundred levels end it
+        value = None
+    if value is None or nested_too_deep(value):
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise UserError(f"--set value {shown}: {NESTING_PROBLEM}", NESTING_HINT)
+    return value
 
 
 def _set(doc: dict[str, Any], key: str, value: Any, top_keys: tuple[str, ...], source: str) -> None:

@@ -7,6 +7,7 @@ schema.py.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import replace
 from typing import Any
@@ -16,7 +17,15 @@ from tankbench.campaign.fiotable import parse_fio
 from tankbench.campaign.host import parse_host
 from tankbench.campaign.hosts import parse_fleet
 from tankbench.campaign.matrix import parse_include, parse_matrix, parse_rule, parse_tunables_table, table_list
-from tankbench.campaign.overrides import Overrides, apply_overrides, resolve_sizes
+from tankbench.campaign.overrides import (
+    NESTING_HINT,
+    NESTING_PROBLEM,
+    Overrides,
+    apply_overrides,
+    nested_too_deep,
+    relative_sizes,
+    resolve_sizes,
+)
 from tankbench.campaign.overrides import record as record_overrides
 from tankbench.campaign.pool import parse_pool
 from tankbench.campaign.report import settings_from_doc
@@ -25,7 +34,7 @@ from tankbench.campaign.schema import Cooldown, HostSpec, PoolSpec, Schedule, Sp
 from tankbench.campaign.settings import parse_campaign
 from tankbench.campaign.targettable import parse_targets
 from tankbench.campaign.vocab import AXES, CAMPAIGN_KEYS, FIO_AXES, TOP_KEYS
-from tankbench.errors import UserError
+from tankbench.errors import SpecError, UserError
 from tankbench.keys import Keys
 from tankbench.model import frozen_map
 from tankbench.preflight import policy_from_table
@@ -97,11 +106,17 @@ def apply_scale(keys: Keys, doc: dict[str, Any], scale: str) -> dict[str, Any]:
 def load_toml(text: str, path: str) -> dict[str, Any]:
     """The campaign's TOML document, or UserError naming the file and what TOML said."""
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserError(
             f"{path}: not valid TOML: {e}", "check quotes, brackets and `key = value` syntax there"
         ) from None
+    except RecursionError:  # tomllib reads nested arrays and tables recursively: a few hundred levels end it
+        raise UserError(f"{path}: {NESTING_PROBLEM}", NESTING_HINT) from None
+    too_deep = nested_too_deep(doc)
+    if too_deep:  # later steps (copies, error messages) recurse too: refuse it here, by key
+        raise UserError(f"{path}: {too_deep}: {NESTING_PROBLEM}", NESTING_HINT)
+    return doc
 
 
 def check_slog(keys: Keys, matrix: dict[str, tuple[Any, ...]], pool: PoolSpec | None) -> None:
@@ -117,7 +132,75 @@ def check_slog(keys: Keys, matrix: dict[str, tuple[Any, ...]], pool: PoolSpec | 
 
 def parse_spec(text: str, path: str = "<campaign>", scale: str = "", overrides: Overrides | None = None) -> Spec:
     """Validate campaign TOML text (pure); `scale` applies that [scale.NAME] table's overrides, then `overrides`
-    the command line's (--set, --disks, --host; relative sizes are resolved through its facts provider)."""
+    the command line's (--set, --disks, --host; relative sizes are resolved through its facts provider). Every
+    other [scale.NAME] is validated too (a preset's broken scale fails a plain plan), and an error in a value that
+    came from --set or the scale names `--set KEY` or `scale.NAME.KEY`, not the file's key."""
+    try:
+        spec = _parse(text, path, scale, overrides)
+    except SpecError as e:
+        raise blame(e, load_toml(text, path), scale, overrides) from None
+    check_other_scales(text, path, scale, overrides)
+    return spec
+
+
+def check_other_scales(text: str, path: str, chosen: str, overrides: Overrides | None) -> None:
+    """Parse the campaign at each [scale.NAME] not chosen (results dropped); a scale whose sizes are relative to
+    the host is skipped (resolving them asks the host), and so are all of them when the command line changes the
+    campaign (--disks, --set, --host fit the chosen scale: another may take other disks)."""
+    if overrides is not None and not overrides.empty:
+        return
+    doc = load_toml(text, path)
+    scales = doc.get("scale")
+    for name in scales if isinstance(scales, dict) else {}:
+        if name == chosen:
+            continue
+        if relative_sizes(apply_scale(Keys(path), doc, name)):
+            continue
+        try:
+            _parse(text, path, name, None)
+        except SpecError as e:
+            raise blame(e, doc, name, overrides, f" (at [scale.{name}], which `--scale {name}` applies)") from None
+
+
+def blame(e: SpecError, doc: dict[str, Any], scale: str, ov: Overrides | None, at: str = "") -> SpecError:
+    """The error with its key as the user wrote it: `--set KEY…` for a value from --set, `scale.NAME.KEY` for one
+    from the chosen scale's table; else as it was (`at` says which scale made it)."""
+    for k, _ in ov.sets if ov is not None else ():
+        local = _as_parsed(k, doc)
+        if e.key == local or e.key.startswith((local + ".", local + "[")):
+            return SpecError(e.path, f"--set {k}{e.key[len(local) :]}", e.value, e.problem, e.hint)
+    table = doc.get("scale", {}).get(scale) if scale and isinstance(doc.get("scale"), dict) else None
+    if isinstance(table, dict) and _sets(table, e.key):
+        return SpecError(e.path, f"scale.{scale}.{e.key}", e.value, e.problem, e.hint)
+    return SpecError(e.path, e.key, e.value, e.problem + at, e.hint) if at else e
+
+
+def _as_parsed(key: str, doc: dict[str, Any]) -> str:
+    """A --set key as the parser names it: `target.fs.size` -> `target[0].size` (arrays by their index)."""
+    parts = key.split(".")
+    items = doc.get(parts[0])
+    if len(parts) < 2 or not isinstance(items, list):
+        return key
+    if parts[1].isdigit():
+        index = int(parts[1])
+    else:
+        index = next((i for i, t in enumerate(items) if isinstance(t, dict) and t.get("name") == parts[1]), -1)
+    return f"{parts[0]}[{index}]" + "".join(f".{p}" for p in parts[2:]) if index >= 0 else key
+
+
+def _sets(table: dict[str, Any], key: str) -> bool:
+    """Whether a scale's table sets the value an error's key names (or the array or table around it)."""
+    node: Any = table
+    for part in re.findall(r"[^.\[\]]+", key):
+        if not isinstance(node, dict):
+            return True  # an array or value the scale replaces whole
+        if part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _parse(text: str, path: str, scale: str, overrides: Overrides | None) -> Spec:
     keys = Keys(path)
     doc = load_toml(text, path)
     keys.unknown_keys(doc, TOP_KEYS, "")

@@ -3,6 +3,7 @@ parent dataset."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -11,8 +12,9 @@ from tankbench.campaign.schema import PoolSpec
 from tankbench.campaign.vocab import POOL_KEYS, VDEV_CLASSES
 from tankbench.keys import Keys
 from tankbench.model import Target
-from tankbench.safety import BLANK_PREFIX
+from tankbench.safety import BLANK_PREFIX, STABLE_PREFIX
 from tankbench.targets import traits_of
+from tankbench.targets.zfsplan import TAG
 from tankbench.zfs.vdevs import VDEV_GROUPS, grouped, vdev_group
 
 
@@ -39,26 +41,53 @@ def parse_pool(keys: Keys, value: object, targets: tuple[Target, ...]) -> PoolSp
             "needs either name (a pool tankbench creates) or parent (an existing dataset)",
             'e.g. name = "tbpool" with vdevs = ["/dev/disk/by-id/…"], or parent = "tank/bench"',
         )
-    if name and not re.match(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", name):
+    if name and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", name):
         raise keys.err("pool.name", name, "not a valid pool name", 'e.g. "tbpool"')
-    if parent and not re.match(r"^[A-Za-z][A-Za-z0-9_.:/-]*[A-Za-z0-9_.:-]$", parent):
+    if parent and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.:/-]*[A-Za-z0-9_.:-]", parent):
         raise keys.err("pool.parent", parent, "not a dataset name", 'e.g. "tank/bench"')
     lists = _pool_devices(keys, value, bool(name), targets)
     ashift = keys.integer("pool.ashift", value.get("ashift", 12), 9, 16)
-    props = value.get("properties", {})
-    if not isinstance(props, dict):
-        raise keys.err("pool.properties", props, "must be a table", '{ compression = "off" }')
+    props = _properties(keys, value.get("properties", {}))
     return PoolSpec(
         name=name,
         vdevs=lists["vdevs"],
         log=lists["log"],
         confirm=lists["confirm"],
         ashift=ashift,
-        properties={k: str(v) for k, v in props.items()},
+        properties=props,
         parent=parent,
         cache=lists["cache"],
         special=lists["special"],
     )
+
+
+#: a ZFS property name: native (compression), user (com.example:tag) or feature-like (org.zfsonlinux:…)
+_PROPERTY_RE = re.compile(r"[a-z][a-z0-9_.:-]{0,255}")
+#: what tankbench itself sets with -O on the pool it creates (zpool create would get the key twice)
+OWN_PROPERTIES = {
+    "mountpoint": "tankbench creates the pool with mountpoint=none and mounts each test's dataset itself",
+    TAG: "tankbench tags the pool with the campaign it creates it for",
+}
+
+
+def _properties(keys: Keys, props: object) -> dict[str, str]:
+    """[pool] properties: `-O name=value` of zpool create, so each a property name and one scalar value."""
+    if not isinstance(props, dict):
+        raise keys.err("pool.properties", props, "must be a table", '{ compression = "off" }')
+    out: dict[str, str] = {}
+    for k, v in props.items():
+        key = f"pool.properties.{k}"
+        if not _PROPERTY_RE.fullmatch(k):
+            raise keys.err(key, v, "not a ZFS property name", "lower-case letters, digits, '_', '.', ':' or '-'")
+        if k in OWN_PROPERTIES:
+            raise keys.err(key, v, "is set by tankbench", OWN_PROPERTIES[k])
+        if isinstance(v, bool) or not isinstance(v, str | int):
+            raise keys.err(key, v, "must be a string or a whole number", 'e.g. compression = "off"')
+        text = str(v)
+        if not text or not text.isprintable():
+            raise keys.err(key, v, "must be a value on one line", 'e.g. compression = "off"')
+        out[k] = text
+    return out
 
 
 def _pool_devices(
@@ -115,6 +144,13 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
                 "/dev/disk/by-id/… paths"
             )
             raise keys.err(f"pool.{key}", x, "vdevs are named by stable id", hint)
+        elif posixpath.normpath(x) != x or x == STABLE_PREFIX:  # by-id/../../sda is /dev/sda; by-id/ names none
+            raise keys.err(
+                f"pool.{key}",
+                x,
+                "not a device's own path (an empty id, or '..', '.', '//' or a trailing '/')",
+                "use the /dev/disk/by-id/… path of the device itself (ls -l /dev/disk/by-id/)",
+            )
     plain, groups = grouped(items)
     if groups and plain:
         raise keys.err(

@@ -28,13 +28,14 @@ import difflib
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tankbench import units
 from tankbench.campaign.claims import Claim, claim_of_goal, parse_claims
 from tankbench.errors import SpecError, UserError
+from tankbench.model import case_name
 
 GOAL_METRICS = {"MiB/s": "mibs", "durable MiB/s": "durable_mibs", "IOPS": "iops", "p99_ms": "p99_ms"}
 GOAL_OPS = (">=", ">", "<=", "<")
@@ -165,6 +166,10 @@ def parse_settings(spec_text: str, path: str = "campaign") -> Settings:
         doc = tomllib.loads(spec_text or "")
     except tomllib.TOMLDecodeError as e:
         raise SpecError(path, "(file)", None, f"not valid TOML: {e}", "fix the campaign file") from e
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise SpecError(
+            path, "(file)", None, "arrays or tables nested too deep to read", "fix the campaign file"
+        ) from None
     return settings_from_doc(scaled(doc, spec_text or ""), path)
 
 
@@ -216,3 +221,38 @@ def settings_from_doc(doc: Mapping[str, Any], path: str, strict: bool = False) -
         goals=parsed_goals,
         claims=parse_claims(path, doc, strict) + as_claims,
     )
+
+
+def check_names(path: str, settings: Settings, tests: Sequence[Any], targets: Sequence[Any], scaled: bool) -> None:
+    """SpecError for a [[goal]] case, a [mix] name, a [report] test_case key or baseline that names nothing of the
+    campaign's expanded tests (as check_claims refuses a claim no test covers): each would be silently empty.
+    At a [scale.NAME] (`scaled`) goals and mix may name cases the scale leaves out (recordsize-mix's ci keeps two
+    of its mix's three): they are checked on the campaign as written."""
+    params = [t.params for t in tests]
+    keys = sorted({k for p in params for k in p})
+    for i, k in enumerate(settings.case_keys if settings.case_keys != Settings.case_keys else ()):
+        if k not in keys:
+            raise SpecError(path, f"report.test_case[{i}]", k, "is not a parameter of any test", _few("keys", keys))
+    cases = list(dict.fromkeys(case_name(p, settings.case_keys) for p in params))
+    for i, g in enumerate(() if scaled else settings.goals):
+        if g.case not in cases:
+            raise SpecError(
+                path, f"goal[{i}].case", g.case, "is not a test case of this campaign", _few("cases", cases)
+            )
+    for name, _ in () if scaled else settings.mix:
+        if name not in cases:
+            raise SpecError(path, f'mix."{name}"', None, "is not a test case of this campaign", _few("cases", cases))
+    names = list(dict.fromkeys([t.name for t in targets] + [t.kind for t in targets]))
+    if settings.baseline != Settings.baseline and settings.baseline not in names:  # the default is not checked
+        raise SpecError(
+            path,
+            "report.baseline",
+            settings.baseline,
+            "names no target or target kind of this campaign",
+            _few("targets and kinds", names),
+        )
+
+
+def _few(what: str, names: Sequence[str]) -> str:
+    shown = ", ".join(repr(n) for n in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return f"its {what}: {shown} (`tankbench plan` lists the tests)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -112,11 +113,11 @@ def _cooldown(keys: Keys, value: object) -> Cooldown:
     load1_auto = auto and load1 == "auto"
     if load1_auto or load1 is False:
         load1 = None
-    elif load1 is not None and (isinstance(load1, bool) or not isinstance(load1, (int, float)) or load1 < 0):
+    elif load1 is not None and (isinstance(load1, bool) or not isinstance(load1, (int, float)) or not _finite(load1)):
         raise keys.err(
             "campaign.cooldown.load1",
             load1,
-            "must be a non-negative number",
+            "must be a finite non-negative number",
             'e.g. load1 = 0.5; with auto = true also "auto" (preflight load1 + 1.0) or false (not checked)',
         )
     dirty = (
@@ -134,11 +135,11 @@ def _cooldown(keys: Keys, value: object) -> Cooldown:
                     'add auto = true, or write cooldown = "auto"',
                 )
     idle = value.get("idle_iops", 5.0)
-    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle < 0:
+    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not _finite(idle):
         raise keys.err(
             "campaign.cooldown.idle_iops",
             idle,
-            "must be a non-negative number",
+            "must be a finite non-negative number",
             "e.g. idle_iops = 5 (disk operations per second that still count as idle)",
         )
     idle_s = keys.duration("campaign.cooldown.idle_for", value.get("idle_for", "3s"))
@@ -152,6 +153,11 @@ def _cooldown(keys: Keys, value: object) -> Cooldown:
         idle_s=idle_s,
         load1_auto=load1_auto,
     )
+
+
+def _finite(x: float) -> bool:
+    """0 <= x < inf (TOML has nan and inf; neither is a load or a rate to wait for)."""
+    return 0 <= x < math.inf
 
 
 def _fraction(keys: Keys, key: str, value: object, hint: str) -> float:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from tankbench.campaign.login import ADDRESS_HINT, ADDRESS_PROBLEM, USER_HINT, USER_PROBLEM, bad_login
 from tankbench.campaign.vocab import NAME_RE, TARGET_KEYS
 from tankbench.keys import Keys
 from tankbench.model import Target
 from tankbench.targets import kind_names, kinds
+from tankbench.targets.clients import client_options
 
 EXAMPLE = 'add e.g. [[target]] name = "scratch" kind = "file" path = "/tmp/tb" size = "64M"'
 
@@ -39,6 +43,7 @@ def parse_targets(keys: Keys, value: object) -> tuple[Target, ...]:
                     f"is the same device as target {twin.name!r}",
                     "give each raw target its own disk",
                 )
+        _check_clients(keys, target, t, p)
         out.append(target)
         for key in t:  # a key of another kind would be ignored silently (e.g. clients on a raw target)
             if key not in ("name", "kind", *cls.table_keys):
@@ -46,3 +51,24 @@ def parse_targets(keys: Keys, value: object) -> tuple[Target, ...]:
                     p + key, t[key], f"a {kind} target does not take {key}", f"its keys: {', '.join(cls.table_keys)}"
                 )
     return tuple(out)
+
+
+def _check_clients(keys: Keys, target: Target, table: dict[str, Any], prefix: str) -> None:
+    """A client's user and address go into ssh's argv: neither may read as an option (`-oProxyCommand=…`). (The
+    entries are parsed by targets/clients.py; this checks what it made of them.)"""
+    entries = table.get("clients")
+    for i, c in enumerate(client_options(target).clients):
+        bad = bad_login(c.user, c.address)
+        if not bad:
+            continue
+        given = entries[i] if isinstance(entries, list) and i < len(entries) else None
+        key = f"{prefix}clients[{i}]"
+        if isinstance(given, dict):
+            problem, hint = (USER_PROBLEM, USER_HINT) if bad == "user" else (ADDRESS_PROBLEM, ADDRESS_HINT)
+            raise keys.err(f"{key}.{bad}", getattr(c, bad), problem, hint)
+        raise keys.err(
+            key,
+            given,
+            f"not an ssh host: its {bad} {getattr(c, bad)!r} is {USER_PROBLEM if bad == 'user' else ADDRESS_PROBLEM}",
+            "write [user@]address[:port], e.g. root@10.0.0.2",
+        )

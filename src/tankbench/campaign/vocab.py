@@ -62,7 +62,8 @@ DEFAULT_AXES: dict[str, list[Any]] = {
     "sync_mode": ["async"],
 }
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: validation patterns end in \Z, not $: `$` also matches before a last "\n" (a name "x\n" split fio job files)
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 CAMPAIGN_KEYS = (
     "name",
@@ -143,11 +144,11 @@ REPEATS_KEYS = ("min", "max", "ci", "settle", "decide")
 
 RACING_KEYS = ("margin", "min")
 
-SS_RE = re.compile(r"^(iops|bw)(_slope)?:[0-9]+(\.[0-9]+)?%?$")
+SS_RE = re.compile(r"^(iops|bw)(_slope)?:[0-9]+(\.[0-9]+)?%?\Z")
 
-TUNABLE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+TUNABLE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
 
-TUNABLE_VALUE_RE = re.compile(r"^-?[A-Za-z0-9_.:,+-]{1,64}$")
+TUNABLE_VALUE_RE = re.compile(r"^-?[A-Za-z0-9_.:,+-]{1,64}\Z")
 
 FIO_RESERVED: dict[str, str] = {
     "filename": "tankbench sets it from the target",

@@ -23,7 +23,7 @@ MACHINES = ("microvm", "q35", "pc")
 CONTROL_PORT = "tankbench.0"
 #: spare PCIe root ports on q35 for hot-plugged virtio-blk disks
 HOTPLUG_PORTS = 4
-ID_RE = re.compile(r"^[a-z][a-z0-9]{0,19}$")
+ID_RE = re.compile(r"^[a-z][a-z0-9]{0,19}\Z")
 
 #: cache mode -> (cache.direct, cache.no-flush, the device's write cache), as qemu's -drive cache= defines it
 CACHE_FLAGS = {

@@ -20,7 +20,8 @@ from tankbench.keys import Keys
 AXES: tuple[str, ...] = ("guest_cpu", "guest_cpus")
 
 #: qemu's -cpu argument: a model name, then comma-separated features (+aes, -aes, aes=off, level=13)
-CPU_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(,[+-]?[A-Za-z0-9_.-]{1,32}(=[A-Za-z0-9_.-]{1,32})?){0,16}$")
+#: \Z, not $: `$` also matches before a last "\n"
+CPU_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(,[+-]?[A-Za-z0-9_.-]{1,32}(=[A-Za-z0-9_.-]{1,32})?){0,16}\Z")
 MAX_CPUS = 16
 
 

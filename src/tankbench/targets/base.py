@@ -9,6 +9,7 @@ kind does on a host (provision, lay out, run, recover) is its driver, drivers/<k
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -185,6 +186,13 @@ def parse_path_table(
             path_,
             f"a {kind.kind} target must be a block device under /dev",
             'name it by a stable id, e.g. "/dev/disk/by-id/virtio-tbdata0"',
+        )
+    if kind.traits.block_device and posixpath.normpath(path_) != path_:  # /dev/../tmp/x is not under /dev
+        raise keys.err(
+            prefix + "path",
+            path_,
+            "not a normalised path (no '..', '.', '//' or trailing '/')",
+            'name the device by its own path, e.g. "/dev/disk/by-id/virtio-tbdata0"',
         )
     if size_required and "size" not in table:
         raise keys.err(

@@ -37,8 +37,9 @@ NFS_VERSIONS = ("3", "4", "4.0", "4.1", "4.2")
 EXPORT_MODES = ("sync", "async")
 #: mount options tankbench sets itself (the version, the server's port)
 OWN_MOUNT_OPTIONS = ("vers", "nfsvers", "port", "addr", "clientaddr")
-_OPTIONS_RE = re.compile(r"^[A-Za-z0-9_]+(=[A-Za-z0-9_.:-]+)?(,[A-Za-z0-9_]+(=[A-Za-z0-9_.:-]+)?)*$")
-_ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")
+_OPTIONS_RE = re.compile(r"^[A-Za-z0-9_]+(=[A-Za-z0-9_.:-]+)?(,[A-Za-z0-9_]+(=[A-Za-z0-9_.:-]+)?)*\Z")
+#: \Z, not $: `$` also matches before a last "\n"
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]*\Z")
 NFS_PORT = 2049
 #: in a lab server: the port forward (`tcp:127.0.0.1:P`) a run added, so a run after a kill -9 removes it
 FORWARD_NOTE = "/run/tankbench-nfs.forward"

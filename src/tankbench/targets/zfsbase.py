@@ -86,6 +86,8 @@ class ZfsKind(TargetKind):
                 clean[key] = zprops.property_value(keys, f"{prefix}props.{key}", key, value)
             else:
                 clean[key] = keys.string(f"{prefix}props.{key}", value if not isinstance(value, int) else str(value))
+                if not clean[key].isprintable():  # it goes into `zfs create -o` and the job's comment lines
+                    raise keys.err(f"{prefix}props.{key}", value, "must be a value on one line", 'e.g. checksum = "on"')
         return clean
 
     @classmethod

@@ -72,7 +72,7 @@ CHOICES = {
     "atime": ("on", "off"),
     "direct": ("standard", "always", "disabled"),
 }
-COMPRESSION_RE = re.compile(r"^(on|off|lz4|lzjb|zle|gzip(-[1-9])?|zstd(-fast)?(-[0-9]+)?)$")
+COMPRESSION_RE = re.compile(r"^(on|off|lz4|lzjb|zle|gzip(-[1-9])?|zstd(-fast)?(-[0-9]+)?)\Z")  # \Z: not "lz4\n"
 
 
 def property_value(keys: Keys, key: str, name: str, v: object) -> str:
