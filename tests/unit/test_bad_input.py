@@ -358,3 +358,21 @@ def test_an_output_that_cannot_be_written_names_the_users_file_and_a_hint_for_th
     assert f"Error: cannot write {out}/compare.html: Permission denied\n" in res.stderr, res.stderr
     assert "Hint: " in res.stderr and "journal keeps every run" not in res.stderr
     assert not list(out.iterdir())
+
+
+def test_mix_weights_whose_sum_overflows_are_scaled_not_divided_by_infinity(tmp_path: Path):
+    """Each weight finite, their sum inf: every normalised weight was 0 and advise died in ZeroDivisionError."""
+    res = tankbench(
+        "advise",
+        "--journal",
+        str(FIXTURES / "journal-local-file.sqlite"),
+        "--mix",
+        "read random 4k=1e308,write seq 4k=1e308",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    import json
+
+    doc = json.loads(res.stdout)
+    assert sorted(round(w, 6) for w in doc["mix"]["weights"].values()) == [0.5, 0.5], doc["mix"]

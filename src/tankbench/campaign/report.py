@@ -111,6 +111,10 @@ def parse_mix_text(text: str) -> tuple[tuple[str, float], ...]:
 
 def _normalise(items: list[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
     total = sum(w for _, w in items)
+    if not math.isfinite(total) and items:  # finite weights whose sum overflows (1e308 twice): scale them first
+        top = max(w for _, w in items)
+        items = [(name, w / top) for name, w in items]
+        total = sum(w for _, w in items)
     return tuple((name, w / total) for name, w in items)
 
 
