@@ -92,3 +92,12 @@ def test_device_models_read_as_names_not_a_python_dict(tmp_path: Path) -> None:
     page = (out / "index.html").read_text()
     assert "{&#x27;vda&#x27;" not in page and "{'vda'" not in page
     assert "<td>device_models</td><td>vda: (no model)</td>" in page
+
+
+def test_an_empty_value_in_a_fingerprint_mapping_is_a_dash_except_a_device_model() -> None:
+    """Every report of a pool tankbench created showed `parent: (no model)`: the empty-model text was used for any
+    empty value of any mapping (found in the lab with raidz2, dRAID and mirrors)."""
+    from tankbench.analysis.sections.fingerprint import show_key
+
+    assert show_key("pool_layout", {"layout": "raidz2(4)", "parent": ""}) == "layout: raidz2(4), parent: —"
+    assert show_key("device_models", {"vda": "", "vdb": "QEMU HARDDISK"}) == "vda: (no model), vdb: QEMU HARDDISK"

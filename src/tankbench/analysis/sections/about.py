@@ -12,7 +12,7 @@ from typing import Any
 from tankbench import version_line
 from tankbench.analysis.result import Analysis, Context, SectionSpec
 from tankbench.analysis.section import EVERY, Block, Column, Items, Para, Part, Section, Span, Table
-from tankbench.analysis.sections.fingerprint import show
+from tankbench.analysis.sections.fingerprint import show_key
 
 #: the fingerprint facts that say which software measured (what a reader compares first), in this order
 SYSTEM = (
@@ -56,7 +56,7 @@ def system_table(a: Analysis) -> Table:
     fps = sorted(a.dataset.fingerprints.items())
     keys = [(k, label) for k, label in SYSTEM if any(k in fp.data for _, fp in fps)]
     cols = (Column("fingerprint"), *(Column(k, label) for k, label in keys))
-    rows = [(fid, *(show(fp.data.get(k)) or "—" for k, _ in keys)) for fid, fp in fps]
+    rows = [(fid, *(show_key(k, fp.data.get(k)) or "—" for k, _ in keys)) for fid, fp in fps]
     return Table(cols, rows, wide=False)
 
 

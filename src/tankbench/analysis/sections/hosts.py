@@ -15,7 +15,7 @@ from tankbench.analysis.compare import compare
 from tankbench.analysis.present import fmt
 from tankbench.analysis.result import Analysis, Context, SectionSpec
 from tankbench.analysis.section import Cell, Column, Para, Part, Section, Span, Table
-from tankbench.analysis.sections.fingerprint import show
+from tankbench.analysis.sections.fingerprint import show_key
 from tankbench.analysis.settings import parse_settings
 from tankbench.journal.hostview import HostJournal, fleet_mode, journal_hosts
 from tankbench.metrics import METRICS
@@ -69,7 +69,7 @@ def _facts(ds: Dataset) -> dict[str, str]:
     for fp in ds.fingerprints.values():
         for k in SHOWN:
             if k in fp.data:
-                out.setdefault(k, set()).add(show(fp.data[k]))
+                out.setdefault(k, set()).add(show_key(k, fp.data[k]))
     return {k: ", ".join(sorted(v)) for k, v in out.items()}
 
 
