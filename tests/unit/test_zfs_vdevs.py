@@ -54,6 +54,19 @@ def test_the_share_of_a_group_that_holds_data() -> None:
 
 def test_pool_capacity_of_a_draid_pool() -> None:
     sizes = {d: 1 << 30 for d in "abcdefg"}
-    # 4 children of 1 GiB, a spare, 2 data + 1 parity: 3 GiB in groups, 2/3 of it data = 2 GiB, less the slop 1/32
-    assert pool_capacity(["draid1:2d:1s", "a", "b", "c", "d"], sizes) == (2 << 30) - (2 << 30) // 32
-    assert pool_capacity(["raidz2", "a", "b", "c", "d"], sizes) == (2 << 30) - (2 << 30) // 32
+    # 4 children of 1 GiB, a spare, 2 data + 1 parity: 3 GiB in groups, 2/3 of it data = 2 GiB before reserves
+    draid = pool_capacity(["draid1:2d:1s", "a", "b", "c", "d"], sizes)
+    assert (2 << 30) * 0.85 < draid < 2 << 30
+    # raidz2 of 4: 2 GiB of data before padding (32 of 66 sectors of a 128K block) and reserves
+    assert (2 << 30) * 0.8 < pool_capacity(["raidz2", "a", "b", "c", "d"], sizes) < draid
+
+
+def test_pool_capacity_is_never_more_than_the_pool_had() -> None:
+    """`size = "100% free"` before the pool exists: the estimate said 992M for a 1 GiB lab disk that gave 831.25 MiB
+    (zfs get available, fresh pool) and 15.5 GiB for a raidz2 of four 8 GiB disks that gave 14.7 GiB, so the
+    layout found no room. The figures ZFS gave in the lab (OpenZFS 2.3.2) bound the estimate from above."""
+    g, m = 1 << 30, 1 << 20
+    one = pool_capacity(["a"], {"a": g})
+    assert 0.95 * 831.25 * m < one <= 831.25 * m, one / m
+    raidz2 = pool_capacity(["raidz2", "a", "b", "c", "d"], dict.fromkeys("abcd", 8 * g))
+    assert 0.9 * 14.7 * g < raidz2 <= 14.7 * g, raidz2 / g

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from tankbench.errors import HostError, UserError
@@ -42,15 +43,50 @@ def meminfo_total(text: str) -> int:
     raise ValueError("no MemTotal line")
 
 
+MIB = 1 << 20
+#: what zpool takes of each whole disk before the vdev: its GPT, partition 9 (8 MiB), alignment, 4 labels and the
+#: boot reserve (a 1 GiB lab disk gives a 1008 MiB vdev, rounded down to its metaslabs: `zpool list` says 960M)
+DISK_RESERVE = 16 * MIB
+
+
+def _metaslabs(asize: int) -> int:
+    """A top-level vdev's size as whole metaslabs (OpenZFS's vdev_metaslab_set_size: ~200 metaslabs of at least
+    512 MiB, else 16 of at least 16 MiB)."""
+    shift = (asize // 200).bit_length()
+    if shift < 29:
+        shift = max((asize // 16).bit_length(), 24)
+    size = 1 << min(shift, 34)
+    return asize // size * size
+
+
+def _raidz_fraction(width: int, parity: int, ashift: int = 12) -> Fraction:
+    """How much of a raidz vdev holds data, as ZFS counts its free space: a 128K block's sectors over what it takes
+    with parity and padding (raidz2 of 4 disks: 32 of 66 sectors, not 1/2)."""
+    data = (128 << 10) >> ashift
+    sectors = data + parity * -(-data // max(width - parity, 1))
+    sectors += -sectors % (parity + 1)
+    return Fraction(data, sectors)
+
+
 def pool_capacity(vdevs: list[str], sizes: Mapping[str, int]) -> int:
-    """Usable bytes of a pool about to be created: parity and mirror copies taken off, each group sized by its
-    smallest disk (as ZFS does), minus ZFS's slop reserve (1/32)."""
+    """Usable bytes of a pool about to be created, never more than `zfs get available` will say: each disk less
+    what zpool reserves on it, each group sized by its smallest disk (as ZFS does) in whole metaslabs, parity and
+    mirror copies taken off (raidz as ZFS counts it, with padding), then ZFS's slop reserve (1/32, at least
+    128 MiB or half) and 1 % for the pool's own metadata."""
     plain, groups = grouped(vdevs)
-    total = sum(sizes[v] for v in plain)
+    total = sum(_metaslabs(max(sizes[v] - DISK_RESERVE, 0)) for v in plain)
     for g, devices in groups:
-        disks = [sizes[d] for d in devices]
-        total += int(min(disks) * len(disks) * data_fraction(g, len(disks)))
-    return total - total // 32
+        disk = max(min(sizes[d] for d in devices) - DISK_RESERVE, 0)
+        n = len(devices)
+        if g.parity < 0:  # a mirror's vdev is the size of one disk
+            total += _metaslabs(disk)
+            continue
+        raidz = not g.word.startswith("draid")
+        share = _raidz_fraction(n, g.parity) if raidz else data_fraction(g, n)
+        total += int(_metaslabs(disk * n) * share)
+    slop = max(total // 32, min(128 * MIB, total // 2))
+    rest = total - slop
+    return max(rest - rest // 100, 0)
 
 
 def host_facts(host: Host, doc: Mapping[str, Any], bases: frozenset[str]) -> dict[str, tuple[int, str]]:
