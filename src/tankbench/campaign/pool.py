@@ -15,7 +15,7 @@ from tankbench.model import Target
 from tankbench.safety import BLANK_PREFIX, STABLE_PREFIX
 from tankbench.targets import traits_of
 from tankbench.targets.zfsplan import TAG
-from tankbench.zfs.vdevs import VDEV_GROUPS, grouped, vdev_group
+from tankbench.zfs.vdevs import VDEV_GROUPS, VdevGroup, grouped, vdev_group
 
 
 def parse_pool(keys: Keys, value: object, targets: tuple[Target, ...]) -> PoolSpec | None:
@@ -107,6 +107,13 @@ def _pool_devices(
             "tankbench never changes the layout of a pool it did not create",
         )
     _check_devices_once(keys, lists)
+    if grouped(lists["vdevs"])[1] and len(grouped(lists["special"])[0]) > 0:
+        raise keys.err(
+            "pool.special",
+            list(lists["special"]),
+            "a single special disk under redundant data vdevs: losing it loses the whole pool",
+            'mirror it as the data is: special = ["mirror", a, b] (zpool refuses this without -f)',
+        )
     pool_devices = {d for k in VDEV_CLASSES for d in lists[k]}
     for i, t in enumerate(targets):
         if traits_of(t.kind).block_device and t.path in pool_devices:  # a raw test would write under the pool
@@ -176,7 +183,20 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
                 f"{word} names {g.children} children (:{g.children}c) but its group has {n}",
                 f"list {g.children} devices after it, or drop :{g.children}c",
             )
+    shapes = {(g.parity, g.data, g.spares, len(d)) for g, d in groups}
+    if key == "vdevs" and len(shapes) > 1:  # zpool create -f (tankbench's) would take what zpool alone refuses
+        raise keys.err(
+            "pool.vdevs",
+            items,
+            "mixes groups of different redundancy (" + ", ".join(sorted({_shape(g, d) for g, d in groups})) + ")",
+            "give every data group the same kind and width: zpool refuses mismatched replication levels, and "
+            "the pool is only as safe as its weakest group",
+        )
     return tuple(items)
+
+
+def _shape(group: VdevGroup, devices: list[str]) -> str:
+    return f"{group.word}({len(devices)})"
 
 
 def _check_devices_once(keys: Keys, lists: Mapping[str, tuple[str, ...]]) -> None:
