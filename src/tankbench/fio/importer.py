@@ -14,7 +14,15 @@ from typing import Any
 
 from tankbench import __version__
 from tankbench.errors import UserError
-from tankbench.fio.parse import FioOutputError, fio_version, is_number, job_entries, load_fio_json, metrics_from_jobs
+from tankbench.fio.parse import (
+    FioOutputError,
+    decode_json_at,
+    find_fio_json,
+    fio_version,
+    is_number,
+    job_entries,
+    metrics_from_jobs,
+)
 from tankbench.journal.db import Journal
 from tankbench.model import Fingerprint, Run, Target, Test, short_hash
 from tankbench.units import parse_duration, parse_size
@@ -222,20 +230,43 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _stored_json(one: Mapping[str, Any], path: str, hint: str) -> str:
+    """The run's fio JSON as the journal stores it (strict JSON: NaN and infinities as null)."""
+    try:
+        return json.dumps(_finite(one))
+    except RecursionError as e:  # a hand-made file nested deeper than Python recurses (fio's JSON never is)
+        raise UserError(f"{path}: not fio JSON (nested too deeply)", hint) from e
+
+
 def fio_documents(text: str) -> list[dict[str, Any]]:
     """Every fio JSON document in one file, in order: fio run several times with `>>` into one file appends one
-    document per run (with fio's messages or --output-format=json,normal text between them)."""
-    docs = [load_fio_json(text)]  # the first: FioOutputError when there is none, or it is cut short
-    pos = json.JSONDecoder().raw_decode(text, text.find("{"))[1]
-    while (start := text.find("{", pos)) >= 0:
+    document per run (with fio's messages or --output-format=json,normal text between them). A later document
+    starts at a line start, or right after the previous one; a `{` inside a line of text (a job named `job{1}`)
+    is not one."""
+    doc, pos = find_fio_json(text)  # the first: FioOutputError when there is none, or it is cut short
+    docs = [doc]
+    while (start := _next_start(text, pos)) >= 0:
         try:
-            doc, pos = json.JSONDecoder().raw_decode(text, start)
+            doc, pos = decode_json_at(text, start)
         except json.JSONDecodeError as e:
             raise FioOutputError(f"fio JSON document {len(docs) + 1} is not valid JSON: {e}") from e
         if not isinstance(doc, dict) or not (doc.get("jobs") or doc.get("client_stats")):
             raise FioOutputError(f"fio JSON document {len(docs) + 1} (line {_line(text, start)}) has no jobs")
         docs.append(doc)
     return docs
+
+
+_DOC_START = re.compile(r"^\{", re.MULTILINE)
+
+
+def _next_start(text: str, pos: int) -> int:
+    """Where the next document after offset `pos` starts, or -1: right after the previous one (`}{`), else the
+    next line that starts with `{`."""
+    rest = text[pos:].lstrip()
+    if rest.startswith("{"):
+        return len(text) - len(rest)
+    m = _DOC_START.search(text, pos)
+    return m.start() if m else -1
 
 
 def _line(text: str, pos: int) -> int:
@@ -306,7 +337,7 @@ def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> li
                 test,
                 {k: v for k, v in metrics.items() if math.isfinite(v)},  # fio's "nan": not measured, not a number
                 max(int(j.get("error", 0)) for j in jobs),
-                json.dumps(_finite(one)),
+                _stored_json(one, path, hint),
                 source,
                 float(doc.get("timestamp", 0) or 0),
                 fio_version(doc),
@@ -338,12 +369,42 @@ def file_fingerprint(jobs: Sequence[ImportedJob], facts: Mapping[str, Any]) -> F
     return Fingerprint({**data, **facts})
 
 
-def import_files(journal: Journal, paths: Sequence[str], facts: Mapping[str, Any]) -> list[tuple[Test, int]]:
+def import_files(
+    journal: Journal, paths: Sequence[str], facts: Mapping[str, Any], skipped: dict[str, int] | None = None
+) -> list[tuple[Test, int]]:
     """Add tests and runs for every job of every file, each file with its own fingerprint; return
-    (test, run row id) pairs."""
+    (test, run row id) pairs. A job result the journal already holds (the same stored fio JSON in a run of its
+    test), or one this call already took, is not added again: `skipped` counts those per file."""
     per_file = [(p, read_fio_file(p)) for p in paths]
     with journal.batch():  # all files or none: a kill -9 part-way must not leave half an import to add again
-        return _import(journal, per_file, paths, facts)
+        new, dropped = _new_jobs(journal, per_file)
+        if skipped is not None:
+            skipped.update(dropped)
+        if not any(js for _, js in new):
+            return []
+        return _import(journal, new, paths, facts)
+
+
+def _new_jobs(
+    journal: Journal, per_file: list[tuple[str, list[ImportedJob]]]
+) -> tuple[list[tuple[str, list[ImportedJob]]], dict[str, int]]:
+    """The job results not yet in the journal nor earlier in this call (the same file passed twice, an import run
+    again, a document appended twice): one fio result must be one run, not repeats of a single measurement."""
+    seen: dict[str, set[str]] = {}
+    kept: list[tuple[str, list[ImportedJob]]] = []
+    skipped: dict[str, int] = {}
+    for path, jobs in per_file:
+        mine = []
+        for j in jobs:
+            if j.test.id not in seen:
+                seen[j.test.id] = {r.fio_json for r in journal.runs(j.test.id)}
+            if j.fio_json in seen[j.test.id]:
+                skipped[path] = skipped.get(path, 0) + 1
+                continue
+            seen[j.test.id].add(j.fio_json)
+            mine.append(j)
+        kept.append((path, mine))
+    return kept, skipped
 
 
 def _import(
@@ -364,6 +425,8 @@ def _import(
     journal.add_tests(campaign, [numbered[k] for k in numbered if k not in existing], {})
     done = []
     for _, file_jobs in per_file:
+        if not file_jobs:
+            continue
         fp_id = journal.add_fingerprint(file_fingerprint(file_jobs, facts))
         done += [(numbered[j.test.id], _add_run(journal, numbered[j.test.id], j, fp_id)) for j in file_jobs]
     return done

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,19 +51,46 @@ class FioOutputError(ValueError):
     """fio printed something that is not the JSON we asked for."""
 
 
-def load_fio_json(text: str) -> dict[str, Any]:
-    """Parse fio's JSON output: skip what fio printed before the first `{` and ignore what follows the JSON
-    document (fio messages such as "fio: file hash not empty on exit", or `--output-format=json,normal`)."""
-    start = text.find("{")
-    if start < 0:
-        raise FioOutputError("no JSON object in fio output")
+#: where fio's JSON can start: at the beginning of a line (a `{` inside a line is text, e.g. `job{1}: (g=0): ...`
+#: in --output-format=json,normal)
+_LINE_START = re.compile(r"^\{", re.MULTILINE)
+
+
+def decode_json_at(text: str, start: int) -> tuple[Any, int]:
+    """The JSON value at `start` and the offset after it. JSONDecodeError when it is not JSON; FioOutputError when
+    it nests too deeply for Python's decoder (a hand-made file, never fio's)."""
     try:
-        doc, _ = json.JSONDecoder().raw_decode(text, start)
-    except json.JSONDecodeError as e:
-        raise FioOutputError(f"fio output is not valid JSON: {e}") from e
+        return json.JSONDecoder().raw_decode(text, start)
+    except RecursionError as e:
+        raise FioOutputError("not fio JSON (nested too deeply)") from e
+
+
+def find_fio_json(text: str) -> tuple[dict[str, Any], int]:
+    """The first fio JSON document and the offset after it: the first line starting with `{` that parses as JSON
+    (fio's JSON starts at column 0), else, when none does, the first `{` anywhere."""
+    for m in _LINE_START.finditer(text):
+        try:
+            doc, end = decode_json_at(text, m.start())
+        except json.JSONDecodeError:
+            continue
+        break
+    else:
+        start = text.find("{")
+        if start < 0:
+            raise FioOutputError("no JSON object in fio output")
+        try:
+            doc, end = decode_json_at(text, start)
+        except json.JSONDecodeError as e:
+            raise FioOutputError(f"fio output is not valid JSON: {e}") from e
     if not isinstance(doc, dict) or not (doc.get("jobs") or doc.get("client_stats")):
         raise FioOutputError("fio JSON has no jobs")
-    return doc
+    return doc, end
+
+
+def load_fio_json(text: str) -> dict[str, Any]:
+    """Parse fio's JSON output: skip what fio printed before the JSON (see find_fio_json) and ignore what follows
+    the JSON document (fio messages such as "fio: file hash not empty on exit", or `--output-format=json,normal`)."""
+    return find_fio_json(text)[0]
 
 
 def job_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:

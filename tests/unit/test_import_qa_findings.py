@@ -1,0 +1,135 @@
+"""`tankbench import` on the QA sweep's findings (real fio 3.33 outputs in tests/fixtures/fio-public/, hand edits
+made here from them): a result imported twice, json,normal with a brace in a job name, JSON nested too deeply,
+verify reads, group_reporting over different jobs, concurrent jobs, values out of range, control characters."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tankbench.errors import UserError
+from tankbench.fio import importer
+from tankbench.fio.importer import read_fio_file
+from tests.conftest import FIXTURES, tankbench
+
+PUBLIC = FIXTURES / "fio-public"
+DUP = PUBLIC / "local-fio-3.33-psync-then-libaio-stonewall.json"
+BRACE = PUBLIC / "local-fio-3.33-json-normal-brace-jobname.json"
+VERIFY = PUBLIC / "local-fio-3.33-write-verify.json"
+MULTI_GR = PUBLIC / "local-fio-3.33-group-reporting-randread-and-write.json"
+CONCURRENT = PUBLIC / "local-fio-3.33-three-concurrent-jobs.json"
+RANDRW = PUBLIC / "local-fio-3.33-randrw.json"
+PCTLIST = PUBLIC / "local-fio-3.33-jsonplus-percentile-list.json"
+TRIM = PUBLIC / "local-fio-3.33-trim-error.json"
+RWNUM = PUBLIC / "local-fio-3.33-randread-offset-modifier.json"
+NAMES = PUBLIC / "local-fio-3.33-formula-names.json"
+
+
+def _import(tmp_path: Path, *files: Path, journal: Path | None = None) -> tuple[Any, Path]:
+    journal = journal or tmp_path / "j.sqlite"
+    return tankbench("import", *map(str, files), "--journal", str(journal), cwd=tmp_path, timeout=120), journal
+
+
+def _runs(journal: Path) -> list[tuple[str, str, str]]:
+    with sqlite3.connect(journal) as db:
+        rows = db.execute(
+            "SELECT t.name, r.status, r.metrics FROM runs r JOIN tests t ON t.id = r.test_id ORDER BY r.id"
+        ).fetchall()
+    return [(str(n), str(s), str(m)) for n, s, m in rows]
+
+
+def _refused(res: Any, journal: Path, *words: str) -> None:
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("Error: ") and "Hint: " in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+    for w in words:
+        assert w in res.stderr, res.stderr
+    assert not journal.exists(), "nothing is written on bad input"
+
+
+def _edited(tmp_path: Path, src: Path, edit: Any, name: str = "edited.json") -> Path:
+    """A hand-edited copy of a real fio output: `edit(doc)` changes the parsed document in place."""
+    doc = json.loads(src.read_text())
+    edit(doc)
+    out = tmp_path / name
+    out.write_text(json.dumps(doc, indent=2))
+    return out
+
+
+# Finding 1: the same fio result imported twice is one run, not two identical "repeats"
+
+
+def test_the_same_file_twice_in_one_call_is_imported_once(tmp_path: Path) -> None:
+    res, journal = _import(tmp_path, DUP, DUP)
+    assert res.returncode == 0, res.stderr
+    assert "imported 2 runs of 2 tests" in res.stdout
+    assert f"{DUP}: skipped 2 job results already imported" in res.stderr
+    assert len(_runs(journal)) == 2
+
+
+def test_a_second_import_of_a_file_adds_nothing_and_says_so(tmp_path: Path) -> None:
+    res, journal = _import(tmp_path, DUP)
+    assert res.returncode == 0 and len(_runs(journal)) == 2, res.stderr
+    again, _ = _import(tmp_path, DUP, journal=journal)
+    assert again.returncode == 0, again.stderr
+    assert "imported 0 runs" in again.stdout
+    assert f"{DUP}: skipped 2 job results already imported" in again.stderr
+    assert "every job result in these files was already imported" in again.stderr
+    assert len(_runs(journal)) == 2
+    other, _ = _import(tmp_path, DUP, RWNUM, journal=journal)  # something new beside the duplicates: exit 0
+    assert other.returncode == 0 and "imported 1 runs of 1 tests" in other.stdout, other.stderr
+    assert len(_runs(journal)) == 3
+
+
+def test_a_file_holding_the_same_document_twice_is_one_run_per_job(tmp_path: Path) -> None:
+    twice = tmp_path / "twice.json"
+    twice.write_text(DUP.read_text() * 2)
+    res, journal = _import(tmp_path, twice)
+    assert res.returncode == 0, res.stderr
+    assert f"{twice}: skipped 2 job results already imported" in res.stderr
+    assert len(_runs(journal)) == 2
+
+
+# Finding 5: json,normal whose job name or description holds `{`
+
+
+def test_json_normal_with_a_brace_in_the_job_name_imports(tmp_path: Path) -> None:
+    assert "job{1}: (g=0)" in BRACE.read_text()  # fio's normal header line before the JSON
+    res, journal = _import(tmp_path, BRACE)
+    assert res.returncode == 0, res.stderr
+    assert [r[:2] for r in _runs(journal)] == [("job{1}", "done")]
+
+
+def test_a_brace_inside_a_line_after_the_json_is_text_but_a_document_after_it_is_read(tmp_path: Path) -> None:
+    text = BRACE.read_text()
+    two = tmp_path / "two.json"
+    json_part = text[text.index("\n{") + 1 : text.index("\n}\n") + 3]
+    two.write_text(text + json_part.replace('"job{1}"', '"job{2}"'))  # appended with >>: a second document
+    assert [j.test.name for j in read_fio_file(str(two))] == ["job{1}", "job{2}"]
+
+
+# Finding 8: JSON nested deeper than Python recurses
+
+
+def test_deeply_nested_json_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"jobs":[' + "[" * 5000 + "]" * 5000 + "]}")
+    res, journal = _import(tmp_path, deep)
+    _refused(res, journal, f"{deep}: not fio JSON (nested too deeply)")
+    later = tmp_path / "later.json"  # a later document of the file nested too deeply
+    later.write_text(DUP.read_text() + '{"jobs":[' + "[" * 5000 + "]" * 5000 + "]}")
+    res, journal = _import(tmp_path, later)
+    _refused(res, journal, f"{later}: not fio JSON (nested too deeply)")
+
+
+def test_json_too_deep_to_store_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def too_deep(value: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(importer, "_finite", too_deep)
+    with pytest.raises(UserError, match="nested too deeply"):
+        read_fio_file(str(DUP))
