@@ -133,3 +133,31 @@ def test_json_too_deep_to_store_is_an_error(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(importer, "_finite", too_deep)
     with pytest.raises(UserError, match="nested too deeply"):
         read_fio_file(str(DUP))
+
+
+# Finding 4: a write job's verify reads are a later phase, not part of its MiB/s, IOPS or p99
+
+
+def test_verify_reads_of_a_write_job_stay_out_of_its_totals_and_p99() -> None:
+    fio = json.loads(VERIFY.read_text())["jobs"][0]
+    (run,) = read_fio_file(str(VERIFY))
+    m = run.metrics
+    assert run.test.params["rw"] == "write" and fio["job options"]["verify"] == "crc32c"
+    assert m["total.iops"] == pytest.approx(fio["write"]["iops"])  # 170667, not 512000 with the verify reads
+    assert m["total.bw_bytes"] == pytest.approx(fio["write"]["bw_bytes"])
+    assert m["total.io_bytes"] == pytest.approx(fio["write"]["io_bytes"])
+    assert m["verify.iops"] == pytest.approx(fio["read"]["iops"])
+    assert m["verify.bw_bytes"] == pytest.approx(fio["read"]["bw_bytes"])
+    assert m["verify.lat_p99_ns"] == pytest.approx(fio["read"]["clat_ns"]["percentile"]["99.000000"])
+    assert not any(k.startswith("read.") for k in m)
+    from tankbench.metrics import worst_p99_ms
+
+    assert worst_p99_ms(m) == pytest.approx(fio["write"]["clat_ns"]["percentile"]["99.000000"] / 1e6)
+
+
+def test_without_verify_tankbench_own_metrics_are_unchanged() -> None:
+    from tankbench.fio.parse import metrics_from_fio, metrics_from_jobs
+
+    doc = json.loads(VERIFY.read_text())
+    assert metrics_from_jobs(doc["jobs"], "write") == metrics_from_fio(doc)  # no verify flag: as before
+    assert "read.iops" in metrics_from_fio(doc) and "verify.iops" not in metrics_from_fio(doc)

@@ -150,6 +150,11 @@ def _group_key(opts: Mapping[str, Any], job: Mapping[str, Any]) -> str:
     return json.dumps([job.get("jobname", ""), job.get("groupid", 0), sorted(opts.items())], default=str)
 
 
+def verifies(opts: Mapping[str, Any]) -> bool:
+    """Whether fio's options make a job verify what it wrote (its read pass shows as reads)."""
+    return str(opts.get("verify", "0")) not in ("", "0", "none") or str(opts.get("verify_only", "0")) not in ("", "0")
+
+
 def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
     """fio < 2.2 printed no options: say what the JSON proves (the directions that did I/O), not fio's defaults."""
     did = [d for d in ("read", "write", "trim") if isinstance(job.get(d), dict) and job[d].get("io_bytes")]
@@ -325,10 +330,12 @@ def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> li
         hosts = tuple(sorted({h for j in jobs if (h := _host_of(j))}))
         one = {"fio version": doc.get("fio version", ""), "jobs": jobs}
         try:
-            metrics = dict(metrics_from_jobs(jobs, str(opts.get("rw", ""))))
+            metrics = dict(metrics_from_jobs(jobs, str(opts.get("rw", "")), verifies(opts)))
             test = job_to_test(opts, str(jobs[0].get("jobname", "")))
             for host in hosts if len(hosts) > 1 else ():  # each client's own share, beside the run's sum
-                mine = metrics_from_jobs([j for j in jobs if _host_of(j) == host], str(opts.get("rw", "")))
+                mine = metrics_from_jobs(
+                    [j for j in jobs if _host_of(j) == host], str(opts.get("rw", "")), verifies(opts)
+                )
                 metrics.update({f"client[{host}].{k}": mine[k] for k in ("total.iops", "total.bw_bytes")})
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:
             raise UserError(f"{path}: job {jobs[0].get('jobname', '')!r}: unexpected fio JSON ({e})", hint) from e

@@ -9,7 +9,9 @@ Metric keys (all numbers; bandwidth in bytes/s, latency in ns, whatever unit the
                                                    the reports rank by (kept for old journals)
   {read,write,trim}.lat_approx                     1 when the jobs' percentiles were combined without json+
                                                    histogram bins (an approximation), else absent
-  total.{iops, bw_bytes, io_bytes}
+  verify.<any of the direction keys above>         a write or trim job's verify reads (verify=... in its
+                                                   options): a later phase, not in total.* nor in the p99
+  total.{iops, bw_bytes, io_bytes}                 read + write + trim (+ mixed); never verify.*
   fio.{runtime_s, elapsed_s, error, usr_cpu_pct, sys_cpu_pct, ctx, jobs}
 Several job entries (numjobs > 1 without group_reporting, several clients) are one run: IOPS and bandwidth
 are summed; latency means and deviations are pooled by I/O count (exact); percentiles come from the merged
@@ -240,23 +242,33 @@ def _merged(jobs: Sequence[dict[str, Any]], block: str) -> dict[str, float] | No
     return _merge_direction(parts)
 
 
-def metrics_from_jobs(jobs: Sequence[dict[str, Any]], rw: str = "") -> dict[str, float]:
+def one_way(rw: str) -> str:
+    """The direction a one-way rw pattern moves data in (`randread:8` -> "read"), "" for any other pattern."""
+    return _ONE_WAY.get(rw.split(":")[0], "")
+
+
+def metrics_from_jobs(jobs: Sequence[dict[str, Any]], rw: str = "", verify: bool = False) -> dict[str, float]:
     """Flatten the job entries of one run (parallel jobs, or one group_reporting entry) into metric keys.
 
     With unified_rw_reporting (fio's "mixed" block in place of read/write/trim: `1` or `mixed`; `both` writes
     the three as well, and those are read) the mixed figures are the run's: a one-way pattern's (`rw`, or the
     jobs' own rw option) under its direction, any other as mixed.* keys in the totals, and
-    fio.unified_rw_reporting says the split by direction is unknown."""
+    fio.unified_rw_reporting says the split by direction is unknown.
+
+    `verify`: the jobs' options enable verify, so a one-way writing pattern's reads are its verify pass, kept as
+    verify.* keys out of the totals and the p99."""
     if not jobs:
         raise FioOutputError("fio JSON has no jobs")
     m: dict[str, float] = {}
+    own = one_way(rw) if verify else ""
     for direction in DIRECTIONS:
+        prefix = "verify" if own and own != "read" and direction == "read" else direction
         for key, value in (_merged(jobs, direction) or {}).items():
-            m[f"{direction}.{key}"] = value
+            m[f"{prefix}.{key}"] = value
     mixed = None if m else _merged(jobs, "mixed")
     if mixed is not None:
         rw = rw or str((jobs[0].get("job options") or {}).get("rw", ""))
-        where = _ONE_WAY.get(rw.split(":")[0], "mixed")
+        where = one_way(rw) or "mixed"
         m.update({f"{where}.{key}": value for key, value in mixed.items()})
         m["fio.unified_rw_reporting"] = 1.0
     ways = (*DIRECTIONS, "mixed")
