@@ -161,3 +161,22 @@ def test_without_verify_tankbench_own_metrics_are_unchanged() -> None:
     doc = json.loads(VERIFY.read_text())
     assert metrics_from_jobs(doc["jobs"], "write") == metrics_from_fio(doc)  # no verify flag: as before
     assert "read.iops" in metrics_from_fio(doc) and "verify.iops" not in metrics_from_fio(doc)
+
+
+# Finding 2: a group_reporting entry whose directions contradict its options is refused
+
+
+def test_group_reporting_over_different_jobs_is_refused(tmp_path: Path) -> None:
+    entry = json.loads(MULTI_GR.read_text())["jobs"][0]  # fio: the first job's name, the last job's options
+    assert entry["jobname"] == "r1" and entry["job options"]["rw"] == "write" and entry["read"]["total_ios"] > 0
+    res, journal = _import(tmp_path, MULTI_GR)
+    _refused(res, journal, f"Error: {MULTI_GR}: job 'r1': ", "read I/O", "rw=write", "group_reporting")
+
+
+def test_reads_beside_writes_are_accepted_only_with_verify(tmp_path: Path) -> None:
+    def no_verify(doc: dict[str, Any]) -> None:
+        del doc["jobs"][0]["job options"]["verify"]
+
+    res, journal = _import(tmp_path, _edited(tmp_path, VERIFY, no_verify))
+    _refused(res, journal, "job 'ver': ", "read I/O", "rw=write")
+    assert _import(tmp_path, VERIFY)[0].returncode == 0

@@ -15,6 +15,7 @@ from typing import Any
 from tankbench import __version__
 from tankbench.errors import UserError
 from tankbench.fio.parse import (
+    DIRECTIONS,
     FioOutputError,
     decode_json_at,
     find_fio_json,
@@ -22,6 +23,7 @@ from tankbench.fio.parse import (
     is_number,
     job_entries,
     metrics_from_jobs,
+    one_way,
 )
 from tankbench.journal.db import Journal
 from tankbench.model import Fingerprint, Run, Target, Test, short_hash
@@ -316,6 +318,26 @@ def read_fio_file(path: str) -> list[ImportedJob]:
     return out
 
 
+def _check_directions_match(opts: Mapping[str, Any], job: Mapping[str, Any], path: str) -> None:
+    """Refuse an entry that did I/O in a direction its one-way rw cannot produce (and no verify pass explains):
+    group_reporting folds a group's jobs into one entry with the first job's name and the last job's options, so
+    its figures belong to no one option set."""
+    rw = str(opts.get("rw", opts.get("readwrite", "")))
+    own = one_way(rw)
+    if not own:
+        return
+    allowed = {own, "read"} if verifies(opts) else {own}
+    for d in DIRECTIONS:
+        block = job.get(d)
+        if d in allowed or not isinstance(block, dict) or not (block.get("total_ios") or block.get("io_bytes")):
+            continue
+        raise UserError(
+            f"{path}: job {job.get('jobname', '')!r}: fio reports {d} I/O, which its option rw={rw} cannot do "
+            "(fio's group_reporting gives one entry for all the jobs of a group, with the last job's options)",
+            "run fio without group_reporting, or with one kind of job per group (stonewall or new_group between them)",
+        )
+
+
 def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> list[ImportedJob]:
     """The runs of one fio JSON document (one fio invocation)."""
     _check_shape(doc, path, hint)
@@ -324,6 +346,7 @@ def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> li
         opts = {**_global_options(doc, job), **(job.get("job options") or {})}
         if "global options" not in doc and "job options" not in job:
             opts = _unknown_options(job)
+        _check_directions_match(opts, job, path)
         groups.setdefault(_group_key(opts, job), (opts, []))[1].append(job)
     out = []
     for opts, jobs in groups.values():
