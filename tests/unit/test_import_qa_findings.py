@@ -180,3 +180,30 @@ def test_reads_beside_writes_are_accepted_only_with_verify(tmp_path: Path) -> No
     res, journal = _import(tmp_path, _edited(tmp_path, VERIFY, no_verify))
     _refused(res, journal, "job 'ver': ", "read I/O", "rw=write")
     assert _import(tmp_path, VERIFY)[0].returncode == 0
+
+
+# Finding 3: jobs of one group with the same options ran at the same time: one run, like numjobs clones
+
+
+def test_concurrent_jobs_with_the_same_options_are_one_run(tmp_path: Path) -> None:
+    jobs = json.loads(CONCURRENT.read_text())["jobs"]
+    assert [j["jobname"] for j in jobs] == ["a1", "a2", "a3"] and {j["groupid"] for j in jobs} == {0}
+    (run,) = read_fio_file(str(CONCURRENT))
+    assert run.test.name == "a1 + a2 + a3"
+    assert run.metrics["total.iops"] == pytest.approx(sum(j["read"]["iops"] for j in jobs))  # 35584, not 11861
+    assert run.concurrent == 3 and run.metrics["fio.jobs"] == 3
+    res, journal = _import(tmp_path, CONCURRENT)
+    assert res.returncode == 0 and "imported 1 runs of 1 tests" in res.stdout, res.stderr
+    with sqlite3.connect(journal) as db:
+        (note,) = db.execute("SELECT note FROM runs").fetchone()
+    assert "3 concurrent job entries of one group with the same options were summed" in note
+
+
+def test_a_long_list_of_concurrent_names_is_shortened() -> None:
+    runs = read_fio_file(str(NAMES))  # @SUM(A1), -2+3 and the unicode job: randread, one group
+    assert sorted(r.test.name for r in runs) == sorted(
+        ["=1+2", "+cmd|' /C calc'!A0", "@SUM(A1) + -2+3 + ünï©ødé-ジョブ-💾"]
+    )
+    from tankbench.fio.importer import _run_name
+
+    assert _run_name([{"jobname": "x" * 40}, {"jobname": "y" * 40}, {"jobname": "z"}]) == ("x" * 40 + " + 2 more", 3)

@@ -1,4 +1,5 @@
-"""Import foreign fio JSON results into a journal: one test per distinct job, one run per job result."""
+"""Import foreign fio JSON results into a journal: one test per distinct job, one run per job result (the entries
+of one group with the same options, which fio ran at the same time, are one run)."""
 
 from __future__ import annotations
 
@@ -8,23 +9,21 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tankbench import __version__
 from tankbench.errors import UserError
 from tankbench.fio.parse import (
-    DIRECTIONS,
     FioOutputError,
     decode_json_at,
     find_fio_json,
     fio_version,
-    is_number,
     job_entries,
     metrics_from_jobs,
-    one_way,
 )
+from tankbench.fio.shape import check_directions_match, check_shape, verifies
 from tankbench.journal.db import Journal
 from tankbench.model import Fingerprint, Run, Target, Test, short_hash
 from tankbench.units import parse_duration, parse_size
@@ -65,6 +64,7 @@ class ImportedJob:
     timestamp: float
     fio_version: str = ""
     hosts: tuple[str, ...] = ()
+    concurrent: int = 1  # distinct job names summed (jobs of one group with the same options ran at once)
 
 
 def _sync_mode(o: Mapping[str, str]) -> str:
@@ -148,13 +148,19 @@ def _global_options(doc: Mapping[str, Any], job: Mapping[str, Any]) -> dict[str,
 
 
 def _group_key(opts: Mapping[str, Any], job: Mapping[str, Any]) -> str:
-    """Entries of one run: same job name, group and options (numjobs clones, the same job on each client)."""
-    return json.dumps([job.get("jobname", ""), job.get("groupid", 0), sorted(opts.items())], default=str)
+    """Entries of one run: same group and options (numjobs clones, the same job on each client, and jobs of other
+    names with the same options: fio runs a group's jobs at the same time, so they are not repeats)."""
+    return json.dumps([job.get("groupid", 0), sorted(opts.items())], default=str)
 
 
-def verifies(opts: Mapping[str, Any]) -> bool:
-    """Whether fio's options make a job verify what it wrote (its read pass shows as reads)."""
-    return str(opts.get("verify", "0")) not in ("", "0", "none") or str(opts.get("verify_only", "0")) not in ("", "0")
+def _run_name(jobs: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
+    """The test name of a run's entries and how many distinct job names they have: `a1 + a2 + a3`, or the first
+    name and "+ N more" when that is long."""
+    names = list(dict.fromkeys(str(j.get("jobname", "")) for j in jobs))
+    joined = " + ".join(names)
+    if len(names) > 1 and len(joined) > 60:
+        joined = f"{names[0]} + {len(names) - 1} more"
+    return joined, len(names)
 
 
 def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
@@ -168,62 +174,6 @@ def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
         "options": "unknown (fio wrote no options in its JSON)",
         "jobname": str(job.get("jobname", "")),
     }
-
-
-def _check_shape(doc: Mapping[str, Any], path: str, hint: str) -> None:
-    """Refuse, naming the key, a JSON document whose parts have the wrong type for fio's output (a hand-edited or
-    foreign file): the rest of the importer can then read it without guarding every access."""
-
-    def bad(key: str, value: object, want: str) -> UserError:
-        shown = json.dumps(value, default=str)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        return UserError(f"{path}: {key} = {shown}: {want} in fio's JSON", hint)
-
-    ts = doc.get("timestamp", 0)
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= ts < 1e11:
-        raise bad("timestamp", ts, "must be seconds since 1970")
-    for name in ("jobs", "client_stats"):
-        entries = doc.get(name, [])
-        if not isinstance(entries, list):
-            raise bad(name, entries, "must be a list of job objects")
-        for i, job in enumerate(entries):
-            if not isinstance(job, dict):
-                raise bad(f"{name}[{i}]", job, "must be a job object")
-            opts = job.get("job options", {})
-            if not isinstance(opts, dict):
-                raise bad(f"{name}[{i}].job options", opts, "must be an object of option names and values")
-            _check_directions(job, f"{name}[{i}]", bad)
-            err = job.get("error", 0)
-            if isinstance(err, bool) or not isinstance(err, int) or not 0 <= err < 1 << 31:
-                raise bad(f"{name}[{i}].error", err, "must be an errno (a whole number)")
-    glob = doc.get("global options", {})
-    if not (isinstance(glob, dict) or (isinstance(glob, list) and all(isinstance(g, dict) for g in glob))):
-        raise bad("global options", glob, "must be an object (or, from fio --client, a list of them)")
-
-
-#: a job's per-direction blocks and, in each, the latency blocks with their tables (fio 2.x µs and 3.x ns names)
-_DIRECTION_KEYS = ("read", "write", "trim", "sync", "mixed")
-_LATENCY_KEYS = ("lat", "clat", "slat", "lat_ns", "clat_ns", "slat_ns")
-
-
-def _check_directions(job: Mapping[str, Any], where: str, bad: Callable[[str, object, str], UserError]) -> None:
-    for d in _DIRECTION_KEYS:
-        block = job.get(d)
-        if block is None:
-            continue
-        if not isinstance(block, dict):
-            raise bad(f"{where}.{d}", block, "must be an object of that direction's results")
-        for name in _LATENCY_KEYS:
-            lat = block.get(name)
-            if lat is not None and not isinstance(lat, dict):
-                raise bad(f"{where}.{d}.{name}", lat, "must be a latency object")
-            for table in ("percentile", "bins"):
-                value = (lat or {}).get(table)
-                if value is not None and not isinstance(value, dict):
-                    raise bad(f"{where}.{d}.{name}.{table}", value, "must be an object")
-                for k, v in (value or {}).items():  # the report reads these tables again from the stored JSON
-                    if isinstance(v, bool) or not isinstance(v, int | float) or not is_number(k):
-                        raise bad(f"{where}.{d}.{name}.{table}.{k}", v, "must be a number keyed by a number")
 
 
 def _finite(value: Any) -> Any:
@@ -318,35 +268,15 @@ def read_fio_file(path: str) -> list[ImportedJob]:
     return out
 
 
-def _check_directions_match(opts: Mapping[str, Any], job: Mapping[str, Any], path: str) -> None:
-    """Refuse an entry that did I/O in a direction its one-way rw cannot produce (and no verify pass explains):
-    group_reporting folds a group's jobs into one entry with the first job's name and the last job's options, so
-    its figures belong to no one option set."""
-    rw = str(opts.get("rw", opts.get("readwrite", "")))
-    own = one_way(rw)
-    if not own:
-        return
-    allowed = {own, "read"} if verifies(opts) else {own}
-    for d in DIRECTIONS:
-        block = job.get(d)
-        if d in allowed or not isinstance(block, dict) or not (block.get("total_ios") or block.get("io_bytes")):
-            continue
-        raise UserError(
-            f"{path}: job {job.get('jobname', '')!r}: fio reports {d} I/O, which its option rw={rw} cannot do "
-            "(fio's group_reporting gives one entry for all the jobs of a group, with the last job's options)",
-            "run fio without group_reporting, or with one kind of job per group (stonewall or new_group between them)",
-        )
-
-
 def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> list[ImportedJob]:
     """The runs of one fio JSON document (one fio invocation)."""
-    _check_shape(doc, path, hint)
+    check_shape(doc, path, hint)
     groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for job in job_entries(doc):
         opts = {**_global_options(doc, job), **(job.get("job options") or {})}
         if "global options" not in doc and "job options" not in job:
             opts = _unknown_options(job)
-        _check_directions_match(opts, job, path)
+        check_directions_match(opts, job, path)
         groups.setdefault(_group_key(opts, job), (opts, []))[1].append(job)
     out = []
     for opts, jobs in groups.values():
@@ -354,7 +284,8 @@ def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> li
         one = {"fio version": doc.get("fio version", ""), "jobs": jobs}
         try:
             metrics = dict(metrics_from_jobs(jobs, str(opts.get("rw", "")), verifies(opts)))
-            test = job_to_test(opts, str(jobs[0].get("jobname", "")))
+            name, concurrent = _run_name(jobs)
+            test = job_to_test(opts, name)
             for host in hosts if len(hosts) > 1 else ():  # each client's own share, beside the run's sum
                 mine = metrics_from_jobs(
                     [j for j in jobs if _host_of(j) == host], str(opts.get("rw", "")), verifies(opts)
@@ -372,6 +303,7 @@ def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> li
                 float(doc.get("timestamp", 0) or 0),
                 fio_version(doc),
                 hosts,
+                concurrent,
             )
         )
     return out
@@ -469,6 +401,8 @@ def _add_run(journal: Journal, test: Test, job: ImportedJob, fp_id: str) -> int:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(job.timestamp)) if job.timestamp else "unknown time"
     parallel = int(job.metrics.get("fio.jobs", 1))
     merged = f"; {parallel} parallel job entries summed into this run" if parallel > 1 else ""
+    if job.concurrent > 1:
+        merged += f" ({job.concurrent} concurrent job entries of one group with the same options were summed)"
     journal.finish_run(
         row,
         Run(
