@@ -207,3 +207,30 @@ def test_a_long_list_of_concurrent_names_is_shortened() -> None:
     from tankbench.fio.importer import _run_name
 
     assert _run_name([{"jobname": "x" * 40}, {"jobname": "y" * 40}, {"jobname": "z"}]) == ("x" * 40 + " + 2 more", 3)
+
+
+# Finding 6: `tankbench results --csv` neutralises formula-like cells as the report's results.csv does
+
+
+def test_results_csv_neutralises_formula_like_cells(tmp_path: Path) -> None:
+    import csv
+    import io
+
+    res, journal = _import(tmp_path, NAMES)
+    assert res.returncode == 0, res.stderr
+    out = tankbench("results", "--journal", str(journal), "--csv", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    names = sorted(r["test_name"] for r in rows)
+    assert names == sorted(["'=1+2", "'+cmd|' /C calc'!A0", "'@SUM(A1) + -2+3 + ünï©ødé-ジョブ-💾"])
+    for row in rows:
+        for value in row.values():
+            assert not value or value[0] not in "=+@\t\r" and not (value[0] == "-" and not _number(value)), row
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
