@@ -234,3 +234,75 @@ def _number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# Findings 14 and 9: values of the wrong kind or out of range are refused, naming the key and the value
+
+
+def _set(path: str, value: Any) -> Any:
+    def edit(doc: dict[str, Any]) -> None:
+        *keys, last = path.split("/")
+        node: Any = doc
+        for k in keys:
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        node[last] = value
+
+    return edit
+
+
+BAD_VALUES = [
+    ("jobs/0/job options/bs", {"a": 1}, 'jobs[0].job options.bs = {"a": 1}: must be a text or a number'),
+    ("global options/directory", ["a"], 'global options.directory = ["a"]: must be a text or a number'),
+    ("jobs/0/jobname", None, "jobs[0].jobname = null: must be a string"),
+    ("jobs/0/jobname", 7, "jobs[0].jobname = 7: must be a string"),
+    ("jobs/0/job options/numjobs", "-3", 'jobs[0].job options.numjobs = "-3": must be a whole number of at least 1'),
+    ("jobs/0/job options/iodepth", "1k", 'jobs[0].job options.iodepth = "1k": must be a whole number of at least 1'),
+    ("global options/numjobs", "0", 'global options.numjobs = "0": must be a whole number of at least 1'),
+    ("jobs/0/read/iops", -100, "jobs[0].read.iops = -100: must be a non-negative finite number"),
+    ("jobs/0/read/bw_bytes", -1, "jobs[0].read.bw_bytes = -1: must be a non-negative finite number"),
+    ("jobs/0/read/iops", 1e400, "jobs[0].read.iops = Infinity: must be a non-negative finite number"),
+    ("jobs/0/write/bw", -5, "jobs[0].write.bw = -5: must be a non-negative finite number"),
+    ("jobs/0/read/io_bytes", -4096, "jobs[0].read.io_bytes = -4096"),
+    ("jobs/0/read/io_kbytes", -4, "jobs[0].read.io_kbytes = -4"),
+    ("jobs/0/read/total_ios", -1, "jobs[0].read.total_ios = -1"),
+    ("jobs/0/read/runtime", 1e400, "jobs[0].read.runtime = Infinity"),
+    ("jobs/0/read/clat_ns/mean", -1, "jobs[0].read.clat_ns.mean = -1: must be a non-negative finite number"),
+    ("jobs/0/read/lat_ns/max", 1e400, "jobs[0].read.lat_ns.max = Infinity"),
+    ("jobs/0/read/clat_ns/percentile/99.000000", -5000, "jobs[0].read.clat_ns.percentile.99.000000 = -5000"),
+    ("jobs/0/read/clat_ns/percentile/99.000000", 1e400, "jobs[0].read.clat_ns.percentile.99.000000 = Infinity"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "message"), BAD_VALUES, ids=[f"{p}={v}" for p, v, _ in BAD_VALUES])
+def test_values_of_the_wrong_kind_or_range_are_refused(path: str, value: Any, message: str) -> None:
+    with pytest.raises(UserError, match="^") as e:
+        read_fio_file(str(_edited_in(path, value)))
+    assert message in str(e.value), str(e.value)
+
+
+def _edited_in(path: str, value: Any) -> Path:
+    import tempfile
+
+    out = Path(tempfile.mkdtemp()) / "edited.json"
+    doc = json.loads(RANDRW.read_text())
+    _set(path, value)(doc)
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_bin_counts_must_be_whole_numbers(tmp_path: Path) -> None:
+    def float_bin(doc: dict[str, Any]) -> None:
+        bins = doc["jobs"][0]["read"]["clat_ns"]["bins"]
+        bins[next(iter(bins))] = 1.5
+
+    res, journal = _import(tmp_path, _edited(tmp_path, PCTLIST, float_bin))
+    _refused(res, journal, ".bins.", "= 1.5: must be a count of I/Os")
+
+
+def test_nan_is_still_not_measured_and_a_bad_value_on_the_command_line_is_an_error(tmp_path: Path) -> None:
+    nan = tmp_path / "nan.json"
+    nan.write_text(RANDRW.read_text().replace('"iops" : ', '"iops" : NaN, "x" : ', 1))
+    (run,) = read_fio_file(str(nan))
+    assert "read.iops" not in run.metrics
+    res, journal = _import(tmp_path, _edited(tmp_path, RANDRW, _set("jobs/0/read/iops", -100)))
+    _refused(res, journal, "jobs[0].read.iops = -100: must be a non-negative finite number")
