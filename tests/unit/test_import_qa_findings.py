@@ -306,3 +306,23 @@ def test_nan_is_still_not_measured_and_a_bad_value_on_the_command_line_is_an_err
     assert "read.iops" not in run.metrics
     res, journal = _import(tmp_path, _edited(tmp_path, RANDRW, _set("jobs/0/read/iops", -100)))
     _refused(res, journal, "jobs[0].read.iops = -100: must be a non-negative finite number")
+
+
+# Finding 7: control characters in job names and option values are imported escaped
+
+
+def test_control_characters_in_names_and_options_are_escaped(tmp_path: Path) -> None:
+    evil = "evil\n0002  fake  imported  done  done=9  999999  9999.0\x1b[31mRED\x1b[0m"
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["jobs"][0]["jobname"] = evil
+        doc["jobs"][0]["job options"]["description"] = "tab\there\x7fdel\x85nel\rcr\x00nul"
+
+    (run,) = read_fio_file(str(_edited(tmp_path, RANDRW, edit)))
+    assert run.test.name == "evil\\n0002  fake  imported  done  done=9  999999  9999.0\\x1b[31mRED\\x1b[0m"
+    assert run.test.fio_options["description"] == "tab\\there\\x7fdel\\x85nel\\rcr\\x00nul"
+    assert "ünï©ødé-ジョブ-💾" in [n for r in read_fio_file(str(NAMES)) for n in r.test.name.split(" + ")]
+    res, journal = _import(tmp_path, _edited(tmp_path, RANDRW, edit))
+    assert res.returncode == 0, res.stderr
+    shown = tankbench("show", "--journal", str(journal), cwd=tmp_path)
+    assert shown.returncode == 0 and "\x1b" not in shown.stdout and "\n0002  fake" not in shown.stdout, shown.stdout

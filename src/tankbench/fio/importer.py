@@ -153,10 +153,21 @@ def _group_key(opts: Mapping[str, Any], job: Mapping[str, Any]) -> str:
     return json.dumps([job.get("groupid", 0), sorted(opts.items())], default=str)
 
 
+#: C0 controls, DEL and C1 controls: a job name or option holding them could rewrite a terminal's rows
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escaped(text: str) -> str:
+    """The text with each control character as a backslash escape (`\\n`, `\\x1b`): no later text output
+    (show, results, advise) can then be spoofed by a job name."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m[0], f"\\x{ord(m[0]):02x}"), text)
+
+
 def _run_name(jobs: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
     """The test name of a run's entries and how many distinct job names they have: `a1 + a2 + a3`, or the first
     name and "+ N more" when that is long."""
-    names = list(dict.fromkeys(str(j.get("jobname", "")) for j in jobs))
+    names = list(dict.fromkeys(escaped(str(j.get("jobname", ""))) for j in jobs))
     joined = " + ".join(names)
     if len(names) > 1 and len(joined) > 60:
         joined = f"{names[0]} + {len(names) - 1} more"
@@ -172,7 +183,7 @@ def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
         "rw": rw,
         "bs": "unknown",
         "options": "unknown (fio wrote no options in its JSON)",
-        "jobname": str(job.get("jobname", "")),
+        "jobname": escaped(str(job.get("jobname", ""))),
     }
 
 
@@ -276,6 +287,7 @@ def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> li
         opts = {**_global_options(doc, job), **(job.get("job options") or {})}
         if "global options" not in doc and "job options" not in job:
             opts = _unknown_options(job)
+        opts = {escaped(k): escaped(v) if isinstance(v, str) else v for k, v in opts.items()}
         check_directions_match(opts, job, path)
         groups.setdefault(_group_key(opts, job), (opts, []))[1].append(job)
     out = []
