@@ -326,3 +326,36 @@ def test_control_characters_in_names_and_options_are_escaped(tmp_path: Path) -> 
     assert res.returncode == 0, res.stderr
     shown = tankbench("show", "--journal", str(journal), cwd=tmp_path)
     assert shown.returncode == 0 and "\x1b" not in shown.stdout and "\n0002  fake" not in shown.stdout, shown.stdout
+
+
+# Findings 11, 12, 13
+
+
+def test_single_jsonplus_entry_gets_missing_percentiles_from_its_bins() -> None:
+    from tankbench.fio.parse import bins_percentile
+
+    clat = json.loads(PCTLIST.read_text())["jobs"][0]["read"]["clat_ns"]
+    assert "99.000000" not in clat["percentile"] and clat["bins"]  # percentile_list=10:90:99.5:99.99
+    (run,) = read_fio_file(str(PCTLIST))
+    bins = {int(k): int(v) for k, v in clat["bins"].items()}
+    for key, pct in (("p50", 50.0), ("p99", 99.0), ("p999", 99.9)):
+        assert run.metrics[f"read.clat_{key}_ns"] == bins_percentile(bins, pct)
+        assert run.metrics[f"read.lat_{key}_ns"] == bins_percentile(bins, pct)
+    assert "read.lat_approx" not in run.metrics
+
+
+def test_a_failed_job_that_did_no_io_gets_no_made_up_runtime() -> None:
+    jobs = {j["jobname"]: j for j in json.loads(TRIM.read_text())["jobs"]}
+    assert jobs["trimjob"]["error"] == 25 and jobs["trimjob"]["elapsed"] == 1 and not jobs["trimjob"]["job_runtime"]
+    runs = {r.test.name: r for r in read_fio_file(str(TRIM))}
+    assert runs["trimjob"].error == 25 and not runs["trimjob"].metrics.get("fio.runtime_s")
+    assert runs["ok"].metrics["fio.runtime_s"] == pytest.approx(jobs["ok"]["read"]["runtime"] / 1000)
+
+
+def test_an_rw_offset_modifier_keeps_the_test_case_of_its_pattern() -> None:
+    from tankbench.model import test_case_of
+
+    (run,) = read_fio_file(str(RWNUM))
+    assert run.test.params["rw"] == "randread:8"
+    assert test_case_of("randread:8", "4k") == "read random 4k" == test_case_of("randread", "4k")
+    assert test_case_of("write:4k", "64k") == "write seq 64k"

@@ -185,6 +185,9 @@ def _merge_latency(parts: Sequence[dict[str, Any]], prefix: str, out: dict[str, 
     out[f"{prefix}_max_ns"] = max(b["max"] for b in blocks)
     if len(blocks) == 1:
         out.update({f"{prefix}_{k}_ns": v for k, v in blocks[0]["pct"].items()})
+        if blocks[0]["bins"]:  # json+ with a percentile_list lacking one of ours: from the bins, as for several
+            missing = [(k, p) for k, p in PERCENTILES if k not in blocks[0]["pct"]]
+            out.update({f"{prefix}_{k}_ns": bins_percentile(blocks[0]["bins"], p) for k, p in missing})
         return False
     if all(b["bins"] for b in blocks):
         merged: dict[int, int] = {}
@@ -219,14 +222,16 @@ def _merge_direction(parts: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def runtime_s(jobs: Sequence[dict[str, Any]]) -> float:
     """fio's runtime of a run: the longest direction runtime it printed (ms); job_runtime only when no direction
-    ran (group_reporting sums job_runtime over the group's jobs); else the elapsed wall seconds."""
+    ran (group_reporting sums job_runtime over the group's jobs); else the elapsed wall seconds of the jobs
+    without an error."""
     runs = [float(j[d].get("runtime", 0)) for j in jobs for d in (*DIRECTIONS, "mixed") if isinstance(j.get(d), dict)]
     if any(runs):
         return max(runs) / 1000.0
     job_rt = [float(j["job_runtime"]) for j in jobs if j.get("job_runtime")]
     if job_rt:
         return max(job_rt) / 1000.0
-    return max((float(j.get("elapsed", 0)) for j in jobs), default=0.0)
+    # a job that failed (error != 0) and ran nothing has no runtime: elapsed is the whole fio run's wall seconds
+    return max((float(j.get("elapsed", 0)) for j in jobs if not j.get("error")), default=0.0)
 
 
 #: fio's rw patterns that move data one way: with unified_rw_reporting their one "mixed" block is that direction
