@@ -170,7 +170,7 @@ def test_case_of(rw: str, bs: str) -> str:
         "randrw": "readwrite",
         "trim": "trim",
         "randtrim": "trim",
-    }.get(rw, rw)
+    }.get(rw.split(":")[0], rw)  # `randread:8`: fio's offset modifier, the same pattern
     pattern = "random" if rw.startswith("rand") else "seq"
     return f"{direction} {pattern} {bs}"
 

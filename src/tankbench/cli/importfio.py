@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from tankbench.analysis.cases import index_for_reports
@@ -43,7 +44,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("no files to import", "pass fio JSON files")
     with Journal(args.journal, create=True) as j:
         index_for_reports(j)
-        done = import_files(j, args.files, facts)
+        skipped: dict[str, int] = {}
+        done = import_files(j, args.files, facts, skipped)
+    for path, n in skipped.items():
+        print(f"{path}: skipped {n} job result{'s' if n != 1 else ''} already imported", file=sys.stderr)
     tests = {t.id for t, _ in done}
     print(f"imported {len(done)} runs of {len(tests)} tests into {args.journal}")
+    if not done:
+        print("nothing new: every job result in these files was already imported", file=sys.stderr)
     return 0

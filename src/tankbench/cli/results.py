@@ -17,6 +17,7 @@ from tankbench.journal import Journal
 from tankbench.journal.db import TestRow
 from tankbench.metrics import SUPERSEDED, Times, run_values, worst_p99_ms
 from tankbench.model import Fingerprint, Run
+from tankbench.reports.csv import safe
 from tankbench.targets import traits_of
 
 BASE_COLUMNS = [
@@ -154,9 +155,12 @@ def cmd_results(args: argparse.Namespace) -> int:
         return 0
     if args.csv:
         out = _open(args.csv, "--csv")
-        writer = csv.DictWriter(out, fieldnames=columns_of(rows), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+        columns = columns_of(rows)
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+        # job names and options come from fio files: text a spreadsheet would run as a formula is neutralised
+        # exactly as in the report's results.csv
+        writer.writerow({c: safe(c) for c in columns})
+        writer.writerows({k: safe(v) for k, v in r.items()} for r in rows)
         if out is not sys.stdout:
             out.close()
         return 0

@@ -1,4 +1,5 @@
-"""Import foreign fio JSON results into a journal: one test per distinct job, one run per job result."""
+"""Import foreign fio JSON results into a journal: one test per distinct job, one run per job result (the entries
+of one group with the same options, which fio ran at the same time, are one run)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,21 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tankbench import __version__
 from tankbench.errors import UserError
-from tankbench.fio.parse import FioOutputError, fio_version, is_number, job_entries, load_fio_json, metrics_from_jobs
+from tankbench.fio.parse import (
+    FioOutputError,
+    decode_json_at,
+    find_fio_json,
+    fio_version,
+    job_entries,
+    metrics_from_jobs,
+)
+from tankbench.fio.shape import check_directions_match, check_shape, verifies
 from tankbench.journal.db import Journal
 from tankbench.model import Fingerprint, Run, Target, Test, short_hash
 from tankbench.units import parse_duration, parse_size
@@ -55,6 +64,7 @@ class ImportedJob:
     timestamp: float
     fio_version: str = ""
     hosts: tuple[str, ...] = ()
+    concurrent: int = 1  # distinct job names summed (jobs of one group with the same options ran at once)
 
 
 def _sync_mode(o: Mapping[str, str]) -> str:
@@ -138,8 +148,30 @@ def _global_options(doc: Mapping[str, Any], job: Mapping[str, Any]) -> dict[str,
 
 
 def _group_key(opts: Mapping[str, Any], job: Mapping[str, Any]) -> str:
-    """Entries of one run: same job name, group and options (numjobs clones, the same job on each client)."""
-    return json.dumps([job.get("jobname", ""), job.get("groupid", 0), sorted(opts.items())], default=str)
+    """Entries of one run: same group and options (numjobs clones, the same job on each client, and jobs of other
+    names with the same options: fio runs a group's jobs at the same time, so they are not repeats)."""
+    return json.dumps([job.get("groupid", 0), sorted(opts.items())], default=str)
+
+
+#: C0 controls, DEL and C1 controls: a job name or option holding them could rewrite a terminal's rows
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escaped(text: str) -> str:
+    """The text with each control character as a backslash escape (`\\n`, `\\x1b`): no later text output
+    (show, results, advise) can then be spoofed by a job name."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m[0], f"\\x{ord(m[0]):02x}"), text)
+
+
+def _run_name(jobs: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
+    """The test name of a run's entries and how many distinct job names they have: `a1 + a2 + a3`, or the first
+    name and "+ N more" when that is long."""
+    names = list(dict.fromkeys(escaped(str(j.get("jobname", ""))) for j in jobs))
+    joined = " + ".join(names)
+    if len(names) > 1 and len(joined) > 60:
+        joined = f"{names[0]} + {len(names) - 1} more"
+    return joined, len(names)
 
 
 def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
@@ -151,64 +183,8 @@ def _unknown_options(job: Mapping[str, Any]) -> dict[str, str]:
         "rw": rw,
         "bs": "unknown",
         "options": "unknown (fio wrote no options in its JSON)",
-        "jobname": str(job.get("jobname", "")),
+        "jobname": escaped(str(job.get("jobname", ""))),
     }
-
-
-def _check_shape(doc: Mapping[str, Any], path: str, hint: str) -> None:
-    """Refuse, naming the key, a JSON document whose parts have the wrong type for fio's output (a hand-edited or
-    foreign file): the rest of the importer can then read it without guarding every access."""
-
-    def bad(key: str, value: object, want: str) -> UserError:
-        shown = json.dumps(value, default=str)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        return UserError(f"{path}: {key} = {shown}: {want} in fio's JSON", hint)
-
-    ts = doc.get("timestamp", 0)
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= ts < 1e11:
-        raise bad("timestamp", ts, "must be seconds since 1970")
-    for name in ("jobs", "client_stats"):
-        entries = doc.get(name, [])
-        if not isinstance(entries, list):
-            raise bad(name, entries, "must be a list of job objects")
-        for i, job in enumerate(entries):
-            if not isinstance(job, dict):
-                raise bad(f"{name}[{i}]", job, "must be a job object")
-            opts = job.get("job options", {})
-            if not isinstance(opts, dict):
-                raise bad(f"{name}[{i}].job options", opts, "must be an object of option names and values")
-            _check_directions(job, f"{name}[{i}]", bad)
-            err = job.get("error", 0)
-            if isinstance(err, bool) or not isinstance(err, int) or not 0 <= err < 1 << 31:
-                raise bad(f"{name}[{i}].error", err, "must be an errno (a whole number)")
-    glob = doc.get("global options", {})
-    if not (isinstance(glob, dict) or (isinstance(glob, list) and all(isinstance(g, dict) for g in glob))):
-        raise bad("global options", glob, "must be an object (or, from fio --client, a list of them)")
-
-
-#: a job's per-direction blocks and, in each, the latency blocks with their tables (fio 2.x µs and 3.x ns names)
-_DIRECTION_KEYS = ("read", "write", "trim", "sync", "mixed")
-_LATENCY_KEYS = ("lat", "clat", "slat", "lat_ns", "clat_ns", "slat_ns")
-
-
-def _check_directions(job: Mapping[str, Any], where: str, bad: Callable[[str, object, str], UserError]) -> None:
-    for d in _DIRECTION_KEYS:
-        block = job.get(d)
-        if block is None:
-            continue
-        if not isinstance(block, dict):
-            raise bad(f"{where}.{d}", block, "must be an object of that direction's results")
-        for name in _LATENCY_KEYS:
-            lat = block.get(name)
-            if lat is not None and not isinstance(lat, dict):
-                raise bad(f"{where}.{d}.{name}", lat, "must be a latency object")
-            for table in ("percentile", "bins"):
-                value = (lat or {}).get(table)
-                if value is not None and not isinstance(value, dict):
-                    raise bad(f"{where}.{d}.{name}.{table}", value, "must be an object")
-                for k, v in (value or {}).items():  # the report reads these tables again from the stored JSON
-                    if isinstance(v, bool) or not isinstance(v, int | float) or not is_number(k):
-                        raise bad(f"{where}.{d}.{name}.{table}.{k}", v, "must be a number keyed by a number")
 
 
 def _finite(value: Any) -> Any:
@@ -222,20 +198,43 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _stored_json(one: Mapping[str, Any], path: str, hint: str) -> str:
+    """The run's fio JSON as the journal stores it (strict JSON: NaN and infinities as null)."""
+    try:
+        return json.dumps(_finite(one))
+    except RecursionError as e:  # a hand-made file nested deeper than Python recurses (fio's JSON never is)
+        raise UserError(f"{path}: not fio JSON (nested too deeply)", hint) from e
+
+
 def fio_documents(text: str) -> list[dict[str, Any]]:
     """Every fio JSON document in one file, in order: fio run several times with `>>` into one file appends one
-    document per run (with fio's messages or --output-format=json,normal text between them)."""
-    docs = [load_fio_json(text)]  # the first: FioOutputError when there is none, or it is cut short
-    pos = json.JSONDecoder().raw_decode(text, text.find("{"))[1]
-    while (start := text.find("{", pos)) >= 0:
+    document per run (with fio's messages or --output-format=json,normal text between them). A later document
+    starts at a line start, or right after the previous one; a `{` inside a line of text (a job named `job{1}`)
+    is not one."""
+    doc, pos = find_fio_json(text)  # the first: FioOutputError when there is none, or it is cut short
+    docs = [doc]
+    while (start := _next_start(text, pos)) >= 0:
         try:
-            doc, pos = json.JSONDecoder().raw_decode(text, start)
+            doc, pos = decode_json_at(text, start)
         except json.JSONDecodeError as e:
             raise FioOutputError(f"fio JSON document {len(docs) + 1} is not valid JSON: {e}") from e
         if not isinstance(doc, dict) or not (doc.get("jobs") or doc.get("client_stats")):
             raise FioOutputError(f"fio JSON document {len(docs) + 1} (line {_line(text, start)}) has no jobs")
         docs.append(doc)
     return docs
+
+
+_DOC_START = re.compile(r"^\{", re.MULTILINE)
+
+
+def _next_start(text: str, pos: int) -> int:
+    """Where the next document after offset `pos` starts, or -1: right after the previous one (`}{`), else the
+    next line that starts with `{`."""
+    rest = text[pos:].lstrip()
+    if rest.startswith("{"):
+        return len(text) - len(rest)
+    m = _DOC_START.search(text, pos)
+    return m.start() if m else -1
 
 
 def _line(text: str, pos: int) -> int:
@@ -282,22 +281,27 @@ def read_fio_file(path: str) -> list[ImportedJob]:
 
 def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> list[ImportedJob]:
     """The runs of one fio JSON document (one fio invocation)."""
-    _check_shape(doc, path, hint)
+    check_shape(doc, path, hint)
     groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for job in job_entries(doc):
         opts = {**_global_options(doc, job), **(job.get("job options") or {})}
         if "global options" not in doc and "job options" not in job:
             opts = _unknown_options(job)
+        opts = {escaped(k): escaped(v) if isinstance(v, str) else v for k, v in opts.items()}
+        check_directions_match(opts, job, path)
         groups.setdefault(_group_key(opts, job), (opts, []))[1].append(job)
     out = []
     for opts, jobs in groups.values():
         hosts = tuple(sorted({h for j in jobs if (h := _host_of(j))}))
         one = {"fio version": doc.get("fio version", ""), "jobs": jobs}
         try:
-            metrics = dict(metrics_from_jobs(jobs, str(opts.get("rw", ""))))
-            test = job_to_test(opts, str(jobs[0].get("jobname", "")))
+            metrics = dict(metrics_from_jobs(jobs, str(opts.get("rw", "")), verifies(opts)))
+            name, concurrent = _run_name(jobs)
+            test = job_to_test(opts, name)
             for host in hosts if len(hosts) > 1 else ():  # each client's own share, beside the run's sum
-                mine = metrics_from_jobs([j for j in jobs if _host_of(j) == host], str(opts.get("rw", "")))
+                mine = metrics_from_jobs(
+                    [j for j in jobs if _host_of(j) == host], str(opts.get("rw", "")), verifies(opts)
+                )
                 metrics.update({f"client[{host}].{k}": mine[k] for k in ("total.iops", "total.bw_bytes")})
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:
             raise UserError(f"{path}: job {jobs[0].get('jobname', '')!r}: unexpected fio JSON ({e})", hint) from e
@@ -306,11 +310,12 @@ def _read_document(doc: dict[str, Any], path: str, source: str, hint: str) -> li
                 test,
                 {k: v for k, v in metrics.items() if math.isfinite(v)},  # fio's "nan": not measured, not a number
                 max(int(j.get("error", 0)) for j in jobs),
-                json.dumps(_finite(one)),
+                _stored_json(one, path, hint),
                 source,
                 float(doc.get("timestamp", 0) or 0),
                 fio_version(doc),
                 hosts,
+                concurrent,
             )
         )
     return out
@@ -338,12 +343,42 @@ def file_fingerprint(jobs: Sequence[ImportedJob], facts: Mapping[str, Any]) -> F
     return Fingerprint({**data, **facts})
 
 
-def import_files(journal: Journal, paths: Sequence[str], facts: Mapping[str, Any]) -> list[tuple[Test, int]]:
+def import_files(
+    journal: Journal, paths: Sequence[str], facts: Mapping[str, Any], skipped: dict[str, int] | None = None
+) -> list[tuple[Test, int]]:
     """Add tests and runs for every job of every file, each file with its own fingerprint; return
-    (test, run row id) pairs."""
+    (test, run row id) pairs. A job result the journal already holds (the same stored fio JSON in a run of its
+    test), or one this call already took, is not added again: `skipped` counts those per file."""
     per_file = [(p, read_fio_file(p)) for p in paths]
     with journal.batch():  # all files or none: a kill -9 part-way must not leave half an import to add again
-        return _import(journal, per_file, paths, facts)
+        new, dropped = _new_jobs(journal, per_file)
+        if skipped is not None:
+            skipped.update(dropped)
+        if not any(js for _, js in new):
+            return []
+        return _import(journal, new, paths, facts)
+
+
+def _new_jobs(
+    journal: Journal, per_file: list[tuple[str, list[ImportedJob]]]
+) -> tuple[list[tuple[str, list[ImportedJob]]], dict[str, int]]:
+    """The job results not yet in the journal nor earlier in this call (the same file passed twice, an import run
+    again, a document appended twice): one fio result must be one run, not repeats of a single measurement."""
+    seen: dict[str, set[str]] = {}
+    kept: list[tuple[str, list[ImportedJob]]] = []
+    skipped: dict[str, int] = {}
+    for path, jobs in per_file:
+        mine = []
+        for j in jobs:
+            if j.test.id not in seen:
+                seen[j.test.id] = {r.fio_json for r in journal.runs(j.test.id)}
+            if j.fio_json in seen[j.test.id]:
+                skipped[path] = skipped.get(path, 0) + 1
+                continue
+            seen[j.test.id].add(j.fio_json)
+            mine.append(j)
+        kept.append((path, mine))
+    return kept, skipped
 
 
 def _import(
@@ -364,6 +399,8 @@ def _import(
     journal.add_tests(campaign, [numbered[k] for k in numbered if k not in existing], {})
     done = []
     for _, file_jobs in per_file:
+        if not file_jobs:
+            continue
         fp_id = journal.add_fingerprint(file_fingerprint(file_jobs, facts))
         done += [(numbered[j.test.id], _add_run(journal, numbered[j.test.id], j, fp_id)) for j in file_jobs]
     return done
@@ -376,6 +413,8 @@ def _add_run(journal: Journal, test: Test, job: ImportedJob, fp_id: str) -> int:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(job.timestamp)) if job.timestamp else "unknown time"
     parallel = int(job.metrics.get("fio.jobs", 1))
     merged = f"; {parallel} parallel job entries summed into this run" if parallel > 1 else ""
+    if job.concurrent > 1:
+        merged += f" ({job.concurrent} concurrent job entries of one group with the same options were summed)"
     journal.finish_run(
         row,
         Run(

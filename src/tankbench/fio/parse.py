@@ -9,7 +9,9 @@ Metric keys (all numbers; bandwidth in bytes/s, latency in ns, whatever unit the
                                                    the reports rank by (kept for old journals)
   {read,write,trim}.lat_approx                     1 when the jobs' percentiles were combined without json+
                                                    histogram bins (an approximation), else absent
-  total.{iops, bw_bytes, io_bytes}
+  verify.<any of the direction keys above>         a write or trim job's verify reads (verify=... in its
+                                                   options): a later phase, not in total.* nor in the p99
+  total.{iops, bw_bytes, io_bytes}                 read + write + trim (+ mixed); never verify.*
   fio.{runtime_s, elapsed_s, error, usr_cpu_pct, sys_cpu_pct, ctx, jobs}
 Several job entries (numjobs > 1 without group_reporting, several clients) are one run: IOPS and bandwidth
 are summed; latency means and deviations are pooled by I/O count (exact); percentiles come from the merged
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,19 +53,46 @@ class FioOutputError(ValueError):
     """fio printed something that is not the JSON we asked for."""
 
 
-def load_fio_json(text: str) -> dict[str, Any]:
-    """Parse fio's JSON output: skip what fio printed before the first `{` and ignore what follows the JSON
-    document (fio messages such as "fio: file hash not empty on exit", or `--output-format=json,normal`)."""
-    start = text.find("{")
-    if start < 0:
-        raise FioOutputError("no JSON object in fio output")
+#: where fio's JSON can start: at the beginning of a line (a `{` inside a line is text, e.g. `job{1}: (g=0): ...`
+#: in --output-format=json,normal)
+_LINE_START = re.compile(r"^\{", re.MULTILINE)
+
+
+def decode_json_at(text: str, start: int) -> tuple[Any, int]:
+    """The JSON value at `start` and the offset after it. JSONDecodeError when it is not JSON; FioOutputError when
+    it nests too deeply for Python's decoder (a hand-made file, never fio's)."""
     try:
-        doc, _ = json.JSONDecoder().raw_decode(text, start)
-    except json.JSONDecodeError as e:
-        raise FioOutputError(f"fio output is not valid JSON: {e}") from e
+        return json.JSONDecoder().raw_decode(text, start)
+    except RecursionError as e:
+        raise FioOutputError("not fio JSON (nested too deeply)") from e
+
+
+def find_fio_json(text: str) -> tuple[dict[str, Any], int]:
+    """The first fio JSON document and the offset after it: the first line starting with `{` that parses as JSON
+    (fio's JSON starts at column 0), else, when none does, the first `{` anywhere."""
+    for m in _LINE_START.finditer(text):
+        try:
+            doc, end = decode_json_at(text, m.start())
+        except json.JSONDecodeError:
+            continue
+        break
+    else:
+        start = text.find("{")
+        if start < 0:
+            raise FioOutputError("no JSON object in fio output")
+        try:
+            doc, end = decode_json_at(text, start)
+        except json.JSONDecodeError as e:
+            raise FioOutputError(f"fio output is not valid JSON: {e}") from e
     if not isinstance(doc, dict) or not (doc.get("jobs") or doc.get("client_stats")):
         raise FioOutputError("fio JSON has no jobs")
-    return doc
+    return doc, end
+
+
+def load_fio_json(text: str) -> dict[str, Any]:
+    """Parse fio's JSON output: skip what fio printed before the JSON (see find_fio_json) and ignore what follows
+    the JSON document (fio messages such as "fio: file hash not empty on exit", or `--output-format=json,normal`)."""
+    return find_fio_json(text)[0]
 
 
 def job_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -155,6 +185,9 @@ def _merge_latency(parts: Sequence[dict[str, Any]], prefix: str, out: dict[str, 
     out[f"{prefix}_max_ns"] = max(b["max"] for b in blocks)
     if len(blocks) == 1:
         out.update({f"{prefix}_{k}_ns": v for k, v in blocks[0]["pct"].items()})
+        if blocks[0]["bins"]:  # json+ with a percentile_list lacking one of ours: from the bins, as for several
+            missing = [(k, p) for k, p in PERCENTILES if k not in blocks[0]["pct"]]
+            out.update({f"{prefix}_{k}_ns": bins_percentile(blocks[0]["bins"], p) for k, p in missing})
         return False
     if all(b["bins"] for b in blocks):
         merged: dict[int, int] = {}
@@ -189,14 +222,16 @@ def _merge_direction(parts: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def runtime_s(jobs: Sequence[dict[str, Any]]) -> float:
     """fio's runtime of a run: the longest direction runtime it printed (ms); job_runtime only when no direction
-    ran (group_reporting sums job_runtime over the group's jobs); else the elapsed wall seconds."""
+    ran (group_reporting sums job_runtime over the group's jobs); else the elapsed wall seconds of the jobs
+    without an error."""
     runs = [float(j[d].get("runtime", 0)) for j in jobs for d in (*DIRECTIONS, "mixed") if isinstance(j.get(d), dict)]
     if any(runs):
         return max(runs) / 1000.0
     job_rt = [float(j["job_runtime"]) for j in jobs if j.get("job_runtime")]
     if job_rt:
         return max(job_rt) / 1000.0
-    return max((float(j.get("elapsed", 0)) for j in jobs), default=0.0)
+    # a job that failed (error != 0) and ran nothing has no runtime: elapsed is the whole fio run's wall seconds
+    return max((float(j.get("elapsed", 0)) for j in jobs if not j.get("error")), default=0.0)
 
 
 #: fio's rw patterns that move data one way: with unified_rw_reporting their one "mixed" block is that direction
@@ -212,23 +247,33 @@ def _merged(jobs: Sequence[dict[str, Any]], block: str) -> dict[str, float] | No
     return _merge_direction(parts)
 
 
-def metrics_from_jobs(jobs: Sequence[dict[str, Any]], rw: str = "") -> dict[str, float]:
+def one_way(rw: str) -> str:
+    """The direction a one-way rw pattern moves data in (`randread:8` -> "read"), "" for any other pattern."""
+    return _ONE_WAY.get(rw.split(":")[0], "")
+
+
+def metrics_from_jobs(jobs: Sequence[dict[str, Any]], rw: str = "", verify: bool = False) -> dict[str, float]:
     """Flatten the job entries of one run (parallel jobs, or one group_reporting entry) into metric keys.
 
     With unified_rw_reporting (fio's "mixed" block in place of read/write/trim: `1` or `mixed`; `both` writes
     the three as well, and those are read) the mixed figures are the run's: a one-way pattern's (`rw`, or the
     jobs' own rw option) under its direction, any other as mixed.* keys in the totals, and
-    fio.unified_rw_reporting says the split by direction is unknown."""
+    fio.unified_rw_reporting says the split by direction is unknown.
+
+    `verify`: the jobs' options enable verify, so a one-way writing pattern's reads are its verify pass, kept as
+    verify.* keys out of the totals and the p99."""
     if not jobs:
         raise FioOutputError("fio JSON has no jobs")
     m: dict[str, float] = {}
+    own = one_way(rw) if verify else ""
     for direction in DIRECTIONS:
+        prefix = "verify" if own and own != "read" and direction == "read" else direction
         for key, value in (_merged(jobs, direction) or {}).items():
-            m[f"{direction}.{key}"] = value
+            m[f"{prefix}.{key}"] = value
     mixed = None if m else _merged(jobs, "mixed")
     if mixed is not None:
         rw = rw or str((jobs[0].get("job options") or {}).get("rw", ""))
-        where = _ONE_WAY.get(rw.split(":")[0], "mixed")
+        where = one_way(rw) or "mixed"
         m.update({f"{where}.{key}": value for key, value in mixed.items()})
         m["fio.unified_rw_reporting"] = 1.0
     ways = (*DIRECTIONS, "mixed")
