@@ -114,6 +114,12 @@ class LabMachine:
         return out
 
 
+def data_disk_ids(disks: int, slog: bool = False, l2arc: bool = False) -> list[str]:
+    """The serials of a lab's disks: tbdata0.. then tblog0, then tbcache0 (pure: the parser checks a lab campaign's
+    pool against them, the lab gives its disks these serials)."""
+    return [f"tbdata{i}" for i in range(disks)] + (["tblog0"] if slog else []) + (["tbcache0"] if l2arc else [])
+
+
 #: the [host] keys this module reads
 HOST_KEYS = ("disk_model", "slog_model", "l2arc", "l2arc_model", "arc_max", "link_mbps")
 

@@ -27,7 +27,7 @@ from tankbench.campaign.overrides import (
     resolve_sizes,
 )
 from tankbench.campaign.overrides import record as record_overrides
-from tankbench.campaign.pool import parse_pool
+from tankbench.campaign.pool import check_lab_devices, parse_pool
 from tankbench.campaign.report import settings_from_doc
 from tankbench.campaign.rules import check_guest_copies, check_new_axes
 from tankbench.campaign.schema import Cooldown, HostSpec, PoolSpec, Schedule, Spec
@@ -214,6 +214,7 @@ def _parse(text: str, path: str, scale: str, overrides: Overrides | None) -> Spe
     doc, resolved = resolve_sizes(path, doc, host, overrides)
     targets = parse_targets(keys, doc.get("target"))
     pool = parse_pool(keys, doc.get("pool"), targets)
+    check_lab_devices(keys, host, pool)
     matrix = parse_matrix(keys, keys.table(doc, "matrix", required=True), targets)
     check_slog(keys, matrix, pool)
     excludes = tuple(parse_rule(keys, r, i, "exclude", targets) for i, r in enumerate(table_list(keys, doc, "exclude")))

@@ -8,8 +8,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tankbench.campaign.schema import PoolSpec
+from tankbench.campaign.schema import HostSpec, PoolSpec
 from tankbench.campaign.vocab import POOL_KEYS, VDEV_CLASSES
+from tankbench.diskmodels import data_disk_ids
 from tankbench.keys import Keys
 from tankbench.model import Target
 from tankbench.safety import BLANK_PREFIX, STABLE_PREFIX
@@ -218,3 +219,22 @@ def _check_devices_once(keys: Keys, lists: Mapping[str, tuple[str, ...]]) -> Non
             "list every vdev, log, cache and special device again in confirm: creating the pool "
             "destroys their contents",
         )
+
+
+def check_lab_devices(keys: Keys, host: HostSpec, pool: PoolSpec | None) -> None:
+    """A pool tankbench creates in the lab names the lab's own disks: the [host] table says which it will have
+    (the lab refuses to run with others), so a disk it will not have is refused here, not after a lab boot."""
+    if host.kind != "lab" or pool is None or not pool.creates:
+        return
+    l2arc = bool(getattr(host.lab_machine, "l2arc", False))
+    have = [f"{STABLE_PREFIX}virtio-{s}" for s in data_disk_ids(host.lab_disks, host.lab_slog, l2arc)]
+    for key in (*VDEV_CLASSES, "confirm"):
+        for dev in getattr(pool, key if key != "vdevs" else "vdevs"):
+            if vdev_group(dev) is None and dev not in have:
+                raise keys.err(
+                    f"pool.{key}",
+                    dev,
+                    f"the lab will not have this disk (host.disks = {host.lab_disks}, slog = "
+                    f"{str(host.lab_slog).lower()}, l2arc = {str(l2arc).lower()} give {', '.join(have)})",
+                    "raise host.disks (or set host.slog / host.l2arc), or name only those disks",
+                )

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tankbench.diskmodels import data_disk_ids
 from tankbench.errors import HostError
 from tankbench.lab import build as labbuild
 from tankbench.lab.state import LabConfig, LabState, labs_dir
@@ -25,11 +26,6 @@ TCG_THREAD = os.environ.get("TANKBENCH_LAB_TCG_THREAD", "single")
 KERNEL_ARGS = os.environ.get("TANKBENCH_LAB_KERNEL_ARGS", "")
 #: qemu processes this Python process started (so they can be reaped, not left as zombies)
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-
-def data_disk_ids(disks: int, slog: bool = False, l2arc: bool = False) -> list[str]:
-    """The serials of a lab's disks: tbdata0.. then tblog0, then tbcache0 (pure)."""
-    return [f"tbdata{i}" for i in range(disks)] + (["tblog0"] if slog else []) + (["tbcache0"] if l2arc else [])
 
 
 def guest_disk_paths(disks: int, slog: bool = False, l2arc: bool = False) -> list[str]:
