@@ -26,3 +26,22 @@ def test_an_error_still_reaches_stderr_under_an_ascii_locale(tmp_path: Path, mon
     monkeypatch.delenv("PYTHONIOENCODING", raising=False)
     res = tankbench("plan", str(tmp_path / "nope….toml"), cwd=tmp_path, env=ASCII)
     assert res.returncode == 2 and res.stderr.startswith("Error: campaign file not found: "), res.stderr
+
+
+def test_presets_are_read_as_utf8_whatever_the_locale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """TOML is UTF-8 (QA F3): under an ASCII locale `presets` crashed decoding the files, under Latin-1 it showed
+    mojibake; the descriptions must be the files' own text."""
+    import json
+    import tomllib
+
+    from tankbench.cli.presets import preset_files
+
+    monkeypatch.delenv("PYTHONIOENCODING", raising=False)
+    res = tankbench("presets", "--json", cwd=tmp_path, env=ASCII)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    want = {f.name[: -len(".toml")]: tomllib.loads(f.read_bytes().decode("utf-8")) for f in preset_files()}
+    got = {r["name"]: r["description"] for r in json.loads(res.stdout)}
+    assert got == {n: d["campaign"].get("description", "") for n, d in want.items()}
+    assert any(not f.read_bytes().isascii() for f in preset_files())  # the case that crashed
+    res = tankbench("presets", cwd=tmp_path, env=ASCII)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
