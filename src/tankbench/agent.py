@@ -492,23 +492,47 @@ def block_info(path: str) -> dict[str, Any]:
             mounts.append("[swap]")
     info["mounts"] = mounts
     info["zpool"] = imported_pool_of({real} | {"/dev/" + p for p in parts})
+    info["writable"] = _may(real, os.R_OK | os.W_OK)
     sigs: list[str] = []
     for dev in [real] + ["/dev/" + p for p in parts]:
-        try:
-            out = subprocess.run(["blkid", "-p", "-o", "export", dev], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            info["blkid_error"] = str(e)
-            continue
-        kv = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
-        for key in ("TYPE", "PTTYPE"):
-            if kv.get(key):
-                sigs.append("%s%s=%s" % ("" if dev == real else dev + ":", key, kv[key]))
-        if out.returncode not in (0, 2):
-            info["blkid_error"] = out.stderr.strip()
+        error = _blkid(dev, real, sigs)
+        if error:
+            info["blkid_error"] = error
     info["signatures"] = sigs
     model = read_text(os.path.join(sysdir or "", "device", "model")).strip() if sysdir else ""
     info["model"] = model
     return info
+
+
+#: where blkid lives: root's PATH has the sbin directories, a user's often does not
+BLKID_PATH = "/usr/local/sbin:/usr/sbin:/sbin:/usr/local/bin:/usr/bin:/bin"
+
+
+def _may(path: str, mode: int) -> bool:
+    """Whether this process (its effective ids, where the OS can tell) may open `path` with `mode`."""
+    if os.access in os.supports_effective_ids:
+        return os.access(path, mode, effective_ids=True)
+    return os.access(path, mode)
+
+
+def _blkid(dev: str, real: str, sigs: list[str]) -> str:
+    """Append the signatures blkid finds on `dev` to `sigs`; return why it could not read them ("" if it could).
+    blkid exits 2 both for "no signature" and for "cannot open": only an empty stderr (and a readable device)
+    means the device is blank; a device this user cannot read is never reported as blank."""
+    if not _may(dev, os.R_OK):
+        return "%s: permission denied" % dev
+    env = dict(os.environ, PATH=os.pathsep.join(p for p in (os.environ.get("PATH", ""), BLKID_PATH) if p))
+    try:
+        out = subprocess.run(["blkid", "-p", "-o", "export", dev], capture_output=True, text=True, timeout=30, env=env)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    kv = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    for key in ("TYPE", "PTTYPE"):
+        if kv.get(key):
+            sigs.append("%s%s=%s" % ("" if dev == real else dev + ":", key, kv[key]))
+    if out.returncode not in (0, 2) or (out.returncode == 2 and out.stderr.strip()):
+        return out.stderr.strip() or "blkid exited %d" % out.returncode
+    return ""
 
 
 def imported_pool_of(devices: set[str]) -> str:

@@ -56,17 +56,23 @@ def probe_job(names: Sequence[str], rw: str, bs: int, engine: str, depth: int, s
     return head + "".join(f"\n[{n}]\nfilename=/dev/{n}\n" for n in names)
 
 
-def _results(text: str) -> dict[str, tuple[float, float]]:
-    """{job (disk) name: (read IOPS, read MiB/s)} of fio's JSON output."""
+def _results(text: str) -> dict[str, tuple[float, float] | str]:
+    """{job (disk) name: (read IOPS, read MiB/s)} of fio's JSON output; a job fio reports an error for (13: the
+    user may not open the disk) maps to why, not to figures: its zeros are not what the disk can do."""
     doc = json.loads(text[text.index("{") :])
-    return {
-        str(j["jobname"]): (float(j["read"]["iops"]), float(j["read"]["bw_bytes"]) / MIB) for j in doc.get("jobs", [])
-    }
+    out: dict[str, tuple[float, float] | str] = {}
+    for j in doc.get("jobs", []):
+        err = int(j.get("error") or 0)
+        if err:
+            out[str(j["jobname"])] = f"fio reported error {err} ({os.strerror(err).lower()})"
+        else:
+            out[str(j["jobname"])] = (float(j["read"]["iops"]), float(j["read"]["bw_bytes"]) / MIB)
+    return out
 
 
 def measure(host: Host, names: Sequence[str], seconds: float = PROBE_S) -> dict[str, dict[str, Any]]:
     """{kernel name: {read_iops_qd1, read_iops_deep, read_mibs_seq, how}} measured on the host now; a disk fio
-    could not read gets {"error": why} instead (not root, no such device)."""
+    could not read gets {"error": why} instead (not root, no such device, missing from fio's output)."""
     out: dict[str, dict[str, Any]] = {n: {"how": f"fio --readonly probe, {seconds:g} s each"} for n in names}
     for key, rw, bs, engine, depth in PROBES:
         job = probe_job(names, rw, bs, engine, depth, seconds)
@@ -85,8 +91,13 @@ def measure(host: Host, names: Sequence[str], seconds: float = PROBE_S) -> dict[
             why = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["fio failed"]
             return {n: {"error": f"the read-only probe failed: {why[0][:200]}"} for n in names}
         for n in names:
-            iops, mibs = figures.get(n, (0.0, 0.0))
-            out[n][key] = round(mibs if key.endswith("_seq") else iops, 1)
+            got = figures.get(n, "fio's output has no job for it")
+            if "error" in out[n]:
+                continue
+            if isinstance(got, str):
+                out[n] = {"error": f"the read-only probe of /dev/{n} failed: {got}"}
+            else:
+                out[n][key] = round(got[1] if key.endswith("_seq") else got[0], 1)
     return out
 
 

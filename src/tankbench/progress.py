@@ -4,6 +4,7 @@ stamped with the UTC time it was written (no bar, nothing rewritten; colour as t
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +21,16 @@ def fmt_estimate(e: Estimate) -> str:
     if e.high - e.low <= max(60.0, 0.1 * e.likely):
         return fmt_duration(e.likely) + days
     return f"{fmt_duration(e.low)}–{fmt_duration(e.high)} (likely {fmt_duration(e.likely)}{days})"
+
+
+def _columns(stream: TextIO) -> int:
+    """The terminal's width for the progress line; a pty without a size says 0 columns (script(1), some CI
+    runners), which cut the line to msg[:-1]: then COLUMNS or 120, as shutil.get_terminal_size has it."""
+    try:
+        width = os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 120
+    except (OSError, ValueError):
+        width = 0
+    return width if width > 0 else shutil.get_terminal_size((120, 24)).columns or 120
 
 
 class Progress:
@@ -69,8 +80,7 @@ class Progress:
             f"(run {self.done + 1}/{total}, ETA {self.eta_text(expected)})"
         )
         if self.tty:
-            width = os.get_terminal_size(self.stream.fileno()).columns if self.stream.isatty() else 120
-            self.stream.write("\r\033[K" + msg[: width - 1])
+            self.stream.write("\r\033[K" + msg[: _columns(self.stream) - 1])
         else:
             self.stream.write(self._stamped(msg))
         self.stream.flush()

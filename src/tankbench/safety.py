@@ -16,7 +16,8 @@ def check_raw_target(name: str, path: str, confirm: str, info: Mapping[str, Any]
     """Raise UserError unless fio may write to the device `path` of target `name`, given the campaign's `confirm`.
 
     Refused always: a missing or non-block path, a mounted device (or partition, or swap), a device with
-    holders (LVM, md, dm-crypt). Refused unless named by /dev/disk/by-id/ and confirmed with that same id:
+    holders (LVM, md, dm-crypt), a device this user may not read and write, or whose signatures blkid could not
+    read. Refused unless named by /dev/disk/by-id/ and confirmed with that same id:
     any signature (filesystem, partition table, zfs_member, LVM, LUKS). A blank device needs the same
     confirmation, naming it again in `confirm`. `confirm = "blank:<id>"` (a disk named with --disks but not
     --confirm) accepts the device only while it carries no signature.
@@ -43,11 +44,7 @@ def check_raw_target(name: str, path: str, confirm: str, info: Mapping[str, Any]
             f"{where}: the device is held by {', '.join(info['holders'])} (LVM, RAID or dm-crypt)",
             "tankbench never writes to a device another driver holds: release it first",
         )
-    if info.get("blkid_error"):
-        raise UserError(
-            f"{where}: could not read its signatures ({info['blkid_error']})",
-            "tankbench refuses a device it cannot inspect",
-        )
+    _check_inspected(where, info)
     signatures = list(info.get("signatures", []))
     if signatures:
         if not path.startswith(STABLE_PREFIX):
@@ -68,6 +65,21 @@ def check_raw_target(name: str, path: str, confirm: str, info: Mapping[str, Any]
         return
     if confirm not in (path, BLANK_PREFIX + path):
         raise UserError(f"{where}: writing to a raw device needs confirmation", confirm_hint)
+
+
+def _check_inspected(where: str, info: Mapping[str, Any]) -> None:
+    """Refuse a device this user may not open (blkid's "Permission denied" is not "no signature") or whose
+    signatures could not be read: a device that was not inspected is never taken for a blank one."""
+    if info.get("writable") is False:  # False, not missing: an agent older than this check does not say
+        raise UserError(
+            f"{where}: cannot open it for reading and writing (permission denied)",
+            "run as root (or as a user who may write the device); tankbench refuses a device it cannot inspect",
+        )
+    if info.get("blkid_error"):
+        raise UserError(
+            f"{where}: could not read its signatures ({info['blkid_error']})",
+            "tankbench refuses a device it cannot inspect",
+        )
 
 
 def pool_confirmation(pool: Any, dev: str) -> str:

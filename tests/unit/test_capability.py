@@ -116,3 +116,31 @@ def test_this_machine_remembers_a_hosts_capabilities_for_the_same_facts(
     other = FakeHost()  # another disk model: measured again
     capability.for_campaign(other, ["vdb"], [], {**facts, "lab_disk_models": {"tbdata0": "ssd"}}, lambda m: None)
     assert len(other.jobs) == 3
+
+
+def test_a_disk_fio_could_not_open_is_an_error_never_zero_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA F5: as a user, fio's job for the disk says "error": 13 with zero figures, and fio may leave a disk out;
+    neither is what the disk can do, so neither is cached nor shown as figures."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    class Denied(FakeHost):
+        def run(self, argv: list[str], *, input: bytes | None = None, timeout: float | None = None) -> Result:
+            res = super().run(argv, input=input, timeout=timeout)
+            if input is None:
+                return res
+            doc = json.loads(res.stdout[res.stdout.index("{") :])
+            for j in doc["jobs"]:
+                if j["jobname"] == "vdb":
+                    j.update(error=13, read={"iops": 0.0, "bw_bytes": 0})
+            doc["jobs"] = [j for j in doc["jobs"] if j["jobname"] != "sda"]  # fio left it out
+            return Result(res.argv, 1, json.dumps(doc), "")
+
+    facts = {"kernel": "6.12"}
+    caps = {c["name"]: c for c in capability.for_campaign(Denied(), ["vdb", "vdc", "sda"], [], facts, print)}
+    assert caps["vdb"]["error"] == "the read-only probe of /dev/vdb failed: fio reported error 13 (permission denied)"
+    assert "read_iops_qd1" not in caps["vdb"] and "read_iops_qd1" not in caps["sda"]
+    assert "no job for it" in caps["sda"]["error"] and caps["vdc"]["read_iops_qd1"] == 990.0
+    cached = capability.cached(capability.cache_key(Denied(), facts))
+    assert set(cached) == {f"{B}virtio-tblog0"}  # only the disk that was measured

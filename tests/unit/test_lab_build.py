@@ -167,3 +167,20 @@ def test_a_build_without_root_is_refused_for_root_not_for_tools(monkeypatch: pyt
     assert "needs root" in str(e.value) and "debootstrap, mke2fs" not in str(e.value)
     assert "per user" in str(e.value)
     _check_tools(euid=0)  # root with a user's PATH: the tools are found in the sbin directories
+
+
+def test_a_build_without_root_and_without_an_image_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA F4: as a user, `lab build` fetched 27 MB of apt indexes into ~/.cache before saying it needs root."""
+    from tankbench.errors import UserError
+
+    def no_network(*a: object, **kw: object) -> None:
+        raise AssertionError("resolve_versions called before the root check")
+
+    monkeypatch.setattr(build.os, "geteuid", lambda: 65534)
+    monkeypatch.setattr(build, "resolve_versions", no_network)
+    cache = tmp_path / "home/.cache/tankbench/lab"
+    with pytest.raises(UserError, match="needs root"):
+        build.build(lambda s: None, cache=cache)
+    assert not (tmp_path / "home").exists()

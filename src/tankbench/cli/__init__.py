@@ -109,9 +109,23 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+def _tolerant_output() -> None:
+    """Print what the terminal's encoding cannot show (…, —, ×) as backslash escapes, not a traceback: under
+    LC_ALL=C or a Latin-1 locale, help texts and summaries crashed with UnicodeEncodeError. stdout or stderr may
+    be None (closed) or a stream without reconfigure (a test's StringIO)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: leave it as it is
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, call, and turn UserError into `Error: …` + hint with exit status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _tolerant_output()
     # the command is the first word (the top-level parser has no option that takes a value); none or an unknown
     # one: the full parser, for its help and its error naming every command
     first = next((a for a in argv if not a.startswith("-")), None)

@@ -7,6 +7,7 @@ import sys
 
 from tankbench.cli._campaign import add_campaign_options, load_campaign
 from tankbench.drivers.zfs import ZfsProvisioner
+from tankbench.drivers.zfsbase import require_zfs
 from tankbench.errors import UserError
 from tankbench.runner import leave_host, open_host
 from tankbench.targets.zfsplan import TAG
@@ -46,6 +47,13 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
     host = open_host(spec, note)
     try:
+        # as `run` refuses: a host without ZFS (no module, no zfs command) is the user's error, not a host failure
+        require_zfs(
+            spec.path,
+            host.name,
+            host.call_agent({"op": "probe", "paths": [], "block_devices": []}, timeout=300),
+            "clean",
+        )
         gone, kept = ZfsProvisioner(host, spec).clean()
     finally:
         leave_host(host, args.keep_lab, note)  # a lab clean booted goes down again; one that was up stays up

@@ -229,7 +229,7 @@ def cmd_ssh(args: argparse.Namespace) -> int:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        if not sys.stdin.isatty():
+        if sys.stdin is None or not sys.stdin.isatty():  # None: started with stdin closed (<&-)
             raise UserError("no command given and stdin is not a terminal", "use `tankbench lab ssh -- CMD …`")
         os.execvp("ssh", host.interactive_command())
     argv = host.shell_command(cmd[0]) if len(cmd) == 1 else host.command(cmd)

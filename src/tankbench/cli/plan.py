@@ -316,12 +316,12 @@ def _write_export(tests: list[Test], directory: str, campaign_id: str) -> None:
     index = ["number\tid\tname\ttest_case\tscript"]
     for t in tests:
         base = f"{t.number:04d}-job"
-        with open(os.path.join(directory, base + ".fio"), "w") as f:
+        with open(os.path.join(directory, base + ".fio"), "w", encoding="utf-8") as f:
             f.write(job_text(t))
         script = os.path.join(directory, base + ".sh")
-        with open(script, "w") as f:
+        with open(script, "w", encoding="utf-8") as f:
             f.write(job_script(t, base + ".fio", campaign_id))
         os.chmod(script, 0o755)
         index.append(f"{t.number:04d}\t{t.id}\t{t.name}\t{t.test_case}\t{base}.sh")
-    with open(os.path.join(directory, "tests.tsv"), "w") as f:
+    with open(os.path.join(directory, "tests.tsv"), "w", encoding="utf-8") as f:
         f.write("\n".join(index) + "\n")

@@ -60,7 +60,8 @@ def list_presets() -> list[dict[str, object]]:
     """Name, file, description and scales of every preset."""
     out = []
     for f in preset_files():
-        doc = tomllib.loads(f.read_text())
+        with f.open("rb") as fh:  # TOML is UTF-8 whatever the locale says
+            doc = tomllib.load(fh)
         camp = doc.get("campaign", {})
         out.append(
             {

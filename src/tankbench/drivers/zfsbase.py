@@ -17,15 +17,22 @@ if TYPE_CHECKING:
     from tankbench.agent import FioRunExtras
 
 
+def require_zfs(spec_path: str, host_name: str, probe: Mapping[str, Any], doing: str = "") -> None:
+    """UserError unless the agent's probe of the host found the ZFS module loaded (`run`'s preflight, `clean`).
+    `doing`: what is refused, for a command other than run ("clean needs ZFS")."""
+    if not probe["fingerprint"].get("zfs_version"):
+        what = f"{doing} needs ZFS, and" if doing else "the campaign has ZFS targets but"
+        hint = 'run it in the lab (host = "lab") or on a ZFS host'
+        if doing:
+            hint = f'{doing} on the host the campaign ran on (--host, or host = "lab"): this one has nothing of ZFS'
+        raise UserError(f"{spec_path}: {what} {host_name} has no ZFS module loaded", hint)
+
+
 class ZfsDriver(ZfsKind, TargetDriver):
     """A dataset or zvol that tankbench creates (tagged) under the campaign's [pool], one per property set."""
 
     def check(self, target: Target, probe: Mapping[str, Any]) -> None:
-        if not probe["fingerprint"].get("zfs_version"):
-            raise UserError(
-                f"{self.ws.spec.path}: the campaign has ZFS targets but {self.host.name} has no ZFS module loaded",
-                'run it in the lab (host = "lab") or on a ZFS host',
-            )
+        require_zfs(self.ws.spec.path, self.host.name, probe)
 
     def setup(self) -> None:
         if not self.ws.zfs_ready:  # dataset and zvol kinds share one pool: set it up once

@@ -74,11 +74,29 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     return _connect_ro(path)
 
 
+_PERMISSIONS_HINT = (
+    "check the permissions of the file and of its directory: this user must be able to read the file and to "
+    "enter every directory above it (ls -ld), or copy the journal somewhere readable"
+)
+
+
+def journal_exists(path: str) -> bool:
+    """Whether there is a file at `path`: False only when there is none (ENOENT, ENOTDIR). A directory this user
+    may not enter hides the file, but that is not "no journal": UserError naming the permission problem."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as e:
+        raise UserError(f"cannot read journal {path}: {e.strerror}", _PERMISSIONS_HINT) from e
+    return True
+
+
 def check_journal_file(path: str) -> sqlite3.Connection:
     """Open an existing file read-only and make sure it is a journal this tankbench can read; UserError if
     not (missing, a directory, empty, not SQLite, another SQLite database, written by a newer tankbench).
     Returns the read-only connection. Never writes to the file."""
-    if not os.path.exists(path):
+    if not journal_exists(path):
         raise UserError(f"no journal at {path}", "run `tankbench run CAMPAIGN` first, or pass --journal PATH")
     if os.path.isdir(path):
         raise UserError(f"{path}: is a directory, not a journal", _NOT_JOURNAL_HINT)
@@ -86,7 +104,7 @@ def check_journal_file(path: str) -> sqlite3.Connection:
         with open(path, "rb") as f:
             head = f.read(len(_SQLITE_MAGIC))
     except OSError as e:
-        raise UserError(f"cannot read journal {path}: {e.strerror}", "check the file's permissions") from e
+        raise UserError(f"cannot read journal {path}: {e.strerror}", _PERMISSIONS_HINT) from e
     if not head:
         raise _not_journal(path, "empty file")
     if head != _SQLITE_MAGIC:
@@ -184,7 +202,7 @@ class Journal(JournalReads):
     def __init__(self, path: str, *, create: bool = True) -> None:
         self.path = path
         self.readonly = False
-        existed = os.path.exists(path)
+        existed = journal_exists(path)
         if existed:
             check_journal_file(path).close()  # refuse foreign files before anything is written to them
         elif not create:

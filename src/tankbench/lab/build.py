@@ -145,6 +145,8 @@ def build(progress: Progress | None = None, *, cache: Path | None = None, force:
 
     progress = progress or say
     cache = cache or cache_dir()
+    if os.geteuid() != 0 and not any(cache.glob("image-*/manifest.json")):
+        _check_tools()  # nothing to reuse: refuse now, before the apt indexes are fetched into HOME
     (cache / "logs").mkdir(parents=True, exist_ok=True)
     with open(cache / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two labs booting at once build the image once

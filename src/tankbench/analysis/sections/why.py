@@ -67,7 +67,7 @@ def render(a: Analysis, d: Why) -> Section | None:
             Column("read_mibs_seq", "1M sequential (MiB/s)", num=True),
             Column("how"),
         )
-        drows = [(_disk(c), *(c.get(k) for k in CAPABILITY), str(c.get("how", ""))) for c in d.disks]
+        drows = [(_disk(c), *(c.get(k) for k in CAPABILITY), str(c.get("error") or c.get("how", ""))) for c in d.disks]
         blocks.append(Table(dcols, drows, only=READ, wide=False))
     if d.not_zfs:
         text = (
