@@ -167,6 +167,12 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
             "mixes single disks with mirror/raidz groups",
             "start the list with a keyword and give every disk a group (zpool refuses mixed redundancy)",
         )
+    _check_groups(keys, key, items, groups)
+    return tuple(items)
+
+
+def _check_groups(keys: Keys, key: str, items: list[str], groups: list[tuple[VdevGroup, list[str]]]) -> None:
+    """Each group has the devices its keyword takes; the data groups are of one kind and width."""
     for g, devices in groups:
         word, n = g.word, len(devices)
         if n < g.fewest:
@@ -193,7 +199,6 @@ def _vdev_list(keys: Keys, key: str, items: object) -> tuple[str, ...]:
             "give every data group the same kind and width: zpool refuses mismatched replication levels, and "
             "the pool is only as safe as its weakest group",
         )
-    return tuple(items)
 
 
 def _shape(group: VdevGroup, devices: list[str]) -> str:
